@@ -1,0 +1,4 @@
+#pragma once
+
+#include "attn/autograd/gradcheck.h"
+#include "attn/autograd/node.h"

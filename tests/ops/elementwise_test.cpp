@@ -1,0 +1,78 @@
+#include "attn/ops/elementwise.h"
+
+#include "testing.h"
+
+using namespace attn;
+using attn::testing::leaf64;
+
+namespace {
+using Fn = autograd::Function;
+}
+
+TEST(Elementwise, AddBroadcastsAndValues) {
+  Tensor a = arange(0.0, 6.0, 1.0, DType::f32).reshape({2, 3});
+  Tensor b = tensor({10.0f, 20.0f, 30.0f});
+  EXPECT_EQ(to_vector<float>(a + b), (std::vector<float>{10, 21, 32, 13, 24, 35}));
+  EXPECT_EQ(to_vector<float>(a * 2.0), (std::vector<float>{0, 2, 4, 6, 8, 10}));
+  EXPECT_EQ(to_vector<float>(1.0 - a), (std::vector<float>{1, 0, -1, -2, -3, -4}));
+}
+
+TEST(Elementwise, MismatchedShapesNameOpAndShapes) {
+  try {
+    add(zeros({2, 3}), zeros({4, 3}));
+    FAIL() << "no throw";
+  } catch (const ShapeError& e) {
+    EXPECT_STREQ(e.what(), "add: shapes [2, 3] and [4, 3] cannot be broadcast together");
+  }
+  EXPECT_THROW(add(zeros({2}), zeros({2}, DType::f64)), DTypeError);
+}
+
+TEST(Elementwise, BinaryGradcheckWithBroadcastAndPermutedInputs) {
+  Tensor a = leaf64({3, 5, 7}, 1), b = leaf64({5, 1}, 2), c = leaf64({7, 5, 3}, 3, 0.5, 2.0);
+  std::vector<Fn> fns = {
+      [](const std::vector<Tensor>& v) { return add(v[0], v[1]); },
+      [](const std::vector<Tensor>& v) { return sub(v[1], v[0]); },
+      [](const std::vector<Tensor>& v) { return mul(v[0], v[1]); },
+      [](const std::vector<Tensor>& v) { return div(v[0], v[2].permute({2, 1, 0})); },
+      [](const std::vector<Tensor>& v) { return div(v[1], v[2].permute({2, 1, 0})); },
+      [](const std::vector<Tensor>& v) { return mul(v[0].transpose(0, 2), v[2]); },
+  };
+  for (const auto& fn : fns) EXPECT_GRADCHECK(fn, (std::vector<Tensor>{a, b, c}));
+}
+
+TEST(Elementwise, UnaryGradcheck) {
+  Tensor x = leaf64({4, 3, 5}, 7);
+  Tensor pos = leaf64({5, 3}, 8, 0.2, 3.0);
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return neg(v[0]); }, {x});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return exp(v[0]); }, {x});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return tanh(v[0].permute({2, 0, 1})); }, {x});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return sigmoid(v[0]); }, {x});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return relu(v[0]); }, {x});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return abs(v[0]); }, {x});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return log(v[0].transpose(0, 1)); }, {pos});
+}
+
+TEST(Elementwise, PowSqrtGradcheck) {
+  Tensor pos = leaf64({3, 7}, 9, 0.2, 3.0);
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return sqrt(v[0]); }, {pos});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return pow(v[0], 2.5); }, {pos});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return pow(v[0], -1.0); }, {pos});
+}
+
+TEST(Elementwise, ComparisonsAndWhere) {
+  Tensor a = tensor({1.0f, 2.0f, 3.0f}), b = tensor({3.0f, 2.0f, 1.0f});
+  EXPECT_EQ(to_vector<float>(lt(a, b)), (std::vector<float>{1, 0, 0}));
+  EXPECT_EQ(to_vector<float>(eq(a, b)), (std::vector<float>{0, 1, 0}));
+  EXPECT_EQ(to_vector<float>(ge(a, b)), (std::vector<float>{0, 1, 1}));
+  EXPECT_EQ(to_vector<float>(where(gt(a, b), a, b)), (std::vector<float>{3, 2, 3}));
+  Tensor c = leaf64({4, 1}, 11), x = leaf64({4, 5}, 12), y = leaf64({5}, 13);
+  EXPECT_GRADCHECK([c](const std::vector<Tensor>& v) { return where(gt(c.detach(), 0.0), v[0], v[1]); },
+                   (std::vector<Tensor>{x, y}));
+}
+
+TEST(Elementwise, LargeContiguousMatchesStridedPath) {
+  Tensor a = attn::testing::rand32({300, 301}, 1), b = attn::testing::rand32({301, 300}, 2);
+  Tensor fast = mul(a, b.transpose(0, 1).contiguous());
+  Tensor strided = mul(a, b.transpose(0, 1));
+  EXPECT_EQ(attn::testing::max_abs_diff(fast, strided), 0.0);
+}

@@ -1,0 +1,43 @@
+#include "attn/ops/reduce.h"
+
+#include "attn/ops/elementwise.h"
+#include "testing.h"
+
+using namespace attn;
+using attn::testing::leaf64;
+
+TEST(Reduce, SumMeanMaxValues) {
+  Tensor a = arange(0.0, 24.0, 1.0, DType::f32).reshape({2, 3, 4});
+  EXPECT_EQ(sum(a).item<float>(), 276.0f);
+  EXPECT_EQ(to_vector<float>(sum(a, {1})), (std::vector<float>{12, 15, 18, 21, 48, 51, 54, 57}));
+  EXPECT_EQ(sum(a, {0, 2}, true).shape(), (Shape{1, 3, 1}));
+  EXPECT_EQ(to_vector<float>(sum(a, {0, 2})), (std::vector<float>{60, 92, 124}));
+  EXPECT_EQ(to_vector<float>(mean(a, {-1})), (std::vector<float>{1.5, 5.5, 9.5, 13.5, 17.5, 21.5}));
+  EXPECT_EQ(to_vector<float>(max(a, 1)), (std::vector<float>{8, 9, 10, 11, 20, 21, 22, 23}));
+  EXPECT_EQ(to_vector<std::int64_t>(argmax(a, -1)), (std::vector<std::int64_t>{3, 3, 3, 3, 3, 3}));
+  EXPECT_THROW(sum(a, {3}), ValueError);
+}
+
+TEST(Reduce, Gradcheck) {
+  Tensor x = leaf64({3, 4, 5}, 21);
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return sum(v[0], {0, 2}); }, {x});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return sum(v[0].permute({2, 0, 1}), {1}, true); }, {x});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return mean(v[0], {-1}); }, {x});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return sum(v[0]); }, {x});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return max(v[0], 1); }, {x});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return max(v[0].transpose(0, 2), 0, true); }, {x});
+}
+
+TEST(Reduce, SumToInvertsBroadcast) {
+  Tensor g = ones({2, 3, 4});
+  EXPECT_EQ(to_vector<float>(sum_to(g, {3, 1})), (std::vector<float>{8, 8, 8}));
+  EXPECT_EQ(to_vector<float>(sum_to(g, {4})), (std::vector<float>{6, 6, 6, 6}));
+  EXPECT_THROW(sum_to(g, {5}), ShapeError);
+}
+
+TEST(Reduce, PrefixReductionMatchesPermutedPath) {
+  Tensor x = attn::testing::rand32({257, 129}, 5);
+  Tensor fast = sum(x, {0});
+  Tensor slow = sum(x.transpose(0, 1), {1});
+  EXPECT_LT(attn::testing::max_abs_diff(fast, slow), 1e-4);
+}
