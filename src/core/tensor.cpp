@@ -204,7 +204,7 @@ Tensor eye(std::int64_t n, DType dtype) {
 
 template <class T>
 Tensor from_vector(const std::vector<T>& values, Shape shape) {
-  if (shape.empty() && values.size() != 1) shape = {static_cast<std::int64_t>(values.size())};
+  if (shape.empty()) shape = {static_cast<std::int64_t>(values.size())};
   ATTN_CHECK(shape_numel(shape) == static_cast<std::int64_t>(values.size()), ShapeError,
              "from_vector: {} values do not fill shape {}", values.size(), shape_str(shape));
   Tensor t = Tensor::empty(shape, dtype_v<T>);

@@ -8,7 +8,7 @@
 namespace attn {
 namespace {
 
-// Applies ATTN_NUM_THREADS once, before main, so oneDNN sees the same setting.
+// Applies ATTN_NUM_THREADS once, so oneDNN sees the same setting.
 struct ThreadsFromEnv {
   ThreadsFromEnv() {
     if (const char* s = std::getenv("ATTN_NUM_THREADS")) {
@@ -17,14 +17,20 @@ struct ThreadsFromEnv {
       if (end != s && *end == '\0' && n > 0 && n <= 1024) omp_set_num_threads(static_cast<int>(n));
     }
   }
-} threads_from_env;
+};
 
 }  // namespace
 
+void init_threads_from_env() { static ThreadsFromEnv once; }
+
 void set_num_threads(int n) {
+  init_threads_from_env();
   if (n > 0) omp_set_num_threads(n);
 }
 
-int get_num_threads() { return omp_get_max_threads(); }
+int get_num_threads() {
+  init_threads_from_env();
+  return omp_get_max_threads();
+}
 
 }  // namespace attn

@@ -135,7 +135,8 @@ Tensor full_like(const Tensor& t, double value);
 Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::i64);
 Tensor arange(std::int64_t end, DType dtype = DType::i64);
 Tensor eye(std::int64_t n, DType dtype = DType::f32);
-// Copies `values` (row-major) into a new tensor of `shape` (default: 1-D).
+// Copies `values` (row-major) into a new tensor of `shape` (default: 1-D of
+// values.size(); use scalar() for a 0-dim tensor).
 template <class T>
 Tensor from_vector(const std::vector<T>& values, Shape shape = {});
 Tensor tensor(std::initializer_list<float> values);

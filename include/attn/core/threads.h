@@ -9,6 +9,9 @@
 namespace attn {
 
 void set_num_threads(int n);
+// Reads ATTN_NUM_THREADS (once). Called when the first tensor is allocated,
+// so a program that never calls set_num_threads still honours it.
+void init_threads_from_env();
 int get_num_threads();
 
 // Work below this many elements runs on one thread: forking costs more.

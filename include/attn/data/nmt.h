@@ -1,0 +1,58 @@
+// attn/data/nmt.h — the English–French translation data set as d2l builds it.
+//
+// Source and target sentences become rows of num_steps token ids: the
+// sentence's ids, then <eos>, then truncated or padded with <pad> to
+// num_steps; valid_len counts the non-<pad> ids of a row.
+#pragma once
+
+#include <string>
+
+#include "attn/core/rng.h"
+#include "attn/core/tensor.h"
+#include "attn/data/vocab.h"
+
+namespace attn::data {
+
+inline const std::vector<std::string> kReservedTokens = {"<pad>", "<bos>", "<eos>"};
+
+// (array (N, num_steps) i64, valid_len (N) i64)
+struct TokenArray {
+  Tensor array;
+  Tensor valid_len;
+};
+
+// d2l's truncate_pad.
+std::vector<std::int64_t> truncate_pad(std::vector<std::int64_t> line, std::int64_t num_steps,
+                                       std::int64_t pad);
+
+// d2l's build_array_nmt.
+TokenArray build_array_nmt(const std::vector<Tokens>& lines, const Vocab& vocab,
+                           std::int64_t num_steps);
+
+struct NmtOptions {
+  std::int64_t num_steps = 10;
+  long num_examples = 600;  // d2l's default; <= 0 for the whole corpus
+  int min_freq = 2;
+  double valid_fraction = 0.0;  // the last fraction of the pairs, kept for evaluation
+};
+
+struct NmtData {
+  Vocab src_vocab, tgt_vocab;
+  TokenArray src, tgt;              // training pairs
+  TokenArray valid_src, valid_tgt;  // evaluation pairs (may be empty)
+  ParallelCorpus valid_text;        // evaluation pairs as tokens
+};
+
+// Reads `path` (plain or gzip), checks UTF-8, preprocesses and tokenizes as
+// d2l's load_data_nmt, builds both vocabularies from the training pairs.
+NmtData load_data_nmt(const std::string& path, const NmtOptions& options);
+
+// Shuffled mini-batches of row indices, reproducible from the generator
+// (a Fisher–Yates shuffle each epoch; the last batch may be short).
+std::vector<std::vector<std::int64_t>> shuffled_batches(std::int64_t n, std::int64_t batch_size,
+                                                        Generator& gen);
+
+// Rows `index` of a (N, ...) tensor, as a new contiguous tensor.
+Tensor take_rows(const Tensor& t, const std::vector<std::int64_t>& index);
+
+}  // namespace attn::data

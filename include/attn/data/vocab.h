@@ -1,0 +1,43 @@
+// attn/data/vocab.h — d2l's Vocab: token <-> index.
+//
+// Index 0 is "<unk>", then the reserved tokens in order, then every token
+// with frequency >= min_freq, most frequent first; ties keep the order in
+// which the tokens were first seen (Python's Counter + stable sort, as d2l).
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "attn/data/text.h"
+
+namespace attn::data {
+
+class Vocab {
+ public:
+  Vocab() = default;
+  Vocab(const std::vector<Tokens>& lines, int min_freq, const std::vector<std::string>& reserved);
+  // A vocabulary from its tokens in index order (as saved by save()).
+  static Vocab from_tokens(std::vector<std::string> tokens);
+
+  std::size_t size() const { return idx_to_token_.size(); }
+  // Index of a token; unknown tokens map to unk() (0).
+  std::int64_t operator[](const std::string& token) const;
+  std::vector<std::int64_t> indices(const Tokens& tokens) const;
+  const std::string& token(std::int64_t index) const;
+  std::vector<std::string> to_tokens(const std::vector<std::int64_t>& indices) const;
+  const std::vector<std::string>& tokens() const { return idx_to_token_; }
+  std::int64_t unk() const { return 0; }
+
+  // One token per line, in index order; written atomically.
+  void save(const std::string& path) const;
+  // Throws IOError naming the file for a missing/empty file, invalid UTF-8,
+  // a first token other than "<unk>", or a duplicate token.
+  static Vocab load(const std::string& path);
+
+ private:
+  std::vector<std::string> idx_to_token_;
+  std::unordered_map<std::string, std::int64_t> token_to_idx_;
+};
+
+}  // namespace attn::data

@@ -1,0 +1,35 @@
+// attn/io/safetensors.h — reading and writing the safetensors format.
+//
+// Layout (https://github.com/huggingface/safetensors): an 8-byte little-endian
+// header length N, N bytes of JSON
+//   {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...,
+//    "__metadata__": {"key": "value"}}
+// then the data, each tensor row-major little-endian at [begin, end) of the
+// data section. attn reads and writes F32, F64, I32 and I64.
+//
+// The reader trusts nothing: the header length is bounded and must fit the
+// file, the JSON must be well-formed with unique names, every dtype known,
+// shape x dtype size must equal the byte range, ranges must lie inside the
+// data section, not overlap and cover it without holes. Every error is an
+// IOError naming the file (and the tensor, where there is one).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "attn/core/tensor.h"
+
+namespace attn::io {
+
+using TensorMap = std::map<std::string, Tensor>;
+using Metadata = std::map<std::string, std::string>;
+
+// Writes atomically; tensors in name order, data 8-byte aligned.
+void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata = {});
+
+TensorMap load_safetensors(const std::string& path, Metadata* metadata = nullptr);
+
+// The same, from bytes already in memory (`what` names them in errors).
+TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Metadata* metadata = nullptr);
+
+}  // namespace attn::io

@@ -1,0 +1,87 @@
+// attn/nn/attention.h — the chapter's attention scoring functions and
+// multi-head attention, with d2l's semantics and shapes.
+//
+// Layout is batch-first: queries (B, Q, query_size), keys (B, K, key_size),
+// values (B, K, value_size); outputs (B, Q, value_size or num_hiddens).
+//
+// Masks follow d2l exactly. `valid_lens` is undefined (no mask), of shape (B)
+// — every query of batch element b sees the first valid_lens[b] keys — or of
+// shape (B, Q) — query q of element b sees the first valid_lens[b, q] keys.
+// Masked scores are set to -1e6 before the softmax, so a row whose valid
+// length is 0 becomes uniform (1/K), never NaN. Causal masking in the
+// Transformer decoder is d2l's dec_valid_lens = [1, 2, ..., T] for every row.
+// valid_lens may be any dtype; values must lie in [0, K].
+#pragma once
+
+#include "attn/nn/layers.h"
+
+namespace attn::nn {
+
+// softmax over the last dim of X (B, Q, K) with keys k >= valid_len masked.
+Tensor masked_softmax(const Tensor& X, const Tensor& valid_lens);
+
+// The (B, Q, K) 0/1 mask (in X's dtype) that masked_softmax applies.
+Tensor attention_mask(const Tensor& X, const Tensor& valid_lens, const char* op);
+
+// Additive (Bahdanau) attention: score(q, k) = w_v^T tanh(W_q q + W_k k).
+// Parameters W_q.weight (num_hiddens, query_size), W_k.weight
+// (num_hiddens, key_size), w_v.weight (1, num_hiddens), no biases.
+class AdditiveAttention : public Module {
+ public:
+  AdditiveAttention(std::int64_t key_size, std::int64_t query_size, std::int64_t num_hiddens,
+                    double dropout);
+  Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                 const Tensor& valid_lens = Tensor());
+
+  std::shared_ptr<Linear> W_k, W_q, w_v;
+  std::shared_ptr<Dropout> dropout;
+  Tensor attention_weights;  // (B, Q, K), before dropout, detached
+};
+
+// Scaled dot-product attention: softmax(Q K^T / sqrt(d)) V.
+// queries (B, Q, d), keys (B, K, d), values (B, K, v) -> (B, Q, v).
+class DotProductAttention : public Module {
+ public:
+  explicit DotProductAttention(double dropout);
+  Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                 const Tensor& valid_lens = Tensor());
+
+  std::shared_ptr<Dropout> dropout;
+  Tensor attention_weights;  // (B, Q, K), before dropout, detached
+};
+
+// (B, T, num_hiddens) -> (B * num_heads, T, num_hiddens / num_heads): head i
+// of batch element b lands at row b * num_heads + i (d2l's transpose_qkv).
+Tensor transpose_qkv(const Tensor& X, std::int64_t num_heads);
+// The inverse: (B * num_heads, T, d) -> (B, T, num_heads * d) (d2l's transpose_output).
+Tensor transpose_output(const Tensor& X, std::int64_t num_heads);
+
+// Multi-head attention (d2l): project queries, keys and values with W_q, W_k,
+// W_v to num_hiddens, split into num_heads heads, run DotProductAttention on
+// all heads at once with valid_lens repeated per head (b0 x h, b1 x h, ...),
+// concatenate and project with W_o. Output (B, Q, num_hiddens).
+class MultiHeadAttention : public Module {
+ public:
+  MultiHeadAttention(std::int64_t key_size, std::int64_t query_size, std::int64_t value_size,
+                     std::int64_t num_hiddens, std::int64_t num_heads, double dropout,
+                     bool bias = false);
+  Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                 const Tensor& valid_lens = Tensor());
+
+  // The two halves of forward, for decoding with a cache: project keys and
+  // values once into heads (B * num_heads, K, num_hiddens / num_heads), then
+  // attend with any number of queries against them. valid_lens is per batch
+  // element, (B) or (B, Q), before the per-head repetition.
+  std::pair<Tensor, Tensor> project_kv(const Tensor& keys, const Tensor& values);
+  Tensor attend(const Tensor& queries, const Tensor& K, const Tensor& V,
+                const Tensor& valid_lens = Tensor());
+
+  // (B * num_heads, Q, K) weights of the last forward, detached.
+  const Tensor& attention_weights() const { return attention->attention_weights; }
+
+  std::int64_t num_hiddens, num_heads;
+  std::shared_ptr<DotProductAttention> attention;
+  std::shared_ptr<Linear> W_q, W_k, W_v, W_o;
+};
+
+}  // namespace attn::nn

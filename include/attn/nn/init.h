@@ -1,0 +1,18 @@
+// attn/nn/init.h — parameter initialization, in place, without recording gradients.
+#pragma once
+
+#include "attn/core/rng.h"
+#include "attn/core/tensor.h"
+
+namespace attn::nn::init {
+
+// U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)); fans from a 2-D
+// (out, in) weight as in PyTorch.
+void xavier_uniform_(const Tensor& w, double gain = 1.0, Generator& gen = default_generator());
+void uniform_(const Tensor& t, double low, double high, Generator& gen = default_generator());
+void normal_(const Tensor& t, double mean = 0.0, double stddev = 1.0,
+             Generator& gen = default_generator());
+void zeros_(const Tensor& t);
+void ones_(const Tensor& t);
+
+}  // namespace attn::nn::init

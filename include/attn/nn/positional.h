@@ -1,0 +1,36 @@
+// attn/nn/positional.h — positional encodings added to (B, T, num_hiddens) inputs.
+#pragma once
+
+#include "attn/nn/layers.h"
+
+namespace attn::nn {
+
+// d2l's sinusoidal encoding: P[i, 2j] = sin(i / 10000^(2j/d)),
+// P[i, 2j+1] = cos(i / 10000^(2j/d)), computed in f32 as d2l does.
+// forward(X) = dropout(X + P[:T]). With an odd num_hiddens the last column is
+// a sine (d2l itself fails there). P is a constant, not a parameter.
+class PositionalEncoding : public Module {
+ public:
+  PositionalEncoding(std::int64_t num_hiddens, double dropout, std::int64_t max_len = 1000);
+  // X (B, T, num_hiddens); positions start at `start` (used by incremental
+  // decoding, where step t must get position t, not 0).
+  Tensor forward(const Tensor& X, std::int64_t start = 0);
+
+  std::int64_t num_hiddens, max_len;
+  Tensor P;  // (1, max_len, num_hiddens), f32
+  std::shared_ptr<Dropout> dropout;
+};
+
+// A learned positional embedding (the chapter's exercise): parameter "P" of
+// shape (1, max_len, num_hiddens), initialized N(0, 0.02).
+class LearnedPositionalEncoding : public Module {
+ public:
+  LearnedPositionalEncoding(std::int64_t num_hiddens, double dropout, std::int64_t max_len = 1000);
+  Tensor forward(const Tensor& X, std::int64_t start = 0);
+
+  std::int64_t num_hiddens, max_len;
+  Tensor P;
+  std::shared_ptr<Dropout> dropout;
+};
+
+}  // namespace attn::nn

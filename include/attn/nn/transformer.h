@@ -1,0 +1,148 @@
+// attn/nn/transformer.h — the Transformer encoder–decoder of d2l 10.7.
+//
+// Shapes: token ids (B, T) i64; hidden states (B, T, num_hiddens); valid
+// lengths (B). Parameter names are those of d2l's PyTorch state_dict:
+//   encoder.embedding.weight, encoder.blks.block0.attention.W_q.weight,
+//   encoder.blks.block0.addnorm1.ln.weight, encoder.blks.block0.ffn.dense1.bias,
+//   decoder.blks.block0.attention1.W_k.weight, decoder.blks.block0.attention2...,
+//   decoder.dense.weight, decoder.dense.bias, ...
+// The architecture is post-LN: AddNorm(X, Y) = LayerNorm(dropout(Y) + X).
+#pragma once
+
+#include <array>
+
+#include "attn/nn/attention.h"
+#include "attn/nn/positional.h"
+
+namespace attn::nn {
+
+struct TransformerConfig {
+  std::int64_t src_vocab_size = 0, tgt_vocab_size = 0;
+  std::int64_t num_hiddens = 32;
+  std::int64_t num_layers = 2;
+  std::int64_t num_heads = 4;
+  std::int64_t ffn_num_hiddens = 64;
+  double dropout = 0.1;
+  std::int64_t max_len = 1000;  // of the positional encoding
+  bool use_bias = false;        // of the attention projections (d2l: false)
+  Shape norm_shape;             // of every LayerNorm; empty means {num_hiddens}
+  Shape layer_norm_shape() const { return norm_shape.empty() ? Shape{num_hiddens} : norm_shape; }
+  void validate() const;        // ValueError naming the first bad field
+};
+
+// dense2(relu(dense1(X))): (B, T, in) -> (B, T, out)
+class PositionWiseFFN : public Module {
+ public:
+  PositionWiseFFN(std::int64_t num_input, std::int64_t num_hiddens, std::int64_t num_outputs);
+  Tensor forward(const Tensor& X);
+  std::shared_ptr<Linear> dense1, dense2;
+};
+
+// LayerNorm(dropout(Y) + X)
+class AddNorm : public Module {
+ public:
+  AddNorm(Shape normalized_shape, double dropout);
+  Tensor forward(const Tensor& X, const Tensor& Y);
+  std::shared_ptr<Dropout> dropout;
+  std::shared_ptr<LayerNorm> ln;
+};
+
+class EncoderBlock : public Module {
+ public:
+  // d2l's signature: (key_size, query_size, value_size, num_hiddens,
+  // norm_shape, ffn_num_input, ffn_num_hiddens, num_heads, dropout, use_bias)
+  EncoderBlock(std::int64_t key_size, std::int64_t query_size, std::int64_t value_size,
+               std::int64_t num_hiddens, Shape norm_shape, std::int64_t ffn_num_input,
+               std::int64_t ffn_num_hiddens, std::int64_t num_heads, double dropout,
+               bool use_bias = false);
+  Tensor forward(const Tensor& X, const Tensor& valid_lens);
+  std::shared_ptr<MultiHeadAttention> attention;
+  std::shared_ptr<AddNorm> addnorm1, addnorm2;
+  std::shared_ptr<PositionWiseFFN> ffn;
+};
+
+// A container whose children are named "block0", "block1", ... (d2l's nn.Sequential).
+template <class Block>
+class Blocks : public Module {
+ public:
+  void append(std::shared_ptr<Block> b) {
+    blocks.push_back(register_module("block" + std::to_string(blocks.size()), std::move(b)));
+  }
+  std::vector<std::shared_ptr<Block>> blocks;
+};
+
+class TransformerEncoder : public Module {
+ public:
+  explicit TransformerEncoder(const TransformerConfig& c);
+  // X (B, T) ids, valid_lens (B) -> (B, T, num_hiddens)
+  Tensor forward(const Tensor& X, const Tensor& valid_lens);
+  // Self-attention weights of each layer from the last forward: (B * heads, T, T).
+  std::vector<Tensor> attention_weights() const;
+
+  std::int64_t num_hiddens;
+  std::shared_ptr<Embedding> embedding;
+  std::shared_ptr<PositionalEncoding> pos_encoding;
+  std::shared_ptr<Blocks<EncoderBlock>> blks;
+};
+
+// What the decoder carries between calls: the encoder's outputs and valid
+// lengths, and per layer the KV cache — self-attention keys and values of
+// every token decoded so far, and cross-attention keys and values of the
+// encoder outputs (computed once).
+struct DecoderState {
+  Tensor enc_outputs, enc_valid_lens;
+  std::vector<Tensor> self_k, self_v, cross_k, cross_v;
+  std::int64_t steps = 0;  // tokens already decoded: the position of the next one
+};
+
+class DecoderBlock : public Module {
+ public:
+  DecoderBlock(std::int64_t key_size, std::int64_t query_size, std::int64_t value_size,
+               std::int64_t num_hiddens, Shape norm_shape, std::int64_t ffn_num_input,
+               std::int64_t ffn_num_hiddens, std::int64_t num_heads, double dropout,
+               std::int64_t i);
+  // Full sequence, causal (d2l's training path): X (B, T, H).
+  Tensor forward(const Tensor& X, const Tensor& enc_outputs, const Tensor& enc_valid_lens);
+  // Incremental: X holds the new tokens only; self-attention keys and values
+  // of X are appended to the cache and the queries attend to the whole cache.
+  Tensor forward_cached(const Tensor& X, DecoderState& state);
+
+  std::int64_t i;
+  std::shared_ptr<MultiHeadAttention> attention1, attention2;
+  std::shared_ptr<AddNorm> addnorm1, addnorm2, addnorm3;
+  std::shared_ptr<PositionWiseFFN> ffn;
+};
+
+class TransformerDecoder : public Module {
+ public:
+  explicit TransformerDecoder(const TransformerConfig& c);
+  DecoderState init_state(const Tensor& enc_outputs, const Tensor& enc_valid_lens) const;
+  // Teacher forcing over a whole target sequence X (B, T), causal mask
+  // dec_valid_lens = 1..T: logits (B, T, vocab).
+  Tensor forward(const Tensor& X, const DecoderState& state);
+  // One or more new tokens X (B, t) at positions state.steps..: logits (B, t, vocab),
+  // with the KV cache updated. Only the new tokens' keys and values are computed.
+  Tensor step(const Tensor& X, DecoderState& state);
+  // [0][layer]: self-attention, [1][layer]: cross-attention weights of the
+  // last call, each (B * heads, T_query, T_key).
+  std::array<std::vector<Tensor>, 2> attention_weights() const;
+
+  std::int64_t num_hiddens, num_layers;
+  std::shared_ptr<Embedding> embedding;
+  std::shared_ptr<PositionalEncoding> pos_encoding;
+  std::shared_ptr<Blocks<DecoderBlock>> blks;
+  std::shared_ptr<Linear> dense;
+};
+
+class EncoderDecoder : public Module {
+ public:
+  explicit EncoderDecoder(const TransformerConfig& c);
+  // enc_X (B, Ts), dec_X (B, Tt), enc_valid_lens (B) -> logits (B, Tt, tgt_vocab)
+  Tensor forward(const Tensor& enc_X, const Tensor& dec_X, const Tensor& enc_valid_lens);
+
+  TransformerConfig config;
+  std::shared_ptr<TransformerEncoder> encoder;
+  std::shared_ptr<TransformerDecoder> decoder;
+};
+
+}  // namespace attn::nn

@@ -1,0 +1,29 @@
+#include "attn/nn/init.h"
+
+#include <cmath>
+
+namespace attn::nn::init {
+
+void xavier_uniform_(const Tensor& w, double gain, Generator& gen) {
+  ATTN_CHECK(w.dim() >= 2, ShapeError, "xavier_uniform_: expected a weight of >= 2 dims, got {}",
+             shape_str(w.shape()));
+  std::int64_t receptive = 1;
+  for (std::int64_t d = 2; d < w.dim(); ++d) receptive *= w.size(d);
+  double fan_in = static_cast<double>(w.size(1) * receptive);
+  double fan_out = static_cast<double>(w.size(0) * receptive);
+  double a = gain * std::sqrt(6.0 / (fan_in + fan_out));
+  uniform_(w, -a, a, gen);
+}
+
+void uniform_(const Tensor& t, double low, double high, Generator& gen) {
+  copy_(t, uniform(low, high, t.shape(), gen, t.dtype()));
+}
+
+void normal_(const Tensor& t, double mean, double stddev, Generator& gen) {
+  copy_(t, normal(mean, stddev, t.shape(), gen, t.dtype()));
+}
+
+void zeros_(const Tensor& t) { fill_(t, 0.0); }
+void ones_(const Tensor& t) { fill_(t, 1.0); }
+
+}  // namespace attn::nn::init

@@ -1,0 +1,211 @@
+#include "attn/nn/transformer.h"
+
+#include <cmath>
+
+#include "attn/ops/elementwise.h"
+#include "attn/ops/index.h"
+
+namespace attn::nn {
+
+void TransformerConfig::validate() const {
+  auto positive = [](std::int64_t v, const char* name) {
+    ATTN_CHECK(v > 0, ValueError, "Transformer: {} must be positive, got {}", name, v);
+  };
+  positive(src_vocab_size, "src_vocab_size");
+  positive(tgt_vocab_size, "tgt_vocab_size");
+  positive(num_hiddens, "num_hiddens");
+  positive(num_layers, "num_layers");
+  positive(num_heads, "num_heads");
+  positive(ffn_num_hiddens, "ffn_num_hiddens");
+  positive(max_len, "max_len");
+  ATTN_CHECK(num_hiddens % num_heads == 0, ValueError,
+             "Transformer: num_hiddens {} is not divisible by num_heads {}", num_hiddens, num_heads);
+  ATTN_CHECK(dropout >= 0 && dropout < 1, ValueError, "Transformer: dropout must be in [0, 1), got {}",
+             dropout);
+}
+
+PositionWiseFFN::PositionWiseFFN(std::int64_t in, std::int64_t hidden, std::int64_t out) {
+  dense1 = register_module("dense1", std::make_shared<Linear>(in, hidden));
+  dense2 = register_module("dense2", std::make_shared<Linear>(hidden, out));
+}
+
+Tensor PositionWiseFFN::forward(const Tensor& X) { return dense2->forward(relu(dense1->forward(X))); }
+
+AddNorm::AddNorm(Shape normalized_shape, double p) {
+  dropout = register_module("dropout", std::make_shared<Dropout>(p));
+  ln = register_module("ln", std::make_shared<LayerNorm>(std::move(normalized_shape)));
+}
+
+Tensor AddNorm::forward(const Tensor& X, const Tensor& Y) {
+  return ln->forward(add(dropout->forward(Y), X));
+}
+
+EncoderBlock::EncoderBlock(std::int64_t key_size, std::int64_t query_size, std::int64_t value_size,
+                           std::int64_t num_hiddens, Shape norm_shape, std::int64_t ffn_num_input,
+                           std::int64_t ffn_num_hiddens, std::int64_t num_heads, double dropout,
+                           bool use_bias) {
+  attention = register_module("attention",
+                              std::make_shared<MultiHeadAttention>(key_size, query_size, value_size,
+                                                                   num_hiddens, num_heads, dropout,
+                                                                   use_bias));
+  addnorm1 = register_module("addnorm1", std::make_shared<AddNorm>(norm_shape, dropout));
+  ffn = register_module("ffn", std::make_shared<PositionWiseFFN>(ffn_num_input, ffn_num_hiddens,
+                                                                 num_hiddens));
+  addnorm2 = register_module("addnorm2", std::make_shared<AddNorm>(norm_shape, dropout));
+}
+
+Tensor EncoderBlock::forward(const Tensor& X, const Tensor& valid_lens) {
+  Tensor Y = addnorm1->forward(X, attention->forward(X, X, X, valid_lens));
+  return addnorm2->forward(Y, ffn->forward(Y));
+}
+
+namespace {
+// embedding(X) * sqrt(num_hiddens), then the positional encoding from `start`.
+Tensor embed(Embedding& emb, PositionalEncoding& pe, const Tensor& X, std::int64_t num_hiddens,
+             std::int64_t start) {
+  ATTN_CHECK(X.dim() == 2, ShapeError, "Transformer: expected token ids (batch, steps), got {}",
+             shape_str(X.shape()));
+  return pe.forward(mul(emb.forward(X), std::sqrt(static_cast<double>(num_hiddens))), start);
+}
+}  // namespace
+
+TransformerEncoder::TransformerEncoder(const TransformerConfig& c) : num_hiddens(c.num_hiddens) {
+  c.validate();
+  embedding = register_module("embedding", std::make_shared<Embedding>(c.src_vocab_size, c.num_hiddens));
+  pos_encoding = register_module("pos_encoding",
+                                 std::make_shared<PositionalEncoding>(c.num_hiddens, c.dropout, c.max_len));
+  blks = register_module("blks", std::make_shared<Blocks<EncoderBlock>>());
+  for (std::int64_t i = 0; i < c.num_layers; ++i)
+    blks->append(std::make_shared<EncoderBlock>(c.num_hiddens, c.num_hiddens, c.num_hiddens,
+                                                c.num_hiddens, c.layer_norm_shape(), c.num_hiddens,
+                                                c.ffn_num_hiddens, c.num_heads, c.dropout, c.use_bias));
+}
+
+Tensor TransformerEncoder::forward(const Tensor& X, const Tensor& valid_lens) {
+  Tensor H = embed(*embedding, *pos_encoding, X, num_hiddens, 0);
+  for (auto& blk : blks->blocks) H = blk->forward(H, valid_lens);
+  return H;
+}
+
+std::vector<Tensor> TransformerEncoder::attention_weights() const {
+  std::vector<Tensor> out;
+  for (auto& blk : blks->blocks) out.push_back(blk->attention->attention_weights());
+  return out;
+}
+
+DecoderBlock::DecoderBlock(std::int64_t key_size, std::int64_t query_size, std::int64_t value_size,
+                           std::int64_t num_hiddens, Shape norm_shape, std::int64_t ffn_num_input,
+                           std::int64_t ffn_num_hiddens, std::int64_t num_heads, double dropout,
+                           std::int64_t i_)
+    : i(i_) {
+  attention1 = register_module("attention1",
+                               std::make_shared<MultiHeadAttention>(key_size, query_size, value_size,
+                                                                    num_hiddens, num_heads, dropout));
+  addnorm1 = register_module("addnorm1", std::make_shared<AddNorm>(norm_shape, dropout));
+  attention2 = register_module("attention2",
+                               std::make_shared<MultiHeadAttention>(key_size, query_size, value_size,
+                                                                    num_hiddens, num_heads, dropout));
+  addnorm2 = register_module("addnorm2", std::make_shared<AddNorm>(norm_shape, dropout));
+  ffn = register_module("ffn", std::make_shared<PositionWiseFFN>(ffn_num_input, ffn_num_hiddens,
+                                                                 num_hiddens));
+  addnorm3 = register_module("addnorm3", std::make_shared<AddNorm>(norm_shape, dropout));
+}
+
+namespace {
+// Causal valid lengths for queries at positions start..start+T-1: (B, T) = start + t + 1.
+Tensor causal_lens(std::int64_t batch, std::int64_t T, std::int64_t start) {
+  Tensor lens = Tensor::empty({batch, T}, DType::i64);
+  std::int64_t* p = lens.data<std::int64_t>();
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t t = 0; t < T; ++t) p[b * T + t] = start + t + 1;
+  return lens;
+}
+}  // namespace
+
+Tensor DecoderBlock::forward(const Tensor& X, const Tensor& enc_outputs, const Tensor& enc_valid_lens) {
+  // d2l's dec_valid_lens = arange(1, T + 1).repeat(B, 1): token t sees tokens 0..t.
+  Tensor dec_valid_lens = causal_lens(X.size(0), X.size(1), 0);
+  Tensor Y = addnorm1->forward(X, attention1->forward(X, X, X, dec_valid_lens));
+  Tensor Z = addnorm2->forward(Y, attention2->forward(Y, enc_outputs, enc_outputs, enc_valid_lens));
+  return addnorm3->forward(Z, ffn->forward(Z));
+}
+
+Tensor DecoderBlock::forward_cached(const Tensor& X, DecoderState& state) {
+  auto [k, v] = attention1->project_kv(X, X);
+  Tensor& K = state.self_k[i];
+  Tensor& V = state.self_v[i];
+  K = K.defined() ? cat({K, k}, 1) : k;
+  V = V.defined() ? cat({V, v}, 1) : v;
+  Tensor lens = X.size(1) > 1 ? causal_lens(X.size(0), X.size(1), state.steps) : Tensor();
+  Tensor Y = addnorm1->forward(X, attention1->attend(X, K, V, lens));
+  if (!state.cross_k[i].defined()) {
+    auto [ck, cv] = attention2->project_kv(state.enc_outputs, state.enc_outputs);
+    state.cross_k[i] = ck;
+    state.cross_v[i] = cv;
+  }
+  Tensor Z = addnorm2->forward(
+      Y, attention2->attend(Y, state.cross_k[i], state.cross_v[i], state.enc_valid_lens));
+  return addnorm3->forward(Z, ffn->forward(Z));
+}
+
+TransformerDecoder::TransformerDecoder(const TransformerConfig& c)
+    : num_hiddens(c.num_hiddens), num_layers(c.num_layers) {
+  c.validate();
+  embedding = register_module("embedding", std::make_shared<Embedding>(c.tgt_vocab_size, c.num_hiddens));
+  pos_encoding = register_module("pos_encoding",
+                                 std::make_shared<PositionalEncoding>(c.num_hiddens, c.dropout, c.max_len));
+  blks = register_module("blks", std::make_shared<Blocks<DecoderBlock>>());
+  for (std::int64_t i = 0; i < c.num_layers; ++i)
+    blks->append(std::make_shared<DecoderBlock>(c.num_hiddens, c.num_hiddens, c.num_hiddens,
+                                                c.num_hiddens, c.layer_norm_shape(), c.num_hiddens,
+                                                c.ffn_num_hiddens, c.num_heads, c.dropout, i));
+  dense = register_module("dense", std::make_shared<Linear>(c.num_hiddens, c.tgt_vocab_size));
+}
+
+DecoderState TransformerDecoder::init_state(const Tensor& enc_outputs, const Tensor& enc_valid_lens) const {
+  DecoderState s;
+  s.enc_outputs = enc_outputs;
+  s.enc_valid_lens = enc_valid_lens;
+  s.self_k.resize(num_layers);
+  s.self_v.resize(num_layers);
+  s.cross_k.resize(num_layers);
+  s.cross_v.resize(num_layers);
+  return s;
+}
+
+Tensor TransformerDecoder::forward(const Tensor& X, const DecoderState& state) {
+  Tensor H = embed(*embedding, *pos_encoding, X, num_hiddens, 0);
+  for (auto& blk : blks->blocks) H = blk->forward(H, state.enc_outputs, state.enc_valid_lens);
+  return dense->forward(H);
+}
+
+Tensor TransformerDecoder::step(const Tensor& X, DecoderState& state) {
+  // The new tokens sit at positions steps, steps + 1, ... (d2l adds position
+  // 0's encoding at every inference step; see docs/design.md).
+  Tensor H = embed(*embedding, *pos_encoding, X, num_hiddens, state.steps);
+  for (auto& blk : blks->blocks) H = blk->forward_cached(H, state);
+  state.steps += X.size(1);
+  return dense->forward(H);
+}
+
+std::array<std::vector<Tensor>, 2> TransformerDecoder::attention_weights() const {
+  std::array<std::vector<Tensor>, 2> out;
+  for (auto& blk : blks->blocks) {
+    out[0].push_back(blk->attention1->attention_weights());
+    out[1].push_back(blk->attention2->attention_weights());
+  }
+  return out;
+}
+
+EncoderDecoder::EncoderDecoder(const TransformerConfig& c) : config(c) {
+  c.validate();
+  encoder = register_module("encoder", std::make_shared<TransformerEncoder>(c));
+  decoder = register_module("decoder", std::make_shared<TransformerDecoder>(c));
+}
+
+Tensor EncoderDecoder::forward(const Tensor& enc_X, const Tensor& dec_X, const Tensor& enc_valid_lens) {
+  Tensor enc_outputs = encoder->forward(enc_X, enc_valid_lens);
+  return decoder->forward(dec_X, decoder->init_state(enc_outputs, enc_valid_lens));
+}
+
+}  // namespace attn::nn

@@ -1,0 +1,106 @@
+#include "attn/optim/optimizer.h"
+
+#include <cmath>
+
+#include "attn/core/error.h"
+
+namespace attn::optim {
+
+Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
+  for (const auto& p : params_) {
+    ATTN_CHECK(p.defined() && is_floating(p.dtype()) && p.is_contiguous(), ValueError,
+               "Optimizer: parameters must be defined, floating and contiguous");
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (auto& p : params_) p.zero_grad();
+}
+
+SGD::SGD(std::vector<Tensor> params, double lr) : Optimizer(std::move(params)) {
+  ATTN_CHECK(lr > 0 && std::isfinite(lr), ValueError, "SGD: lr must be positive, got {}", lr);
+  lr_ = lr;
+}
+
+void SGD::step() {
+  for (auto& p : params_) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    Tensor gc = g.contiguous();
+    dispatch_float(p.dtype(), "SGD", [&]<class T>() {
+      T* pp = p.data<T>();
+      const T* pg = gc.data<T>();
+      const T lr = static_cast<T>(lr_);
+      for (std::int64_t i = 0; i < p.numel(); ++i) pp[i] -= lr * pg[i];
+    });
+  }
+}
+
+Adam::Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps)
+    : Optimizer(std::move(params)), beta1_(beta1), beta2_(beta2), eps_(eps) {
+  ATTN_CHECK(lr > 0 && std::isfinite(lr), ValueError, "Adam: lr must be positive, got {}", lr);
+  ATTN_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, ValueError,
+             "Adam: betas must be in [0, 1), got ({}, {})", beta1, beta2);
+  lr_ = lr;
+  for (const auto& p : params_) {
+    m_.push_back(zeros(p.shape(), p.dtype()));
+    v_.push_back(zeros(p.shape(), p.dtype()));
+  }
+}
+
+void Adam::step() {
+  ++t_;
+  const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(t_));
+  const double bc2 = 1.0 - std::pow(beta2_, static_cast<double>(t_));
+  for (std::size_t k = 0; k < params_.size(); ++k) {
+    Tensor& p = params_[k];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    Tensor gc = g.contiguous();
+    dispatch_float(p.dtype(), "Adam", [&]<class T>() {
+      T* pp = p.data<T>();
+      T* pm = m_[k].data<T>();
+      T* pv = v_[k].data<T>();
+      const T* pg = gc.data<T>();
+      // 1 - beta in double, then rounded (as PyTorch): 1 - 0.999f loses digits.
+      const T b1 = static_cast<T>(beta1_), b2 = static_cast<T>(beta2_);
+      const T c1 = static_cast<T>(1.0 - beta1_), c2 = static_cast<T>(1.0 - beta2_);
+      const T step = static_cast<T>(lr_ / bc1);
+      const T rbc2 = static_cast<T>(1.0 / std::sqrt(bc2));
+      const T eps = static_cast<T>(eps_);
+      const std::int64_t n = p.numel();
+#pragma omp simd
+      for (std::int64_t i = 0; i < n; ++i) {
+        pm[i] = b1 * pm[i] + c1 * pg[i];
+        pv[i] = b2 * pv[i] + c2 * pg[i] * pg[i];
+        pp[i] -= step * pm[i] / (std::sqrt(pv[i]) * rbc2 + eps);
+      }
+    });
+  }
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  double total = 0.0;
+  for (const auto& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    for (double v : to_vector<double>(g)) total += v * v;
+  }
+  double norm = std::sqrt(total);
+  if (norm > max_norm) {
+    double scale = max_norm / norm;
+    for (const auto& p : params) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      Tensor gc = g.contiguous().clone();
+      dispatch_float(gc.dtype(), "clip_grad_norm", [&]<class T>() {
+        T* pg = gc.data<T>();
+        for (std::int64_t i = 0; i < gc.numel(); ++i) pg[i] = static_cast<T>(pg[i] * scale);
+      });
+      p.set_grad(gc);
+    }
+  }
+  return norm;
+}
+
+}  // namespace attn::optim
