@@ -7,6 +7,7 @@
 //   exp   dy/dx = y          log   dy/dx = 1/x        sqrt  dy/dx = 1/(2y)
 //   pow   dy/dx = p x^(p-1)  tanh  dy/dx = 1 - y^2    relu  dy/dx = [x > 0]
 //   sigmoid dy/dx = y(1-y)   abs   dy/dx = sign(x)
+//   sin   dy/dx = cos x      cos   dy/dx = -sin x
 // Broadcast inputs get their gradient summed back to their shape (sum_to).
 #include <cmath>
 
@@ -14,6 +15,7 @@
 #include "attn/ops/elementwise.h"
 #include "attn/ops/reduce.h"
 #include "ops/kernels.h"
+#include "ops/vec_math.h"
 
 namespace attn {
 
@@ -96,7 +98,7 @@ Tensor neg(const Tensor& x) {
 }
 
 Tensor exp(const Tensor& x) {
-  Tensor out = unary_float(x, "exp", [](auto v) { return std::exp(v); });
+  Tensor out = unary_float(x, "exp", [](auto v) { return detail::exp_simd(v); });
   Tensor y = out.detach();
   return record(out, "exp", {x}, [y](const Tensor& g, const Needs&) { return Grads{mul(g, y)}; });
 }
@@ -170,6 +172,18 @@ Tensor abs(const Tensor& x) {
     });
     return Grads{d};
   });
+}
+
+Tensor sin(const Tensor& x) {
+  Tensor out = unary_float(x, "sin", [](auto v) { return std::sin(v); });
+  Tensor xd = x.detach();
+  return record(out, "sin", {x}, [xd](const Tensor& g, const Needs&) { return Grads{mul(g, cos(xd))}; });
+}
+
+Tensor cos(const Tensor& x) {
+  Tensor out = unary_float(x, "cos", [](auto v) { return std::cos(v); });
+  Tensor xd = x.detach();
+  return record(out, "cos", {x}, [xd](const Tensor& g, const Needs&) { return Grads{neg(mul(g, sin(xd)))}; });
 }
 
 // ---- comparisons and where (no gradient through the condition) ----

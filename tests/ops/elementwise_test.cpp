@@ -49,6 +49,8 @@ TEST(Elementwise, UnaryGradcheck) {
   EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return sigmoid(v[0]); }, {x});
   EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return relu(v[0]); }, {x});
   EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return abs(v[0]); }, {x});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return sin(v[0]); }, {x});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return cos(v[0].permute({1, 2, 0})); }, {x});
   EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return log(v[0].transpose(0, 1)); }, {pos});
 }
 

@@ -31,6 +31,8 @@ Tensor tanh(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor abs(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
 
 // ---- not differentiable: results hold 1 where true and 0 where false, in the
 // inputs' dtype (so they multiply straight into masks) ----

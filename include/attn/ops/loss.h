@@ -1,0 +1,27 @@
+// attn/ops/loss.h — losses.
+#pragma once
+
+#include "attn/core/tensor.h"
+
+namespace attn {
+
+enum class Reduction { none, mean, sum };
+
+// Softmax cross-entropy with integer class labels.
+//   logits:  (..., C) f32 or f64
+//   labels:  (...)    i32 or i64, each in [0, C)
+//   weights: (...)    logits' dtype, optional; any shape that broadcasts to
+//            labels' shape. Multiplies each position's loss (d2l's mask of
+//            valid positions).
+//   loss[...] = weights[...] * (logsumexp_c logits[..., c] - logits[..., label])
+// Returns loss (...) for Reduction::none, else the 0-dim sum or mean of it
+// (the mean divides by the number of positions, not by the sum of weights).
+// d2l's MaskedSoftmaxCELoss is mean(cross_entropy(pred, label, mask), {1}).
+//
+// Backward wrt logits: (softmax(logits) - onehot(label)) * g * weight,
+// with the softmax recomputed from the saved per-position max and log-sum-exp.
+// Differentiable in logits and in weights; not in labels.
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& weights = Tensor(),
+                     Reduction reduction = Reduction::none);
+
+}  // namespace attn

@@ -1,0 +1,117 @@
+// Inverted dropout: forward kernel and backward rule.
+//
+//   keep_i = philox_uniform(seed, offset, i) >= p
+//   y_i  = keep_i ? x_i / (1 - p) : 0
+//   dx_i = keep_i ? g_i / (1 - p) : 0
+//
+// The mask is a pure function of (seed, offset, i), so the forward saves three
+// numbers and the backward regenerates it instead of storing numel bytes.
+// philox_uniform(...) = (bits >> 8) / 2^24 with 32 random bits, so the test
+// u >= p is the exact integer test (bits >> 8) >= ceil(p 2^24).
+//
+// Kernel: Philox4x32-10 (the same function as core's philox4x32, inlined so
+// that GCC vectorizes it across counters) fills 4 bits words per counter for
+// a chunk of counters, then one vectorized pass selects and scales.
+#include "attn/ops/dropout.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "attn/autograd/node.h"
+#include "attn/core/threads.h"
+
+namespace attn {
+
+using autograd::record;
+using Grads = std::vector<Tensor>;
+using Needs = std::vector<bool>;
+
+namespace {
+
+// Philox4x32-10 for counter (ctr, 0) and `key`, as attn::philox4x32 (core/rng.cpp).
+inline void philox_inline(std::uint64_t ctr, std::uint64_t key, std::uint32_t* out) {
+  constexpr std::uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+  constexpr std::uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  std::uint32_t c0 = static_cast<std::uint32_t>(ctr), c1 = static_cast<std::uint32_t>(ctr >> 32);
+  std::uint32_t c2 = 0, c3 = 0;
+  std::uint32_t k0 = static_cast<std::uint32_t>(key), k1 = static_cast<std::uint32_t>(key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    std::uint64_t p0 = static_cast<std::uint64_t>(kM0) * c0;
+    std::uint64_t p1 = static_cast<std::uint64_t>(kM1) * c2;
+    std::uint32_t hi0 = static_cast<std::uint32_t>(p0 >> 32), lo0 = static_cast<std::uint32_t>(p0);
+    std::uint32_t hi1 = static_cast<std::uint32_t>(p1 >> 32), lo1 = static_cast<std::uint32_t>(p1);
+    c0 = hi1 ^ c1 ^ k0;
+    c1 = lo1;
+    c2 = hi0 ^ c3 ^ k1;
+    c3 = lo0;
+    k0 += kW0;
+    k1 += kW1;
+  }
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}
+
+constexpr std::int64_t kChunk = 256;  // counters per chunk = 1024 elements
+
+// y_i = keep_i ? x_i * scale : 0 for i in [0, n), x and y contiguous.
+template <class T>
+void apply_mask(const T* x, T* y, std::int64_t n, std::uint64_t seed, std::uint64_t offset,
+                std::uint32_t threshold, T scale) {
+  const std::int64_t chunks = (n + 4 * kChunk - 1) / (4 * kChunk);
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    alignas(64) std::uint32_t bits[4 * kChunk];
+    const std::int64_t e0 = c * 4 * kChunk;
+    const std::int64_t len = std::min<std::int64_t>(4 * kChunk, n - e0);
+    const std::int64_t blocks = (len + 3) / 4;
+    const std::uint64_t ctr0 = offset + static_cast<std::uint64_t>(c * kChunk);
+#pragma omp simd
+    for (std::int64_t b = 0; b < blocks; ++b) philox_inline(ctr0 + b, seed, bits + 4 * b);
+    const T* xs = x + e0;
+    T* ys = y + e0;
+#pragma omp simd
+    for (std::int64_t i = 0; i < len; ++i) ys[i] = (bits[i] >> 8) >= threshold ? xs[i] * scale : T(0);
+  }
+}
+
+Tensor masked_scale(const Tensor& x, std::uint64_t seed, std::uint64_t offset,
+                    std::uint32_t threshold, double scale) {
+  return dispatch_float(x.dtype(), "dropout", [&]<class T>() {
+    Tensor xc = x.detach().contiguous();
+    Tensor y = Tensor::empty(x.shape(), x.dtype());
+    apply_mask<T>(xc.data<T>(), y.data<T>(), x.numel(), seed, offset, threshold,
+                  static_cast<T>(scale));
+    return y;
+  });
+}
+
+}  // namespace
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  ATTN_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout: p must be in [0, 1], got {}", p);
+  ATTN_CHECK(is_floating(x.dtype()), DTypeError, "dropout: expected a floating dtype (f32 or f64), got {}",
+             dtype_name(x.dtype()));
+  if (!training || p == 0.0) return x;
+  if (p == 1.0) {
+    Shape shape = x.shape();
+    return record(zeros(shape, x.dtype()), "dropout", {x}, [shape](const Tensor& g, const Needs&) {
+      return Grads{zeros(shape, g.dtype())};
+    });
+  }
+  const std::uint64_t seed = gen.seed();
+  const std::uint64_t offset = gen.reserve(static_cast<std::uint64_t>(x.numel()));
+  const auto threshold = static_cast<std::uint32_t>(std::ceil(p * 16777216.0));
+  const double scale = 1.0 / (1.0 - p);
+  Tensor y = masked_scale(x, seed, offset, threshold, scale);
+  return record(y, "dropout", {x}, [seed, offset, threshold, scale](const Tensor& g, const Needs&) {
+    return Grads{masked_scale(g, seed, offset, threshold, scale)};
+  });
+}
+
+Tensor dropout(const Tensor& x, double p, bool training) {
+  return dropout(x, p, training, default_generator());
+}
+
+}  // namespace attn

@@ -1,0 +1,125 @@
+// Softmax cross-entropy: forward kernel and backward rule.
+//
+//   m_n = max_c x_nc,  ls_n = log sum_c exp(x_nc - m_n)
+//   loss_n = ls_n - (x_n,label_n - m_n)              (= -log_softmax(x)_n,label_n)
+//   dx_nc  = g_n (exp((x_nc - m_n) - ls_n) - [c == label_n])
+//
+// The forward saves the contiguous logits and (m, ls) per position, and the
+// backward recomputes the softmax from them (no (N, C) probabilities kept).
+// m and ls stay apart so that a large m does not round ls away in f32.
+// Position weights and the reduction are ordinary differentiable ops applied
+// to the per-position loss, so their gradients come from mul/sum/mean.
+#include "attn/ops/loss.h"
+
+#include <cmath>
+#include <limits>
+
+#include "attn/autograd/node.h"
+#include "attn/core/threads.h"
+#include "attn/ops/elementwise.h"
+#include "attn/ops/reduce.h"
+#include "ops/vec_math.h"
+
+namespace attn {
+
+using autograd::record;
+using Grads = std::vector<Tensor>;
+using Needs = std::vector<bool>;
+
+namespace {
+
+template <class T>
+void forward_rows(const T* x, const std::int64_t* labels, T* loss, T* mx, T* ls, std::int64_t rows,
+                  std::int64_t c) {
+#pragma omp parallel for schedule(static) if (rows > 1 && rows * c >= kParallelGrain)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * c;
+    T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
+    for (std::int64_t j = 0; j < c; ++j) m = xr[j] > m ? xr[j] : m;
+    T s = 0;
+#pragma omp simd reduction(+ : s)
+    for (std::int64_t j = 0; j < c; ++j) s += detail::exp_simd<T>(xr[j] - m);
+    mx[r] = m;
+    ls[r] = std::log(s);
+    loss[r] = ls[r] - (xr[labels[r]] - m);
+  }
+}
+
+// o = g exp((x - m) - ls) over one row.
+template <class T>
+void scaled_exp_shifted(const T* x, T* o, std::int64_t c, T g, T m, T ls) {
+#pragma omp simd
+  for (std::int64_t j = 0; j < c; ++j) o[j] = g * detail::exp_simd<T>((x[j] - m) - ls);
+}
+
+template <class T>
+void backward_rows(const T* g, const T* x, const std::int64_t* labels, const T* mx, const T* ls, T* dx,
+                   std::int64_t rows, std::int64_t c) {
+#pragma omp parallel for schedule(static) if (rows > 1 && rows * c >= kParallelGrain)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * c;
+    T* o = dx + r * c;
+    scaled_exp_shifted(xr, o, c, g[r], mx[r], ls[r]);
+    o[labels[r]] -= g[r];
+  }
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& weights,
+                     Reduction reduction) {
+  ATTN_CHECK(logits.dim() >= 1, ShapeError, "cross_entropy: expected logits (..., C), got a 0-dim tensor");
+  ATTN_CHECK(is_floating(logits.dtype()), DTypeError,
+             "cross_entropy: logits must be f32 or f64, got {}", dtype_name(logits.dtype()));
+  ATTN_CHECK(labels.dtype() == DType::i32 || labels.dtype() == DType::i64, DTypeError,
+             "cross_entropy: labels must be i32 or i64, got {}", dtype_name(labels.dtype()));
+  const Shape pos_shape(logits.shape().begin(), logits.shape().end() - 1);
+  ATTN_CHECK(labels.shape() == pos_shape, ShapeError,
+             "cross_entropy: labels must have shape {} for logits {}, got {}", shape_str(pos_shape),
+             shape_str(logits.shape()), shape_str(labels.shape()));
+  if (weights.defined()) {
+    ATTN_CHECK(weights.dtype() == logits.dtype(), DTypeError,
+               "cross_entropy: weights are {} but logits are {}", dtype_name(weights.dtype()),
+               dtype_name(logits.dtype()));
+    ATTN_CHECK(broadcast_shapes(pos_shape, weights.shape(), "cross_entropy") == pos_shape, ShapeError,
+               "cross_entropy: weights {} do not broadcast to the labels' shape {}",
+               shape_str(weights.shape()), shape_str(pos_shape));
+  }
+  const std::int64_t c = logits.size(-1);
+  const std::int64_t rows = labels.numel();
+
+  Tensor lab = labels.to(DType::i64).contiguous();
+  const std::int64_t* pl = lab.data<std::int64_t>();
+  for (std::int64_t r = 0; r < rows; ++r)
+    ATTN_CHECK(pl[r] >= 0 && pl[r] < c, ValueError,
+               "cross_entropy: label {} at position {} is out of range [0, {}) for {} classes",
+               pl[r], r, c, c);
+
+  Tensor xc = logits.detach().contiguous();
+  Tensor loss = Tensor::empty(pos_shape, logits.dtype());
+  Tensor mx = Tensor::empty({rows}, logits.dtype());
+  Tensor ls = Tensor::empty({rows}, logits.dtype());
+  dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
+    forward_rows<T>(xc.data<T>(), pl, loss.data<T>(), mx.data<T>(), ls.data<T>(), rows, c);
+  });
+  loss = record(loss, "cross_entropy", {logits}, [xc, lab, mx, ls, rows, c](const Tensor& g, const Needs&) {
+    Tensor gc = g.contiguous();
+    Tensor dx = Tensor::empty(xc.shape(), xc.dtype());
+    dispatch_float(xc.dtype(), "cross_entropy", [&]<class T>() {
+      backward_rows<T>(gc.data<T>(), xc.data<T>(), lab.data<std::int64_t>(), mx.data<T>(),
+                       ls.data<T>(), dx.data<T>(), rows, c);
+    });
+    return Grads{dx};
+  });
+
+  if (weights.defined()) loss = mul(loss, weights);
+  switch (reduction) {
+    case Reduction::none: return loss;
+    case Reduction::sum: return sum(loss);
+    case Reduction::mean: return mean(loss);
+  }
+  throw ValueError("cross_entropy: unknown reduction");
+}
+
+}  // namespace attn

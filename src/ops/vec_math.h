@@ -1,0 +1,54 @@
+// src/ops/vec_math.h — internal: math functions that vectorize inside
+// `#pragma omp simd` loops.
+//
+// glibc's expf only has SIMD variants (libmvec) under -ffast-math, so a plain
+// `o[i] = std::exp(x[i])` loop runs one scalar call per element. exp_simd<float>
+// is Cephes' expf (ref: S. Moshier, Cephes Math Library, expf.c): range
+// reduction x = n ln2 + r with |r| <= ln2 / 2, a degree-7 polynomial for e^r,
+// then 2^n built in the exponent bits. Relative error about 2 ulp on the
+// normal range; results below about 2^-125 (x < -86.9) flush to 0, x > 88.72 gives
+// inf, NaN stays NaN. exp_simd<double> is std::exp (f64 is for checks).
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace attn::detail {
+
+template <class T>
+inline T exp_simd(T x) {
+  return std::exp(x);
+}
+
+template <>
+inline float exp_simd<float>(float x) {
+  constexpr float kLo = -86.9f;          // keeps n >= -125, so 2^(n-1) is a normal float
+  constexpr float kHi = 88.7228394f;     // log(FLT_MAX)
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kC1 = 0.693359375f;    // ln2 split in two for an exact n * C1
+  constexpr float kC2 = -2.12194440e-4f;
+  float xc = x < kLo ? kLo : (x > kHi ? kHi : x);
+  // n = round(x / ln2) by the 1.5 * 2^23 shifter trick (floorf does not
+  // vectorize without -fno-trapping-math).
+  constexpr float kShifter = 12582912.0f;
+  float n = (xc * kLog2e + kShifter) - kShifter;
+  float r = xc - n * kC1 - n * kC2;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  // 2^n as 2^(n-1) * 2 so that n = 128 (x near log(FLT_MAX)) stays representable.
+  std::int32_t e = static_cast<std::int32_t>(n) + 126;
+  float scale = std::bit_cast<float>(e << 23);
+  float y = p * scale * 2.0f;
+  y = x < kLo ? 0.0f : y;
+  y = x > kHi ? std::numeric_limits<float>::infinity() : y;
+  return x != x ? x : y;
+}
+
+}  // namespace attn::detail
