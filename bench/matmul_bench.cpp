@@ -1,0 +1,191 @@
+// Matrix products: attn::matmul against the GEMMs it could have been.
+//
+//   Square/<n>        attn::matmul (f32, contiguous), dnnl_sgemm called directly,
+//                     OpenBLAS cblas_sgemm: C (n x n) = A @ B
+//   Linear            attn::matmul (B, T, D) @ W^T (folded into one GEMM)
+//                     against one direct dnnl_sgemm on (B*T, D) x (D, N)^T
+//   SmallBatched      nb x (M x K) @ (K x M), e.g. 64 x (10 x 8) @ (8 x 10), the
+//                     attention-score shape Q K^T: attn::bmm (one call of
+//                     oneDNN's matmul primitive) against one dnnl_sgemm per
+//                     item, serially and in parallel over the items (attn's
+//                     fallback), and the bare primitive, kept or re-created
+// Counter GFLOPS = 2*M*N*K per iteration / second / 1e9, on wall-clock time
+// (the products run on several threads).
+// Run with ATTN_NUM_THREADS=2 OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 (and
+// optionally OPENBLAS_CORETYPE=SKYLAKEX to let OpenBLAS use its AVX-512 kernels).
+#include <benchmark/benchmark.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#ifdef ATTN_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+#include "attn/attn.h"
+#include "attn/ops/matmul.h"
+
+using namespace attn;
+
+namespace {
+
+Tensor random(const Shape& shape, std::uint64_t seed) {
+  Generator gen(seed);
+  return uniform(-1.0, 1.0, shape, gen, DType::f32);
+}
+
+void set_gflops(benchmark::State& state, double m, double n, double k, double batch = 1) {
+  state.counters["GFLOPS"] =
+      benchmark::Counter(2e-9 * batch * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_Square_Attn(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  Tensor a = random({n, n}, 1), b = random({n, n}, 2);
+  for (auto _ : state) {
+    Tensor c = matmul(a, b);
+    benchmark::DoNotOptimize(c.data<float>());
+  }
+  set_gflops(state, n, n, n);
+}
+
+void BM_Square_Dnnl(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  Tensor a = random({n, n}, 1), b = random({n, n}, 2);
+  for (auto _ : state) {
+    Tensor c = Tensor::empty({n, n});  // as attn::matmul does
+    dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data<float>(), n, b.data<float>(), n, 0.0f,
+               c.data<float>(), n);
+    benchmark::DoNotOptimize(c.data<float>());
+  }
+  set_gflops(state, n, n, n);
+}
+
+#ifdef ATTN_HAVE_OPENBLAS
+void BM_Square_OpenBLAS(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  Tensor a = random({n, n}, 1), b = random({n, n}, 2);
+  for (auto _ : state) {
+    Tensor c = Tensor::empty({n, n});
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data<float>(), n,
+                b.data<float>(), n, 0.0f, c.data<float>(), n);
+    benchmark::DoNotOptimize(c.data<float>());
+  }
+  set_gflops(state, n, n, n);
+}
+#endif
+
+// (B, T, D) @ W^T with W (N, D): nn::Linear.
+constexpr std::int64_t kLinB = 32, kLinT = 20, kLinD = 256, kLinN = 256;
+
+void BM_Linear_Attn(benchmark::State& state) {
+  Tensor x = random({kLinB, kLinT, kLinD}, 1), w = random({kLinN, kLinD}, 2);
+  for (auto _ : state) {
+    Tensor y = matmul(x, w.transpose(0, 1));
+    benchmark::DoNotOptimize(y.data<float>());
+  }
+  set_gflops(state, kLinB * kLinT, kLinN, kLinD);
+}
+
+void BM_Linear_Dnnl(benchmark::State& state) {
+  Tensor x = random({kLinB, kLinT, kLinD}, 1), w = random({kLinN, kLinD}, 2);
+  for (auto _ : state) {
+    Tensor y = Tensor::empty({kLinB, kLinT, kLinN});
+    dnnl_sgemm('N', 'T', kLinB * kLinT, kLinN, kLinD, 1.0f, x.data<float>(), kLinD, w.data<float>(),
+               kLinD, 0.0f, y.data<float>(), kLinN);
+    benchmark::DoNotOptimize(y.data<float>());
+  }
+  set_gflops(state, kLinB * kLinT, kLinN, kLinD);
+}
+
+// Batches of small products (nb, M, K) @ (nb, K, N) with K read transposed, as
+// attention scores Q K^T. Args: nb, M = N, K. 64 x (10 x 8) @ (8 x 10) is d2l's
+// dot-product attention on (batch, queries, d) = (64, 10, 8); larger sizes show
+// how the paths compare as the per-item work grows.
+void small_batched(benchmark::State& state, int mode) {
+  const std::int64_t nb = state.range(0), m = state.range(1), kk = state.range(2), n = m;
+  Tensor q = random({nb, m, kk}, 1), k = random({nb, n, kk}, 2);
+  const float* pq = q.data<float>();
+  const float* pk = k.data<float>();
+  for (auto _ : state) {
+    Tensor s;
+    if (mode == 0) {
+      s = bmm(q, k.transpose(1, 2));
+    } else {
+      s = Tensor::empty({nb, m, n});
+      float* ps = s.data<float>();
+      // 1: one dnnl_sgemm per item, serially; 2: the same calls in parallel over items.
+#pragma omp parallel for if (mode == 2)
+      for (std::int64_t i = 0; i < nb; ++i)
+        dnnl_sgemm('N', 'T', m, n, kk, 1.0f, pq + i * m * kk, kk, pk + i * n * kk, kk, 0.0f,
+                   ps + i * m * n, n);
+    }
+    benchmark::DoNotOptimize(s.data<float>());
+  }
+  set_gflops(state, m, n, kk, nb);
+}
+
+// The same product as one call of oneDNN's matmul primitive (brgemm kernels),
+// created once outside the loop, or each iteration (served by oneDNN's primitive cache).
+void small_batched_primitive(benchmark::State& state, bool create_each_time) {
+  const std::int64_t nb = state.range(0), m = state.range(1), kk = state.range(2), n = m;
+  Tensor q = random({nb, m, kk}, 1), k = random({nb, n, kk}, 2);
+  using dt = dnnl::memory::data_type;
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream strm(eng);
+  dnnl::memory::desc qd({nb, m, kk}, dt::f32, {m * kk, kk, 1});
+  dnnl::memory::desc kd({nb, kk, n}, dt::f32, {n * kk, 1, kk});  // K^T read in place
+  dnnl::memory::desc sd({nb, m, n}, dt::f32, {m * n, n, 1});
+  auto make = [&] {
+    return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(qd, kd, sd), eng));
+  };
+  dnnl::matmul prim = make();
+  for (auto _ : state) {
+    Tensor s = Tensor::empty({nb, m, n});
+    if (create_each_time) prim = make();
+    dnnl::memory qm(qd, eng, q.data<float>()), km(kd, eng, k.data<float>()),
+        sm(sd, eng, s.data<float>());
+    prim.execute(strm, {{DNNL_ARG_SRC, qm}, {DNNL_ARG_WEIGHTS, km}, {DNNL_ARG_DST, sm}});
+    strm.wait();
+    benchmark::DoNotOptimize(s.data<float>());
+  }
+  set_gflops(state, m, n, kk, nb);
+}
+
+void BM_SmallBatched_Attn(benchmark::State& state) { small_batched(state, 0); }
+void BM_SmallBatched_DnnlPrimitive(benchmark::State& state) {
+  small_batched_primitive(state, false);
+}
+void BM_SmallBatched_DnnlPrimitiveCached(benchmark::State& state) {
+  small_batched_primitive(state, true);
+}
+void BM_SmallBatched_DnnlSerial(benchmark::State& state) { small_batched(state, 1); }
+void BM_SmallBatched_DnnlParallel(benchmark::State& state) { small_batched(state, 2); }
+
+void small_args(benchmark::internal::Benchmark* b) {
+  for (auto [nb, m, k] : {std::array<std::int64_t, 3>{16, 10, 8},
+                          {64, 10, 8},
+                          {256, 10, 8},
+                          {64, 16, 16},
+                          {64, 32, 32},
+                          {64, 64, 64},
+                          {16, 128, 128},
+                          {4, 256, 256}})
+    b->Args({nb, m, k});
+}
+
+}  // namespace
+
+BENCHMARK(BM_Square_Attn)->Arg(64)->Arg(256)->Arg(1024)->UseRealTime();
+BENCHMARK(BM_Square_Dnnl)->Arg(64)->Arg(256)->Arg(1024)->UseRealTime();
+#ifdef ATTN_HAVE_OPENBLAS
+BENCHMARK(BM_Square_OpenBLAS)->Arg(64)->Arg(256)->Arg(1024)->UseRealTime();
+#endif
+BENCHMARK(BM_Linear_Attn)->UseRealTime();
+BENCHMARK(BM_Linear_Dnnl)->UseRealTime();
+BENCHMARK(BM_SmallBatched_Attn)->Apply(small_args)->UseRealTime();
+BENCHMARK(BM_SmallBatched_DnnlSerial)->Apply(small_args)->UseRealTime();
+BENCHMARK(BM_SmallBatched_DnnlParallel)->Apply(small_args)->UseRealTime();
+BENCHMARK(BM_SmallBatched_DnnlPrimitive)->Apply(small_args)->UseRealTime();
+BENCHMARK(BM_SmallBatched_DnnlPrimitiveCached)->Apply(small_args)->UseRealTime();
+
+BENCHMARK_MAIN();

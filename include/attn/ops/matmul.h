@@ -1,0 +1,33 @@
+// attn/ops/matmul.h — matrix products.
+//
+// Shapes follow torch.matmul for operands of at least 2 dims:
+//   a (..., M, K) @ b (..., K, N) -> (..., M, N)
+// where the leading (batch) dims broadcast against each other, so
+//   (M, K) @ (K, N)          -> (M, N)
+//   (B, T, D) @ (D, N)       -> (B, T, N)     the Linear case: one GEMM of B*T rows
+//   (B, M, K) @ (B, K, N)    -> (B, M, N)
+//   (B, 1, M, K) @ (H, K, N) -> (B, H, M, N)
+// f32 runs on oneDNN (dnnl_sgemm); f64 (gradient checks, references) on plain
+// loops. Operands whose last two dims are a transposed view are read in place;
+// a broadcast operand is never materialized. Differentiable in both inputs:
+//   dA = g @ B^T,  dB = A^T @ g,  each summed back over broadcast batch dims.
+#pragma once
+
+#include "attn/core/tensor.h"
+
+namespace attn {
+
+// a (..., M, K) @ b (..., K, N) -> (broadcast(...), M, N). Both f32 or both f64.
+// Throws ShapeError (fewer than 2 dims, inner dims differ, batch dims that do
+// not broadcast) or DTypeError (dtypes differ, integer dtype).
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// a (B, M, K) @ b (B, K, N) -> (B, M, N): strictly 3-D, equal batch sizes.
+Tensor bmm(const Tensor& a, const Tensor& b);
+
+// The documented reference: the same product as matmul, computed with plain
+// loops over the strided inputs, accumulating in double (f32 or f64; result
+// in the inputs' dtype). No autograd. For tests and benchmarks.
+Tensor matmul_reference(const Tensor& a, const Tensor& b);
+
+}  // namespace attn

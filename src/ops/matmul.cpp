@@ -1,0 +1,461 @@
+// Matrix products: matmul, bmm, and the plain reference they are tested against.
+//
+//   C = A @ B        C[i,j] = sum_k A[i,k] B[k,j]
+//   dA = g @ B^T     dB = A^T @ g      (B^T, A^T are transposed views, not copies)
+// Batch dims broadcast; each gradient is summed back to its input's shape
+// (sum_to). When one B matrix serves the whole batch (the Linear case,
+// (B, T, D) @ (D, N)), dB is one GEMM over the flattened batch:
+//   dB = A_flat^T @ g_flat,   A_flat (B*T, D), g_flat (B*T, N).
+//
+// Kernel. Every operand matrix is handed to the GEMM as it lies in memory:
+// row-major rows ('N', leading dimension = row stride) or a transposed view
+// ('T', leading dimension = column stride). Any other layout of the last two
+// dims is copied once (the unbroadcast tensor, never its expansion). Batch
+// items are addressed through the (broadcast) batch strides, so a shared
+// operand is read in place. Then, for f32:
+//   1. one matrix, or a fold: when B is the same matrix for every batch item
+//      and A's rows are evenly spaced across the batch (the Linear case), the
+//      product is one dnnl_sgemm of batch*M rows, threaded by oneDNN;
+//   2. other batches: one call of oneDNN's matmul primitive for the whole
+//      batch (brgemm kernels), built once per geometry and cached per thread;
+//   3. where oneDNN offers only its reference kernel for a geometry: one
+//      dnnl_sgemm per item, in parallel over the items when they are small
+//      (each call then runs single-threaded inside the OpenMP region).
+// Measured on 64 x (10 x 8) @ (8 x 10), the d2l attention-score shape (see
+// bench/matmul_bench.cpp): dnnl_sgemm costs about 0.6 us per call, so the
+// primitive (2.) is several times faster than per-item calls, parallel or not.
+// f64 (gradient checks, references) runs on plain loops through steps 1 and 3.
+#include "attn/ops/matmul.h"
+
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <string_view>
+#include <type_traits>
+
+#include "attn/autograd/node.h"
+#include "attn/ops/reduce.h"
+#include "ops/matmul_internal.h"
+
+namespace attn {
+
+using autograd::record;
+using Grads = std::vector<Tensor>;
+using Needs = std::vector<bool>;
+
+namespace {
+
+// Below this many multiply-adds per matrix, batches run in parallel over items.
+constexpr std::int64_t kSmallGemmWork = 64 * 64 * 64;
+// Below this many multiply-adds in total, everything runs on one thread.
+constexpr std::int64_t kMinParallelWork = 64 * 1024;
+
+Shape batch_of(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
+
+// Checks operands and returns the broadcast batch shape.
+Shape check_operands(const Tensor& a, const Tensor& b, const char* op) {
+  ATTN_CHECK(a.defined() && b.defined(), ValueError, "{}: undefined operand", op);
+  ATTN_CHECK(a.dim() >= 2 && b.dim() >= 2, ShapeError,
+             "{}: expected tensors with at least 2 dims, got a {} and b {}", op,
+             shape_str(a.shape()), shape_str(b.shape()));
+  ATTN_CHECK(a.dtype() == b.dtype(), DTypeError, "{}: dtypes differ: a is {} {}, b is {} {}", op,
+             dtype_name(a.dtype()), shape_str(a.shape()), dtype_name(b.dtype()),
+             shape_str(b.shape()));
+  ATTN_CHECK(is_floating(a.dtype()), DTypeError,
+             "{}: expected a floating dtype (f32 or f64), got {}: a is {}, b is {}", op,
+             dtype_name(a.dtype()), shape_str(a.shape()), shape_str(b.shape()));
+  ATTN_CHECK(a.size(-1) == b.size(-2), ShapeError, "{}: inner dimensions differ: a is {}, b is {}",
+             op, shape_str(a.shape()), shape_str(b.shape()));
+  Shape ba = batch_of(a), bb = batch_of(b);
+  std::size_t n = std::max(ba.size(), bb.size());
+  Shape batch(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::int64_t x = i < n - ba.size() ? 1 : ba[i - (n - ba.size())];
+    std::int64_t y = i < n - bb.size() ? 1 : bb[i - (n - bb.size())];
+    ATTN_CHECK(x == y || x == 1 || y == 1, ShapeError,
+               "{}: batch dims do not broadcast: a is {}, b is {}", op, shape_str(a.shape()),
+               shape_str(b.shape()));
+    batch[i] = x == 1 ? y : x;
+  }
+  return batch;
+}
+
+// How a row-major GEMM reads a rows x cols matrix with strides (sr, sc):
+// 'N' with ld = sr, or 'T' (the matrix is a transposed view) with ld = sc.
+// Strides of size-1 dims do not matter. False when neither fits.
+bool gemm_layout(std::int64_t rows, std::int64_t cols, std::int64_t sr, std::int64_t sc,
+                 char& trans, std::int64_t& ld) {
+  if ((cols == 1 || sc == 1) && (rows == 1 || sr >= std::max<std::int64_t>(cols, 1))) {
+    trans = 'N';
+    ld = rows == 1 ? std::max<std::int64_t>(cols, 1) : sr;
+    return true;
+  }
+  if ((rows == 1 || sr == 1) && (cols == 1 || sc >= std::max<std::int64_t>(rows, 1))) {
+    trans = 'T';
+    ld = cols == 1 ? std::max<std::int64_t>(rows, 1) : sc;
+    return true;
+  }
+  return false;
+}
+
+// One side of the product as the GEMM reads it.
+struct Operand {
+  Tensor t;  // the input, or its contiguous copy
+  char trans = 'N';
+  std::int64_t ld = 1;
+};
+
+Operand prepare(const Tensor& x) {
+  Operand o{x};
+  if (!gemm_layout(x.size(-2), x.size(-1), x.stride(-2), x.stride(-1), o.trans, o.ld)) {
+    o.t = x.detach().contiguous();  // detached: the copy is internal to the product
+    gemm_layout(x.size(-2), x.size(-1), o.t.stride(-2), o.t.stride(-1), o.trans, o.ld);
+  }
+  return o;
+}
+
+// Offset (in elements, from x's first element) of each batch item of x read
+// as the broadcast batch shape `batch`, in row-major order of `batch`.
+std::vector<std::int64_t> batch_offsets(const Tensor& x, const Shape& batch) {
+  const std::size_t nd = batch.size();
+  const std::size_t lead = nd - (static_cast<std::size_t>(x.dim()) - 2);
+  Shape st(nd, 0);
+  for (std::size_t d = lead; d < nd; ++d)
+    st[d] = x.shape()[d - lead] == 1 ? 0 : x.strides()[d - lead];
+  std::vector<std::int64_t> off(static_cast<std::size_t>(shape_numel(batch)));
+  Shape idx(nd, 0);
+  std::int64_t o = 0;
+  for (auto& v : off) {
+    v = o;
+    for (std::size_t d = nd; d-- > 0;) {
+      o += st[d];
+      if (++idx[d] < batch[d]) break;
+      o -= st[d] * batch[d];
+      idx[d] = 0;
+    }
+  }
+  return off;
+}
+
+// When A is read 'N' and its (batch..., M) rows are evenly spaced, returns
+// true with the spacing: the rows of all items form one (batch*M, K) matrix.
+bool foldable_rows(const Operand& A, const Shape& batch, std::int64_t K, std::int64_t& ld) {
+  if (A.trans != 'N') return false;
+  const Tensor& x = A.t;
+  const std::size_t nd = batch.size();
+  const std::size_t lead = nd - (static_cast<std::size_t>(x.dim()) - 2);
+  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (size, stride), size > 1
+  for (std::size_t d = 0; d < nd; ++d) {
+    if (batch[d] == 1) continue;
+    std::int64_t s = d < lead || x.shape()[d - lead] == 1 ? 0 : x.strides()[d - lead];
+    dims.emplace_back(batch[d], s);
+  }
+  if (x.size(-2) != 1) dims.emplace_back(x.size(-2), x.stride(-2));
+  for (std::size_t i = 0; i + 1 < dims.size(); ++i)
+    if (dims[i].second != dims[i + 1].second * dims[i + 1].first) return false;
+  ld = dims.empty() ? A.ld : dims.back().second;
+  return ld >= std::max<std::int64_t>(K, 1);
+}
+
+// ---- GEMM kernels: C (M x N, row stride ldc) = op(A) @ op(B) ----
+
+// f64: plain loops (gradient checks and references only).
+template <class T>
+void gemm_loops(char ta, char tb, std::int64_t M, std::int64_t N, std::int64_t K, const T* A,
+                std::int64_t lda, const T* B, std::int64_t ldb, T* C, std::int64_t ldc) {
+  const std::int64_t si = ta == 'N' ? lda : 1,
+                     sk = ta == 'N' ? 1 : lda;  // op(A)[i,k] = A[i*si + k*sk]
+  const bool threaded = !omp_in_parallel() && M > 1 && M * N * K >= (1 << 20);
+#pragma omp parallel for schedule(static) if (threaded)
+  for (std::int64_t i = 0; i < M; ++i) {
+    const T* a = A + i * si;
+    T* c = C + i * ldc;
+    if (tb == 'T' && ta == 'N') {  // C[i,j] = dot(A[i,:], B[j,:]), both unit-stride
+      for (std::int64_t j = 0; j < N; ++j) {
+        const T* b = B + j * ldb;
+        T acc = 0;
+#pragma omp simd reduction(+ : acc)
+        for (std::int64_t k = 0; k < K; ++k) acc += a[k] * b[k];
+        c[j] = acc;
+      }
+    } else {  // C[i,:] = sum_k op(A)[i,k] op(B)[k,:]
+      const std::int64_t bk = tb == 'N' ? ldb : 1, bj = tb == 'N' ? 1 : ldb;
+      std::fill(c, c + N, T(0));
+      for (std::int64_t k = 0; k < K; ++k) {
+        const T aik = a[k * sk];
+        const T* b = B + k * bk;
+        if (bj == 1) {
+#pragma omp simd
+          for (std::int64_t j = 0; j < N; ++j) c[j] += aik * b[j];
+        } else {
+          for (std::int64_t j = 0; j < N; ++j) c[j] += aik * b[j * bj];
+        }
+      }
+    }
+  }
+}
+
+bool gemm(char ta, char tb, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
+          std::int64_t lda, const float* B, std::int64_t ldb, float* C, std::int64_t ldc) {
+  return dnnl_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc) == dnnl_success;
+}
+
+bool gemm(char ta, char tb, std::int64_t M, std::int64_t N, std::int64_t K, const double* A,
+          std::int64_t lda, const double* B, std::int64_t ldb, double* C, std::int64_t ldc) {
+  gemm_loops(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+  return true;
+}
+
+// ---- batches: oneDNN's matmul primitive ----
+//
+// One primitive call computes the whole batch with oneDNN's brgemm kernels,
+// threaded over items and rows: for the attention shapes (many products of
+// about 10 x 8 x 10) it is several times faster than one dnnl_sgemm per item,
+// whose fixed cost per call (about 0.6 us) dominates. Creating a primitive
+// costs about 0.5 ms, so each thread keeps the ones it built, keyed by geometry
+// and thread count.
+
+std::atomic<bool> g_batched_primitive{true};
+
+struct PrimitiveEntry {
+  bool usable = false;  // false when oneDNN offers only its slow reference kernel
+  dnnl::matmul prim;
+  dnnl::memory a, b, c;
+};
+
+// dims and strides of operand x over the output batch, as oneDNN reads them:
+// batch dims of size 1 (or expanded with stride 0) broadcast.
+void onednn_geometry(const Operand& x, const Shape& batch, std::int64_t rows, std::int64_t cols,
+                     dnnl::memory::dims& dims, dnnl::memory::dims& strides) {
+  const std::size_t nd = batch.size();
+  const std::size_t lead = nd - (static_cast<std::size_t>(x.t.dim()) - 2);
+  dims.assign(nd + 2, 1);
+  strides.assign(nd + 2, 0);
+  dims[nd] = rows;
+  dims[nd + 1] = cols;
+  strides[nd] = x.trans == 'N' ? x.ld : 1;
+  strides[nd + 1] = x.trans == 'N' ? 1 : x.ld;
+  for (std::size_t d = lead; d < nd; ++d) {
+    const std::int64_t size = x.t.shape()[d - lead], stride = x.t.strides()[d - lead];
+    if (size > 1 && stride != 0) {
+      dims[d] = size;
+      strides[d] = stride;
+    }
+  }
+  // A size-1 dim gets the stride it would have in a dense layout (the extent
+  // of the dims inside it), so that oneDNN sees a contiguous tensor as dense.
+  std::int64_t extent = x.ld * (x.trans == 'N' ? rows : cols);
+  for (std::size_t d = nd; d-- > 0;) {
+    if (dims[d] == 1) strides[d] = extent;
+    extent = std::max(extent, dims[d] * strides[d]);
+  }
+}
+
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+PrimitiveEntry build_primitive(const dnnl::memory::dims& ad, const dnnl::memory::dims& as,
+                               const dnnl::memory::dims& bd, const dnnl::memory::dims& bs,
+                               const dnnl::memory::dims& cd) {
+  const dnnl::engine& engine = cpu_engine();
+  using dt = dnnl::memory::data_type;
+  PrimitiveEntry e;
+  try {
+    dnnl::memory::dims cs(cd.size());
+    std::int64_t stride = 1;
+    for (std::size_t d = cd.size(); d-- > 0;) {
+      cs[d] = stride;
+      stride *= cd[d];
+    }
+    dnnl::memory::desc a(ad, dt::f32, as), b(bd, dt::f32, bs), c(cd, dt::f32, cs);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine);
+    if (std::string_view(pd.impl_info_str()).starts_with("ref")) return e;
+    e.prim = dnnl::matmul(pd);
+    e.a = dnnl::memory(a, engine, DNNL_MEMORY_NONE);
+    e.b = dnnl::memory(b, engine, DNNL_MEMORY_NONE);
+    e.c = dnnl::memory(c, engine, DNNL_MEMORY_NONE);
+    e.usable = true;
+  } catch (const dnnl::error&) {
+    e.usable = false;  // a geometry oneDNN does not take: the caller loops over dnnl_sgemm
+  }
+  return e;
+}
+
+// out = A @ B over `batch` in one primitive call; false when not available.
+bool batched_primitive(const Operand& A, const Operand& B, const Shape& batch, std::int64_t M,
+                       std::int64_t N, std::int64_t K, const Tensor& out) {
+  if (!g_batched_primitive.load(std::memory_order_relaxed)) return false;
+  dnnl::memory::dims ad, as, bd, bs, cd = batch;
+  onednn_geometry(A, batch, M, K, ad, as);
+  onednn_geometry(B, batch, K, N, bd, bs);
+  cd.push_back(M);
+  cd.push_back(N);
+  // oneDNN plans a primitive's threading when it is built: the thread count is
+  // part of the key (1 inside an OpenMP parallel region, as oneDNN counts).
+  std::vector<std::int64_t> key = {omp_in_parallel() ? 1 : omp_get_max_threads()};
+  for (const auto* v : {&ad, &as, &bd, &bs, &cd}) key.insert(key.end(), v->begin(), v->end());
+  thread_local std::map<std::vector<std::int64_t>, PrimitiveEntry> cache;
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    if (cache.size() >= 512) cache.clear();
+    it = cache.emplace(std::move(key), build_primitive(ad, as, bd, bs, cd)).first;
+  }
+  PrimitiveEntry& e = it->second;
+  if (!e.usable) return false;
+  thread_local dnnl::stream stream(cpu_engine());
+  try {
+    e.a.set_data_handle(const_cast<float*>(A.t.data<float>()));
+    e.b.set_data_handle(const_cast<float*>(B.t.data<float>()));
+    e.c.set_data_handle(out.data<float>());
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  // The C API spares building the C++ API's argument map on every call.
+  const dnnl_exec_arg_t args[] = {
+      {DNNL_ARG_SRC, e.a.get()}, {DNNL_ARG_WEIGHTS, e.b.get()}, {DNNL_ARG_DST, e.c.get()}};
+  return dnnl_primitive_execute(e.prim.get(), stream.get(), 3, args) == dnnl_success &&
+         dnnl_stream_wait(stream.get()) == dnnl_success;
+}
+
+// True when every batch item of x (read over `batch`) is the same matrix.
+bool shared_by_batch(const Tensor& x) {
+  for (std::int64_t d = 0; d + 2 < x.dim(); ++d)
+    if (x.shape()[d] != 1 && x.strides()[d] != 0) return false;
+  return true;
+}
+
+template <class T>
+void run_gemms(const Operand& A, const Operand& B, const Shape& batch, std::int64_t M,
+               std::int64_t N, std::int64_t K, const Tensor& out, const char* op) {
+  const T* pa = A.t.data<T>();
+  const T* pb = B.t.data<T>();
+  T* pc = out.data<T>();
+  const std::int64_t nb = shape_numel(batch);
+  std::int64_t ld_rows = A.ld;
+  bool ok = true;
+  if (nb == 1 || (shared_by_batch(B.t) && foldable_rows(A, batch, K, ld_rows))) {
+    // Item 0 of every operand starts at its first element.
+    ok = gemm(A.trans, B.trans, nb * M, N, K, pa, ld_rows, pb, B.ld, pc, N);
+  } else if (std::is_same_v<T, float> && batched_primitive(A, B, batch, M, N, K, out)) {
+    // done: one oneDNN matmul primitive call for the whole batch
+  } else {
+    const std::vector<std::int64_t> oa = batch_offsets(A.t, batch), ob = batch_offsets(B.t, batch);
+    if (M * N * K <= kSmallGemmWork && nb * M * N * K >= kMinParallelWork &&
+        omp_get_max_threads() > 1 && !omp_in_parallel()) {
+      std::atomic<bool> all_ok{true};
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < nb; ++i)
+        if (!gemm(A.trans, B.trans, M, N, K, pa + oa[i], A.ld, pb + ob[i], B.ld, pc + i * M * N, N))
+          all_ok = false;
+      ok = all_ok;
+    } else {
+      for (std::int64_t i = 0; i < nb && ok; ++i)
+        ok = gemm(A.trans, B.trans, M, N, K, pa + oa[i], A.ld, pb + ob[i], B.ld, pc + i * M * N, N);
+    }
+  }
+  ATTN_CHECK(ok, InternalError, "{}: oneDNN failed: a is {}, b is {}", op, shape_str(A.t.shape()),
+             shape_str(B.t.shape()));
+}
+
+// The product without autograd.
+Tensor product(const Tensor& a, const Tensor& b, const char* op) {
+  Shape batch = check_operands(a, b, op);
+  const std::int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  Shape out_shape = batch;
+  out_shape.push_back(M);
+  out_shape.push_back(N);
+  if (shape_numel(out_shape) == 0) return Tensor::empty(out_shape, a.dtype());
+  if (K == 0) return zeros(out_shape, a.dtype());
+  Operand A = prepare(a), B = prepare(b);
+  Tensor out = Tensor::empty(out_shape, a.dtype());
+  dispatch_float(a.dtype(), op, [&]<class T>() { run_gemms<T>(A, B, batch, M, N, K, out, op); });
+  return out;
+}
+
+// dB = A^T @ g, summed to b's shape.
+Tensor grad_b(const Tensor& g, const Tensor& a, const Tensor& b) {
+  const std::int64_t K = b.size(-2), N = b.size(-1);
+  if (K * N > 0 && b.numel() == K * N && a.numel() > 0) {
+    // One B for the whole batch: a single GEMM over the flattened batch rows.
+    Tensor a2 = a.reshape({-1, K}), g2 = g.reshape({-1, N});
+    return matmul(a2.transpose(0, 1), g2).reshape(b.shape());
+  }
+  return sum_to(matmul(a.transpose(-2, -1), g), b.shape());
+}
+
+Tensor differentiable_product(const Tensor& a, const Tensor& b, const char* op) {
+  Tensor out = product(a, b, op);
+  if (!autograd::grad_enabled() || !(a.requires_grad() || b.requires_grad())) return out;
+  Tensor ad = a.detach(), bd = b.detach();
+  return record(out, op, {a, b}, [ad, bd](const Tensor& g, const Needs& n) {
+    Tensor ga, gb;
+    if (n[0]) ga = sum_to(matmul(g, bd.transpose(-2, -1)), ad.shape());
+    if (n[1]) gb = grad_b(g, ad, bd);
+    return Grads{ga, gb};
+  });
+}
+
+}  // namespace
+
+namespace detail {
+void set_matmul_batched_primitive(bool on) { g_batched_primitive = on; }
+}  // namespace detail
+
+Tensor matmul(const Tensor& a, const Tensor& b) { return differentiable_product(a, b, "matmul"); }
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  ATTN_CHECK(a.defined() && b.defined(), ValueError, "bmm: undefined operand");
+  ATTN_CHECK(a.dim() == 3 && b.dim() == 3, ShapeError,
+             "bmm: expected 3-D tensors, got a {} and b {}", shape_str(a.shape()),
+             shape_str(b.shape()));
+  ATTN_CHECK(a.size(0) == b.size(0), ShapeError, "bmm: batch sizes differ: a is {}, b is {}",
+             shape_str(a.shape()), shape_str(b.shape()));
+  return differentiable_product(a, b, "bmm");
+}
+
+// Plain loops straight over the strided inputs; shares nothing with the
+// kernel above but the argument checks.
+Tensor matmul_reference(const Tensor& a, const Tensor& b) {
+  Shape batch = check_operands(a, b, "matmul_reference");
+  const std::int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  Shape out_shape = batch;
+  out_shape.push_back(M);
+  out_shape.push_back(N);
+  Tensor out = Tensor::empty(out_shape, a.dtype());
+  const std::int64_t nb = shape_numel(batch), nd = static_cast<std::int64_t>(batch.size());
+  dispatch_float(a.dtype(), "matmul_reference", [&]<class T>() {
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* pc = out.data<T>();
+    const std::int64_t sa0 = a.stride(-2), sa1 = a.stride(-1), sb0 = b.stride(-2),
+                       sb1 = b.stride(-1);
+    for (std::int64_t n = 0; n < nb; ++n) {
+      // Unravel n over `batch`, then locate the item in a and b (size-1 dims broadcast).
+      std::int64_t rem = n, off_a = 0, off_b = 0;
+      for (std::int64_t d = nd - 1; d >= 0; --d) {
+        std::int64_t i = rem % batch[d];
+        rem /= batch[d];
+        std::int64_t da = d - (nd - (a.dim() - 2)), db = d - (nd - (b.dim() - 2));
+        if (da >= 0 && a.shape()[da] != 1) off_a += i * a.strides()[da];
+        if (db >= 0 && b.shape()[db] != 1) off_b += i * b.strides()[db];
+      }
+      for (std::int64_t i = 0; i < M; ++i)
+        for (std::int64_t j = 0; j < N; ++j) {
+          double acc = 0;
+          for (std::int64_t k = 0; k < K; ++k)
+            acc += static_cast<double>(pa[off_a + i * sa0 + k * sa1]) *
+                   static_cast<double>(pb[off_b + k * sb0 + j * sb1]);
+          pc[(n * M + i) * N + j] = static_cast<T>(acc);
+        }
+    }
+  });
+  return out;
+}
+
+}  // namespace attn

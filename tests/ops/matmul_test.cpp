@@ -1,0 +1,321 @@
+#include "attn/ops/matmul.h"
+
+#include "attn/ops/elementwise.h"
+#include "ops/matmul_internal.h"
+#include "testing.h"
+
+using namespace attn;
+using attn::testing::leaf64;
+using attn::testing::rand32;
+
+namespace {
+
+// |c - a@b| <= rtol * (|a| @ |b|) elementwise: a relative bound that holds
+// however much cancellation the sum has.
+void expect_matches_reference(const Tensor& c, const Tensor& a, const Tensor& b,
+                              double rtol = 1e-5) {
+  Tensor ref = matmul_reference(a, b);
+  Tensor scale = matmul_reference(abs(a), abs(b));
+  ASSERT_EQ(c.shape(), ref.shape());
+  auto vc = to_vector<double>(c), vr = to_vector<double>(ref), vs = to_vector<double>(scale);
+  for (std::size_t i = 0; i < vc.size(); ++i) {
+    ASSERT_LE(std::fabs(vc[i] - vr[i]), rtol * vs[i] + 1e-30)
+        << "element " << i << " of " << shape_str(c.shape()) << ": a " << shape_str(a.shape())
+        << ", b " << shape_str(b.shape());
+  }
+}
+
+// Runs `check` on both kernel paths for batches that do not fold into one
+// GEMM: oneDNN's matmul primitive, and one dnnl_sgemm per item.
+void on_both_batched_paths(const std::function<void()>& check) {
+  for (bool primitive : {true, false}) {
+    SCOPED_TRACE(primitive ? "oneDNN matmul primitive" : "dnnl_sgemm per item");
+    detail::set_matmul_batched_primitive(primitive);
+    check();
+  }
+  detail::set_matmul_batched_primitive(true);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no throw";
+}
+
+}  // namespace
+
+TEST(Matmul, SmallValues) {
+  Tensor a = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = from_vector<float>({7, 8, 9, 10, 11, 12}, {3, 2});
+  EXPECT_EQ(to_vector<float>(matmul(a, b)), (std::vector<float>{58, 64, 139, 154}));
+  EXPECT_EQ(to_vector<float>(matmul_reference(a, b)), (std::vector<float>{58, 64, 139, 154}));
+  Tensor a64 = a.to(DType::f64), b64 = b.to(DType::f64);
+  EXPECT_EQ(to_vector<double>(matmul(a64, b64)), (std::vector<double>{58, 64, 139, 154}));
+}
+
+TEST(Matmul, OneDnnMatchesReferenceOnOddSizes) {
+  const std::vector<std::int64_t> sizes = {1, 3, 7, 33, 65, 129};
+  std::uint64_t seed = 1;
+  for (std::int64_t m : sizes)
+    for (std::int64_t k : sizes)
+      for (std::int64_t n :
+           {std::int64_t{1}, std::int64_t{7}, std::int64_t{65}, std::int64_t{129}}) {
+        Tensor a = rand32({m, k}, seed++), b = rand32({k, n}, seed++);
+        expect_matches_reference(matmul(a, b), a, b);
+      }
+}
+
+TEST(Matmul, AllFourTransposeCombinations) {
+  on_both_batched_paths([] {
+    for (auto [m, k, n] : {std::array<std::int64_t, 3>{7, 33, 65},
+                           {65, 1, 3},
+                           {1, 129, 7},
+                           {33, 7, 1},
+                           {129, 65, 33}}) {
+      Tensor a = rand32({m, k}, 10), b = rand32({k, n}, 11);
+      Tensor at = rand32({k, m}, 12).transpose(0, 1), bt = rand32({n, k}, 13).transpose(0, 1);
+      expect_matches_reference(matmul(a, b), a, b);
+      expect_matches_reference(matmul(at, b), at, b);
+      expect_matches_reference(matmul(a, bt), a, bt);
+      expect_matches_reference(matmul(at, bt), at, bt);
+      // Batched, transposed in the last two dims.
+      Tensor ab = rand32({3, k, m}, 14).transpose(1, 2),
+             bb = rand32({3, n, k}, 15).transpose(-1, -2);
+      expect_matches_reference(matmul(ab, bb), ab, bb);
+    }
+  });
+}
+
+TEST(Matmul, BroadcastBatchShapes) {
+  on_both_batched_paths([] {
+    struct Case {
+      Shape a, b, out;
+    };
+    std::vector<Case> cases = {
+        {{2, 1, 7, 5}, {3, 5, 9}, {2, 3, 7, 9}},
+        {{4, 7, 5}, {5, 3}, {4, 7, 3}},  // Linear: folded into one GEMM
+        {{2, 3, 7, 5}, {1, 5, 3}, {2, 3, 7, 3}},  // folded through size-1 batch dims of b
+        {{7, 5}, {4, 5, 3}, {4, 7, 3}},  // a shared by every item
+        {{1, 7, 5}, {4, 5, 3}, {4, 7, 3}},
+        {{3, 1, 33, 7}, {1, 4, 7, 65}, {3, 4, 33, 65}},
+        {{5, 1, 3}, {5, 3, 1}, {5, 1, 1}},
+    };
+    std::uint64_t seed = 100;
+    for (const auto& c : cases) {
+      Tensor a = rand32(c.a, seed++), b = rand32(c.b, seed++);
+      Tensor out = matmul(a, b);
+      EXPECT_EQ(out.shape(), c.out);
+      expect_matches_reference(out, a, b);
+    }
+    // An expanded (stride 0) operand is read in place, folded or not.
+    Tensor a = rand32({4, 7, 5}, 1), w = rand32({5, 3}, 2);
+    expect_matches_reference(matmul(a, w.expand({4, 5, 3})), a, w.expand({4, 5, 3}));
+    Tensor w2 = rand32({7, 5}, 3);
+    expect_matches_reference(matmul(w2.expand({4, 7, 5}), rand32({4, 5, 3}, 4)),
+                             w2.expand({4, 7, 5}), rand32({4, 5, 3}, 4));
+  });
+}
+
+TEST(Matmul, PermutedAndStridedInputs) {
+  on_both_batched_paths([] {
+    // Attention layout: (B, T, H, D) viewed as (B, H, T, D); rows read in place.
+    Tensor q = rand32({2, 7, 3, 5}, 1).permute({0, 2, 1, 3});
+    Tensor k = rand32({2, 9, 3, 5}, 2).permute({0, 2, 3, 1});  // (B, H, D, T)
+    expect_matches_reference(matmul(q, k), q, k);
+    // (T, B, D) viewed as (B, T, D): rows not evenly spaced, so not folded.
+    Tensor x = rand32({7, 4, 5}, 3).transpose(0, 1), w = rand32({5, 3}, 4);
+    expect_matches_reference(matmul(x, w), x, w);
+    // Rows with a padded stride (a narrowed view), evenly spaced: folded in place.
+    Tensor xp = rand32({4, 7, 10}, 5).narrow(-1, 0, 5);
+    expect_matches_reference(matmul(xp, w), xp, w);
+    // Batch strides that are not dense (a strided slice of the batch).
+    Tensor t = rand32({3, 5, 9}, 6).permute({1, 0, 2}).slice(1, 0, 3, 2);  // (5, 2, 9)
+    expect_matches_reference(matmul(t.transpose(0, 1), rand32({9, 3}, 8)), t.transpose(0, 1),
+                             rand32({9, 3}, 8));
+    expect_matches_reference(matmul(rand32({2, 7, 5}, 9), t.permute({1, 0, 2})),
+                             rand32({2, 7, 5}, 9), t.permute({1, 0, 2}));
+    // Neither rows nor columns unit-stride: copied once.
+    Tensor s = rand32({7, 10}, 10).slice(1, 0, 10, 2);  // (7, 5), strides (10, 2)
+    Tensor u = rand32({3, 5, 18}, 11).slice(2, 0, 18, 2);  // (3, 5, 9), strides (90, 18, 2)
+    expect_matches_reference(matmul(s, rand32({5, 4}, 12)), s, rand32({5, 4}, 12));
+    expect_matches_reference(matmul(rand32({3, 7, 5}, 13), u), rand32({3, 7, 5}, 13), u);
+  });
+}
+
+TEST(Matmul, BatchedPathsMatchReferenceAndEachOther) {
+  // (B*h, Q, d) @ (B*h, d, K) with tiny sizes, K read transposed: attention scores.
+  Tensor q = rand32({64, 10, 8}, 1), k = rand32({64, 10, 8}, 2);
+  Tensor v = rand32({65, 7, 3}, 3), w = rand32({65, 3, 9}, 4);
+  Tensor a = rand32({3, 129, 65}, 5), b = rand32({3, 65, 129}, 6);  // big items
+  Tensor scores = bmm(q, k.transpose(1, 2)), vw = matmul(v, w), ab = matmul(a, b);
+  expect_matches_reference(scores, q, k.transpose(1, 2));
+  expect_matches_reference(vw, v, w);
+  expect_matches_reference(ab, a, b);
+
+  // One dnnl_sgemm per item: in parallel over small items, or serially on one
+  // thread. Each call is single-threaded either way, so the bits agree.
+  detail::set_matmul_batched_primitive(false);
+  Tensor par_scores = bmm(q, k.transpose(1, 2)), par_vw = matmul(v, w);
+  expect_matches_reference(par_scores, q, k.transpose(1, 2));
+  expect_matches_reference(par_vw, v, w);
+  expect_matches_reference(matmul(a, b), a, b);
+  int threads = get_num_threads();
+  set_num_threads(1);
+  Tensor serial_scores = bmm(q, k.transpose(1, 2)), serial_vw = matmul(v, w);
+  set_num_threads(threads);
+  detail::set_matmul_batched_primitive(true);
+  EXPECT_EQ(attn::testing::max_abs_diff(par_scores, serial_scores), 0.0);
+  EXPECT_EQ(attn::testing::max_abs_diff(par_vw, serial_vw), 0.0);
+  // The primitive and the per-item GEMMs agree to rounding.
+  EXPECT_LT(attn::testing::max_abs_diff(scores, par_scores), 1e-5);
+  EXPECT_LT(attn::testing::max_abs_diff(vw, par_vw), 1e-5);
+}
+
+TEST(Matmul, BatchedUnderChangingThreadCountsAndInsideParallelRegions) {
+  Tensor q = rand32({16, 10, 8}, 1), k = rand32({16, 10, 8}, 2);
+  Tensor ref = matmul_reference(q, k.transpose(1, 2));
+  int threads = get_num_threads();
+  for (int n : {threads, 1, threads}) {
+    set_num_threads(n);
+    EXPECT_LT(attn::testing::max_abs_diff(bmm(q, k.transpose(1, 2)), ref), 1e-5) << n << " threads";
+  }
+  set_num_threads(threads);
+  // Called from every thread of a parallel region (each with its own cache).
+  std::vector<double> diffs(64, 1.0);
+#pragma omp parallel for
+  for (int i = 0; i < 64; ++i) {
+    Tensor a = q.narrow(0, i % 4, 12), b = k.narrow(0, i % 4, 12).transpose(1, 2);
+    Tensor c = matmul(a, b);
+    double m = 0;
+    auto vc = to_vector<float>(c), vr = to_vector<float>(ref.narrow(0, i % 4, 12));
+    for (std::size_t j = 0; j < vc.size(); ++j) m = std::max(m, std::fabs(double(vc[j]) - vr[j]));
+    diffs[i] = m;
+  }
+  for (double d : diffs) EXPECT_LT(d, 1e-5);
+}
+
+TEST(Matmul, F64MatchesReference) {
+  Generator gen(5);
+  Tensor a = uniform(-1, 1, {3, 33, 17}, gen, DType::f64);
+  Tensor b = uniform(-1, 1, {65, 17}, gen, DType::f64).transpose(0, 1);
+  expect_matches_reference(matmul(a, b), a, b, 1e-13);
+  Tensor big_a = uniform(-1, 1, {129, 129}, gen, DType::f64);
+  Tensor big_b = uniform(-1, 1, {129, 65}, gen, DType::f64);
+  expect_matches_reference(matmul(big_a, big_b), big_a, big_b, 1e-13);
+}
+
+TEST(Matmul, EmptyAndZeroInner) {
+  Tensor c = matmul(zeros({3, 0}), zeros({0, 4}));
+  EXPECT_EQ(c.shape(), (Shape{3, 4}));
+  EXPECT_EQ(to_vector<float>(c), std::vector<float>(12, 0.0f));
+  EXPECT_EQ(matmul(zeros({0, 3}), zeros({3, 4})).shape(), (Shape{0, 4}));
+  EXPECT_EQ(matmul(zeros({2, 0, 3, 5}), zeros({5, 4})).shape(), (Shape{2, 0, 3, 4}));
+}
+
+TEST(Matmul, Gradcheck2D) {
+  Tensor a = leaf64({3, 5}, 1), b = leaf64({5, 4}, 2);
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return matmul(v[0], v[1]); }, {a, b});
+  Tensor row = leaf64({1, 7}, 3), col = leaf64({7, 1}, 4);
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return matmul(v[0], v[1]); }, {row, col});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return matmul(v[1], v[0]); }, {row, col});
+}
+
+TEST(Matmul, GradcheckBatchedAndBroadcast) {
+  std::vector<std::pair<Shape, Shape>> cases = {
+      {{2, 3, 5}, {2, 5, 4}},  // bmm-like
+      {{2, 3, 5}, {5, 4}},  // Linear: folded forward and dB
+      {{3, 5}, {2, 5, 4}},  // a shared by the batch
+      {{2, 1, 3, 5}, {3, 5, 4}},  // both broadcast
+      {{2, 3, 3, 5}, {1, 5, 1}},  // b (1, 5, 1) shared
+  };
+  std::uint64_t seed = 10;
+  for (const auto& [sa, sb] : cases) {
+    SCOPED_TRACE(shape_str(sa) + " @ " + shape_str(sb));
+    Tensor a = leaf64(sa, seed++), b = leaf64(sb, seed++);
+    EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return matmul(v[0], v[1]); }, {a, b});
+  }
+}
+
+TEST(Matmul, GradcheckTransposedAndPermuted) {
+  Tensor a = leaf64({5, 3}, 1), b = leaf64({4, 5}, 2);
+  EXPECT_GRADCHECK(
+      [](const std::vector<Tensor>& v) {
+        return matmul(v[0].transpose(0, 1), v[1].transpose(0, 1));
+      },
+      {a, b});
+  Tensor x = leaf64({3, 2, 5}, 3), w = leaf64({7, 5}, 4);
+  // (T, B, D) -> (B, T, D) @ W^T: the nn::Linear call on a permuted input.
+  EXPECT_GRADCHECK(
+      [](const std::vector<Tensor>& v) {
+        return matmul(v[0].transpose(0, 1), v[1].transpose(0, 1));
+      },
+      {x, w});
+  Tensor q = leaf64({2, 3, 2, 5}, 5), k = leaf64({2, 4, 2, 5}, 6);
+  EXPECT_GRADCHECK(
+      [](const std::vector<Tensor>& v) {
+        return matmul(v[0].permute({0, 2, 1, 3}), v[1].permute({0, 2, 3, 1}));
+      },
+      {q, k});
+  Tensor s = leaf64({3, 10}, 7), t = leaf64({3, 4}, 8);
+  EXPECT_GRADCHECK(
+      [](const std::vector<Tensor>& v) {
+        return matmul(v[0].slice(1, 0, 10, 2).transpose(0, 1), v[1]);
+      },
+      {s, t});
+}
+
+TEST(Matmul, GradcheckBmm) {
+  Tensor a = leaf64({3, 4, 5}, 1), b = leaf64({3, 4, 5}, 2);
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return bmm(v[0], v[1].transpose(1, 2)); },
+                   {a, b});
+}
+
+TEST(Matmul, GradOfSharedWeightSumsOverBatch) {
+  // dW of (B, T, D) @ (D, N) equals the sum of the per-item gradients.
+  Tensor x = leaf64({4, 3, 5}, 1), w = leaf64({5, 2}, 2);
+  sum(matmul(x, w)).backward();
+  Tensor x2 = x.detach(), w2 = w.detach().expand({4, 5, 2}).contiguous();
+  w2.requires_grad_();
+  sum(matmul(x2, w2)).backward();
+  EXPECT_LT(attn::testing::max_abs_diff(w.grad(), sum(w2.grad(), {0})), 1e-12);
+}
+
+TEST(Matmul, ErrorsNameOpAndShapes) {
+  EXPECT_EQ(error_of([] {
+              matmul(zeros({3}), zeros({3, 4}));
+            }),
+            "matmul: expected tensors with at least 2 dims, got a [3] and b [3, 4]");
+  EXPECT_EQ(error_of([] {
+              matmul(zeros({2, 3}), zeros({4, 5}));
+            }),
+            "matmul: inner dimensions differ: a is [2, 3], b is [4, 5]");
+  EXPECT_EQ(error_of([] {
+              matmul(zeros({2, 3, 4}), zeros({5, 4, 6}));
+            }),
+            "matmul: batch dims do not broadcast: a is [2, 3, 4], b is [5, 4, 6]");
+  EXPECT_EQ(error_of([] {
+              matmul(zeros({2, 3}), zeros({3, 4}, DType::f64));
+            }),
+            "matmul: dtypes differ: a is f32 [2, 3], b is f64 [3, 4]");
+  EXPECT_EQ(error_of([] {
+              matmul(zeros({2, 3}, DType::i64), zeros({3, 4}, DType::i64));
+            }),
+            "matmul: expected a floating dtype (f32 or f64), got i64: a is [2, 3], b is [3, 4]");
+  EXPECT_EQ(error_of([] {
+              bmm(zeros({2, 3}), zeros({3, 4}));
+            }),
+            "bmm: expected 3-D tensors, got a [2, 3] and b [3, 4]");
+  EXPECT_EQ(error_of([] {
+              bmm(zeros({2, 3, 4}), zeros({1, 4, 5}));
+            }),
+            "bmm: batch sizes differ: a is [2, 3, 4], b is [1, 4, 5]");
+  EXPECT_EQ(error_of([] {
+              bmm(zeros({2, 3, 4}), zeros({2, 5, 5}));
+            }),
+            "bmm: inner dimensions differ: a is [2, 3, 4], b is [2, 5, 5]");
+  EXPECT_THROW(matmul(zeros({2, 3}), zeros({4, 5})), ShapeError);
+  EXPECT_THROW(matmul(zeros({2, 3}, DType::i32), zeros({3, 4}, DType::i32)), DTypeError);
+}
