@@ -1,1 +1,139 @@
-int main() { return 0; }
+// attn — the command-line tool.
+//
+// main sets up the global options, adds the registered commands (commands.h),
+// parses, runs the chosen command's action, and turns every error into one
+// line on stderr:
+//   usage errors (CLI11)        attn: error: <message>
+//                               Run 'attn --help' for usage.          exit 2
+//   attn::Error, std::exception attn: error: <message> [+ hint: ...]  exit 1
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <charconv>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <new>
+#include <string>
+
+#include "attn/core/error.h"
+#include "attn/core/rng.h"
+#include "attn/core/threads.h"
+#include "commands.h"
+
+#ifndef ATTN_VERSION
+#define ATTN_VERSION "unknown"
+#endif
+
+namespace {
+
+constexpr const char* kDescription =
+    "attn: the attention mechanisms and the Transformer of Dive into Deep Learning\n"
+    "(d2l, chapter \"Attention Mechanisms\"), written in C++20 from the tensor up:\n"
+    "its own tensors and autograd, oneDNN for matrix products, CPU only.\n";
+
+constexpr const char* kFooter =
+    "Run 'attn <command> --help' for the options of a command.\n"
+    "ATTN_NUM_THREADS sets the thread count when --threads is not given.";
+
+// Messages go out on one line: newlines become "; ".
+std::string one_line(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  std::string out;
+  for (char c : s) {
+    if (c == '\n') {
+      out += "; ";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void print_error(const std::string& message, const std::string& hint = "") {
+  std::fflush(stdout);
+  std::cerr << "attn: error: " << one_line(message) << '\n';
+  if (!hint.empty()) std::cerr << "hint: " << one_line(hint) << '\n';
+}
+
+int usage_error(const std::string& message) {
+  print_error(message);
+  std::cerr << "Run 'attn --help' for usage.\n";
+  return 2;
+}
+
+// A seed is a whole number in [0, 2^64).
+const CLI::Validator kSeedValidator(
+    [](std::string& text) -> std::string {
+      std::uint64_t value = 0;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+      if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+        return "Value " + text + " is not a whole number in [0, 2^64)";
+      return "";
+    },
+    "N");
+
+// "'attn demo' needs a command (one of: core)" for a command line that stops at
+// a group. (CLI11's require_subcommand would report this before an unknown flag.)
+std::string missing_command(CLI::App& app) {
+  CLI::App* group = &app;
+  std::string path = "attn";
+  while (!group->get_subcommands().empty()) {
+    group = group->get_subcommands().front();
+    path += " " + group->get_name();
+  }
+  std::string names;
+  for (const CLI::App* sub : group->get_subcommands([](const CLI::App*) { return true; }))
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  return fmt::format("'{}' needs a command (one of: {})", path, names);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    CLI::App app{kDescription, "attn"};
+    app.set_version_flag("--version", std::string("attn ") + ATTN_VERSION,
+                         "Print the version and exit");
+    app.footer(kFooter);
+
+    attn::cli::Context ctx;
+    app.add_option("--threads", ctx.global.threads,
+                   "Threads for attn and oneDNN (default: all cores)")
+        ->check(CLI::Range(1, 1024))
+        ->envname("ATTN_NUM_THREADS")
+        ->option_text("N");
+    app.add_option("--seed", ctx.global.seed, "Seed for every random draw (default 0)")
+        ->check(kSeedValidator)
+        ->option_text("N");
+    attn::cli::add_registered(app, "", ctx);
+
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+      return usage_error(e.what());
+    }
+    if (!ctx.action) return usage_error(missing_command(app));
+
+    if (ctx.global.threads > 0) attn::set_num_threads(ctx.global.threads);
+    attn::manual_seed(ctx.global.seed);
+    return ctx.action(ctx);
+  } catch (const CLI::ParseError& e) {  // a usage error found by an action
+    return usage_error(e.what());
+  } catch (const attn::cli::ErrorWithHint& e) {
+    print_error(e.what(), e.hint());
+  } catch (const attn::InternalError& e) {
+    print_error(e.what(), "this is a bug in attn; please report it with the command you ran");
+  } catch (const attn::Error& e) {
+    print_error(e.what());
+  } catch (const std::bad_alloc&) {
+    print_error("out of memory", "try a smaller batch size or model");
+  } catch (const std::exception& e) {
+    print_error(e.what());
+  } catch (...) {
+    print_error("unknown exception");
+  }
+  return 1;
+}

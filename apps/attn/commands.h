@@ -1,0 +1,79 @@
+// apps/attn/commands.h — how the attn CLI's commands plug in.
+//
+// main.cpp knows no command by name. Each command group lives in its own file
+// (cmd_demo.cpp, later cmd_train.cpp, cmd_translate.cpp, ...) and registers
+// itself with a static Registration:
+//
+//   namespace {
+//   void setup_train(CLI::App& parent, attn::cli::Context& ctx) {
+//     CLI::App* sub = parent.add_subcommand("train", "Train a Transformer on fra-eng");
+//     auto opts = std::make_shared<TrainOptions>();
+//     sub->add_option("--epochs", opts->epochs, "...");
+//     attn::cli::set_action(sub, ctx, [opts](const attn::cli::Context& c) { ...; return 0; });
+//   }
+//   const attn::cli::Registration reg{"", "train", 10, setup_train};
+//   }  // namespace
+//
+// `parent` names where the command goes: "" for the top level, "demo" for a
+// section of `attn demo` (the demo group adds its registered children with
+// add_registered(..., "demo", ...)). Commands are added in (order, name) order,
+// which is the order `--help` lists them in.
+//
+// An action runs after the whole command line is parsed and the global options
+// (--threads, --seed) are applied. It returns the exit code; errors are thrown
+// (attn::Error for runtime failures, CLI::ValidationError for bad usage) and
+// main turns them into one line on stderr.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "attn/core/error.h"
+
+namespace attn::cli {
+
+// Options every command sees; filled in by main before an action runs.
+struct GlobalOptions {
+  int threads = 0;  // 0: ATTN_NUM_THREADS or OpenMP's default
+  std::uint64_t seed = 0;
+};
+
+struct Context;
+using Action = std::function<int(const Context&)>;
+
+struct Context {
+  GlobalOptions global;
+  Action action;  // the action of the command that was parsed; set by set_action
+};
+
+using Setup = std::function<void(CLI::App& parent, Context& ctx)>;
+
+// Registers a command (a static object per command; see the top of this file).
+struct Registration {
+  Registration(std::string parent, std::string name, int order, Setup setup);
+};
+
+// Adds every command registered under `parent` as a subcommand of `app`.
+void add_registered(CLI::App& app, const std::string& parent, Context& ctx);
+
+// Makes `action` the thing to run when `sub` is the command given.
+inline void set_action(CLI::App* sub, Context& ctx, Action action) {
+  sub->callback([&ctx, action = std::move(action)] { ctx.action = action; });
+}
+
+// A runtime failure with a suggestion for the user: main prints
+// "attn: error: <message>" and then "hint: <hint>".
+class ErrorWithHint : public attn::Error {
+ public:
+  ErrorWithHint(const std::string& message, std::string hint)
+      : attn::Error(message), hint_(std::move(hint)) {}
+  const std::string& hint() const { return hint_; }
+
+ private:
+  std::string hint_;
+};
+
+}  // namespace attn::cli
