@@ -138,9 +138,13 @@ FigureSize measure(const std::function<FigureSize(Canvas&)>& draw) {
   cairo_surface_t* surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 1, 1);
   cairo_t* cr = cairo_create(surface);
   FigureSize size;
-  {
+  try {
     Canvas canvas(cr);
     size = draw(canvas);
+  } catch (...) {
+    cairo_destroy(cr);
+    cairo_surface_destroy(surface);
+    throw;
   }
   cairo_status_t status = cairo_status(cr);
   cairo_destroy(cr);

@@ -23,7 +23,7 @@ using namespace attn::viz;
 // LeakSanitizer (the asan preset) would report them at exit. They are a fixed
 // few KB however many figures are drawn, not leaks of ours.
 extern "C" const char* __lsan_default_suppressions() {
-  return "leak:libfontconfig.so\nleak:libcairo.so\n";
+  return "leak:libfontconfig.so\n";
 }
 
 namespace {
