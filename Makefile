@@ -21,7 +21,7 @@ ATTN := ./$(RELEASE_DIR)/attn
 all: build
 
 help:
-	@echo "make run        install deps, build (release), run the main job ($(ATTN) demo core)"
+	@echo "make run        install deps, build (release), train d2l's Transformer on fra-eng into out/model"
 	@echo "make test       install deps, build (release), run every test (ctest --preset release)"
 	@echo "make build      configure and build the release preset into $(RELEASE_DIR)"
 	@echo "make asan       build the ASan+UBSan preset into $(ASAN_DIR)"
@@ -62,8 +62,15 @@ bench: build
 	  ATTN_NUM_THREADS=$(ATTN_NUM_THREADS) "$$b" $(BENCH_ARGS); \
 	done
 
+# The main job: d2l's Transformer (10.7) trained on the bundled English-French
+# corpus; prints the loss, d2l's four test translations with BLEU, and writes
+# the model and its pictures into out/model.
 run: build
-	$(ATTN) demo core
+	$(ATTN) train --out out/model
+	@echo
+	@echo "Try: $(ATTN) translate --model out/model \"i'm home .\" \"he's calm .\""
+	@echo "     $(ATTN) attention --model out/model \"i lost .\" --out out/lost"
+	@echo "     $(ATTN) demo --help   (the chapter's sections, with pictures)"
 
 clean:
 	rm -rf build

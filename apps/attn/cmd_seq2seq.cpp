@@ -98,7 +98,6 @@ const std::vector<std::pair<std::string, std::string>> kD2lTests = {
 
 int run_train(const TrainArgs& a, const Context& ctx) {
   ATTN_CHECK(a.preset == "d2l", ValueError, "train: unknown preset '{}' (known: d2l)", a.preset);
-  io::ensure_directory(a.out);
   data::NmtOptions dopt;
   dopt.num_steps = a.num_steps;
   dopt.num_examples = a.num_examples;
@@ -115,6 +114,7 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   c.max_len = std::max<std::int64_t>(1000, a.num_steps);
   nn::EncoderDecoder net(c);
   seq2seq::xavier_init(net, default_generator());
+  io::ensure_directory(a.out);
   fmt::print("train: {} pairs from {} (vocab {} -> {}), {} parameters, {} threads, seed {}\n",
              data.src.array.size(0), a.data, c.src_vocab_size, c.tgt_vocab_size, net.num_parameters(),
              get_num_threads(), ctx.global.seed);
@@ -213,7 +213,12 @@ void setup_train(CLI::App& parent, Context& ctx) {
   sub->add_option("--dropout", a->dropout, "Dropout probability")->check(CLI::Range(0.0, 0.99))->capture_default_str();
   sub->add_option("--metrics-json", a->metrics_json, "Write loss, speed, memory and translations as JSON here");
   sub->add_flag("--quiet", a->quiet, "No progress output");
-  set_action(sub, ctx, [a](const Context& c) { return run_train(*a, c); });
+  set_action(sub, ctx, [a](const Context& c) {
+    if (a->num_hiddens % a->num_heads != 0)
+      throw CLI::ValidationError("--num-heads", fmt::format("{} does not divide --num-hiddens {}", a->num_heads,
+                                                            a->num_hiddens));
+    return run_train(*a, c);
+  });
 }
 const Registration train_reg{"", "train", 10, setup_train};
 
