@@ -1,6 +1,8 @@
 #include "attn/io/atomic_file.h"
 
 #include <gtest/gtest.h>
+
+#include "testing.h"
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,32 +23,9 @@ using attn::io::write_file_atomic;
 namespace {
 
 // A fresh, empty directory per test, removed afterwards.
-class AtomicFileTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("attn_atomic_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+using AtomicFileTest = attn::testing::TempDirTest;
 
-  std::vector<std::string> names() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(dir_)) out.push_back(e.path().filename().string());
-    return out;
-  }
-
-  fs::path dir_;
-};
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using attn::testing::read_file;
 
 template <class F>
 std::string error_message(F&& f) {

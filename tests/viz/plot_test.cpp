@@ -1,5 +1,7 @@
 // Heatmaps and line plots: files written, formats, sizes, and errors.
 #include <gtest/gtest.h>
+
+#include "testing.h"
 #include <unistd.h>
 
 #include <cmath>
@@ -28,33 +30,9 @@ extern "C" const char* __lsan_default_suppressions() {
 
 namespace {
 
-class PlotTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("attn_viz_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+using PlotTest = attn::testing::TempDirTest;
 
-  std::vector<std::string> names() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(dir_)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
-  fs::path dir_;
-};
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using attn::testing::read_file;
 
 bool is_png(const std::string& bytes) { return bytes.rfind("\x89PNG\r\n\x1a\n", 0) == 0; }
 
