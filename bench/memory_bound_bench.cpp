@@ -32,7 +32,8 @@ Tensor input(const Shape& shape, std::uint64_t seed) {
 }
 
 void set_bytes(benchmark::State& state, std::int64_t tensors_touched, std::int64_t n) {
-  state.SetBytesProcessed(state.iterations() * tensors_touched * n * static_cast<std::int64_t>(sizeof(float)));
+  state.SetBytesProcessed(state.iterations() * tensors_touched * n *
+                          static_cast<std::int64_t>(sizeof(float)));
   state.counters["threads"] = get_num_threads();
 }
 
@@ -102,7 +103,8 @@ BENCHMARK(BM_Exp)->Unit(benchmark::kMillisecond)->UseRealTime();
 void BM_ExpSimd(benchmark::State& state) {
   Tensor a = input({kN}, 1);
   for (auto _ : state)
-    benchmark::DoNotOptimize(detail::unary_map<float>(a, [](float v) { return detail::exp_simd(v); }));
+    benchmark::DoNotOptimize(
+        detail::unary_map<float>(a, [](float v) { return detail::exp_simd(v); }));
   set_bytes(state, 2, kN);
 }
 BENCHMARK(BM_ExpSimd)->Unit(benchmark::kMillisecond)->UseRealTime();

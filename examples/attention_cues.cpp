@@ -21,5 +21,7 @@ int attention_cues(const Options& o) {
 }  // namespace attn::examples
 
 #ifdef ATTN_EXAMPLE_MAIN
-int main(int argc, char** argv) { return attn::examples::run_main(argc, argv, attn::examples::attention_cues); }
+int main(int argc, char** argv) {
+  return attn::examples::run_main(argc, argv, attn::examples::attention_cues);
+}
 #endif

@@ -10,7 +10,9 @@
 namespace attn::examples {
 namespace {
 
-Tensor lens(std::vector<std::int64_t> v, Shape shape = {}) { return from_vector(v, std::move(shape)); }
+Tensor lens(std::vector<std::int64_t> v, Shape shape = {}) {
+  return from_vector(v, std::move(shape));
+}
 
 void heatmap(const Options& o, const std::string& name, const Tensor& weights) {
   std::string path = figure_path(o, name);
@@ -28,7 +30,8 @@ int attention_scoring(const Options& o) {
 
   Tensor keys = ones({2, 10, 2});
   // values: arange(40).reshape(1, 10, 4).repeat(2, 1, 1)
-  Tensor values = arange(0.0, 40.0, 1.0, DType::f32).reshape({1, 10, 4}).expand({2, 10, 4}).contiguous();
+  Tensor values =
+      arange(0.0, 40.0, 1.0, DType::f32).reshape({1, 10, 4}).expand({2, 10, 4}).contiguous();
   Tensor valid_lens = lens({2, 6});
 
   Tensor queries = normal(0, 1, {2, 1, 20});
@@ -41,15 +44,19 @@ int attention_scoring(const Options& o) {
   queries = normal(0, 1, {2, 1, 2});
   nn::DotProductAttention dot(0.5);
   dot.eval();
-  fmt::print("DotProductAttention(dropout=0.5)\n{}\n\n", dot.forward(queries, keys, values, valid_lens).str());
+  fmt::print("DotProductAttention(dropout=0.5)\n{}\n\n",
+             dot.forward(queries, keys, values, valid_lens).str());
   heatmap(o, "dot_product_attention", dot.attention_weights);
-  fmt::print("Every key is the same vector, so the valid keys share the weight evenly\n"
-             "(1/2 in the first batch, 1/6 in the second) and the masked ones get 0.\n");
+  fmt::print(
+      "Every key is the same vector, so the valid keys share the weight evenly\n"
+      "(1/2 in the first batch, 1/6 in the second) and the masked ones get 0.\n");
   return 0;
 }
 
 }  // namespace attn::examples
 
 #ifdef ATTN_EXAMPLE_MAIN
-int main(int argc, char** argv) { return attn::examples::run_main(argc, argv, attn::examples::attention_scoring); }
+int main(int argc, char** argv) {
+  return attn::examples::run_main(argc, argv, attn::examples::attention_scoring);
+}
 #endif

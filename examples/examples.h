@@ -16,9 +16,9 @@ struct Options {
   std::uint64_t seed = 0;
 };
 
-int attention_cues(const Options& o);       // 10.1: the eye(10) heatmap
-int nadaraya_watson(const Options& o);      // 10.2: kernel regression, three ways
-int attention_scoring(const Options& o);    // 10.3: masked softmax, additive, dot product
+int attention_cues(const Options& o);  // 10.1: the eye(10) heatmap
+int nadaraya_watson(const Options& o);  // 10.2: kernel regression, three ways
+int attention_scoring(const Options& o);  // 10.3: masked softmax, additive, dot product
 int multihead_attention(const Options& o);  // 10.5 and 10.6: multi-head and self-attention
 int positional_encoding(const Options& o);  // 10.6: sinusoidal positions
 

@@ -10,7 +10,8 @@ namespace attn::examples {
 
 int multihead_attention(const Options& o) {
   const std::int64_t num_hiddens = 100, num_heads = 5;
-  nn::MultiHeadAttention attention(num_hiddens, num_hiddens, num_hiddens, num_hiddens, num_heads, 0.5);
+  nn::MultiHeadAttention attention(num_hiddens, num_hiddens, num_hiddens, num_hiddens, num_heads,
+                                   0.5);
   attention.eval();
   fmt::print("MultiHeadAttention(100, 100, 100, 100, num_heads=5, dropout=0.5): {} parameters\n",
              attention.num_parameters());
@@ -26,9 +27,12 @@ int multihead_attention(const Options& o) {
   // Self-attention: queries, keys and values are the same tokens.
   Tensor Xr = randn({batch_size, num_queries, num_hiddens});
   Tensor self = attention.forward(Xr, Xr, Xr, valid_lens);
-  fmt::print("self-attention: attention(X, X, X, valid_lens).shape = {}\n", shape_str(self.shape()));
+  fmt::print("self-attention: attention(X, X, X, valid_lens).shape = {}\n",
+             shape_str(self.shape()));
   // Batch element 0's heads, side by side.
-  Tensor w = attention.attention_weights().narrow(0, 0, num_heads).reshape({1, num_heads, num_queries, num_queries});
+  Tensor w = attention.attention_weights()
+                 .narrow(0, 0, num_heads)
+                 .reshape({1, num_heads, num_queries, num_queries});
   std::vector<std::string> titles;
   for (std::int64_t h = 1; h <= num_heads; ++h) titles.push_back(fmt::format("Head {}", h));
   std::string path = figure_path(o, "self_attention_heads");
@@ -40,5 +44,7 @@ int multihead_attention(const Options& o) {
 }  // namespace attn::examples
 
 #ifdef ATTN_EXAMPLE_MAIN
-int main(int argc, char** argv) { return attn::examples::run_main(argc, argv, attn::examples::multihead_attention); }
+int main(int argc, char** argv) {
+  return attn::examples::run_main(argc, argv, attn::examples::multihead_attention);
+}
 #endif

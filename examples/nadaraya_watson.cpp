@@ -65,7 +65,8 @@ int nadaraya_watson(const Options& o) {
   heatmap(o, "nw_nonparametric_attention", np.attention_weights);
 
   // Parametric: keys and values of row i are all training points but the i-th.
-  Tensor keys = Tensor::empty({n_train, n_train - 1}), values = Tensor::empty({n_train, n_train - 1});
+  Tensor keys = Tensor::empty({n_train, n_train - 1}),
+         values = Tensor::empty({n_train, n_train - 1});
   const float* px = x_train.data<float>();
   const float* py = y_train.data<float>();
   for (std::int64_t i = 0; i < n_train; ++i)
@@ -97,5 +98,7 @@ int nadaraya_watson(const Options& o) {
 }  // namespace attn::examples
 
 #ifdef ATTN_EXAMPLE_MAIN
-int main(int argc, char** argv) { return attn::examples::run_main(argc, argv, attn::examples::nadaraya_watson); }
+int main(int argc, char** argv) {
+  return attn::examples::run_main(argc, argv, attn::examples::nadaraya_watson);
+}
 #endif

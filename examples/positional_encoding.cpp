@@ -35,7 +35,8 @@ int positional_encoding(const Options& o) {
   fmt::print("\n");
 
   std::string heat = figure_path(o, "positional_encoding_heatmap");
-  viz::Heatmaps(P.unsqueeze(0), {.xlabel = "Column (encoding dimension)", .ylabel = "Row (position)",
+  viz::Heatmaps(P.unsqueeze(0), {.xlabel = "Column (encoding dimension)",
+                                 .ylabel = "Row (position)",
                                  .cmap = viz::Colormap::blues})
       .save(heat);
   fmt::print("heatmap of P (60 x 32): {}.png\n\n", heat);
@@ -54,7 +55,8 @@ int positional_encoding(const Options& o) {
                           std::fabs(b2 - p[(i + delta) * encoding_dim + 2 * j + 1])});
       }
     fmt::print("offset {:2}: max |R(d w) p_i - p_(i+d)| over all i, j = {:.2e}\n", delta, worst);
-    ATTN_CHECK(worst < 1e-4, InternalError, "positional-encoding: the rotation check failed ({})", worst);
+    ATTN_CHECK(worst < 1e-4, InternalError, "positional-encoding: the rotation check failed ({})",
+               worst);
   }
   (void)X;
   return 0;
@@ -63,5 +65,7 @@ int positional_encoding(const Options& o) {
 }  // namespace attn::examples
 
 #ifdef ATTN_EXAMPLE_MAIN
-int main(int argc, char** argv) { return attn::examples::run_main(argc, argv, attn::examples::positional_encoding); }
+int main(int argc, char** argv) {
+  return attn::examples::run_main(argc, argv, attn::examples::positional_encoding);
+}
 #endif

@@ -45,8 +45,8 @@ class TempDirTest : public ::testing::Test {
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     dir_ = std::filesystem::temp_directory_path() /
-           (std::string("attn_") + info->test_suite_name() + "_" + std::to_string(::getpid()) + "_" +
-            info->name());
+           (std::string("attn_") + info->test_suite_name() + "_" + std::to_string(::getpid()) +
+            "_" + info->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
@@ -80,8 +80,8 @@ inline void expect_gradcheck(const autograd::Function& fn, const std::vector<Ten
 }  // namespace attn::testing
 
 // EXPECT_GRADCHECK(fn, {inputs...}): the f64 gradient check passes.
-#define EXPECT_GRADCHECK(...)                                \
-  do {                                                       \
-    SCOPED_TRACE("gradcheck");                               \
-    ::attn::testing::expect_gradcheck(__VA_ARGS__);          \
+#define EXPECT_GRADCHECK(...)                       \
+  do {                                              \
+    SCOPED_TRACE("gradcheck");                      \
+    ::attn::testing::expect_gradcheck(__VA_ARGS__); \
   } while (false)

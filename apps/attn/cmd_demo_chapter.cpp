@@ -17,12 +17,15 @@ struct Section {
 
 const Section kSections[] = {
     {"cues", "10.1: the eye(10) attention heatmap (Keys / Queries)", examples::attention_cues},
-    {"nadaraya-watson", "10.2: kernel regression by average pooling, Gaussian kernel and a trained width",
+    {"nadaraya-watson",
+     "10.2: kernel regression by average pooling, Gaussian kernel and a trained width",
      examples::nadaraya_watson},
-    {"scoring", "10.3: masked softmax, additive and scaled dot-product attention", examples::attention_scoring},
+    {"scoring", "10.3: masked softmax, additive and scaled dot-product attention",
+     examples::attention_scoring},
     {"multihead", "10.5-10.6: multi-head attention and self-attention shapes, heads as heatmaps",
      examples::multihead_attention},
-    {"positional-encoding", "10.6: sinusoidal positional encoding, its plot, heatmap and rotation property",
+    {"positional-encoding",
+     "10.6: sinusoidal positional encoding, its plot, heatmap and rotation property",
      examples::positional_encoding},
 };
 
@@ -35,11 +38,16 @@ void setup_section(const Section& s, CLI::App& parent, Context& ctx) {
   });
 }
 
-const Registration reg_cues{"demo", "cues", 20, [](CLI::App& p, Context& c) { setup_section(kSections[0], p, c); }};
-const Registration reg_nw{"demo", "nadaraya-watson", 21, [](CLI::App& p, Context& c) { setup_section(kSections[1], p, c); }};
-const Registration reg_scoring{"demo", "scoring", 22, [](CLI::App& p, Context& c) { setup_section(kSections[2], p, c); }};
-const Registration reg_mh{"demo", "multihead", 23, [](CLI::App& p, Context& c) { setup_section(kSections[3], p, c); }};
-const Registration reg_pe{"demo", "positional-encoding", 24, [](CLI::App& p, Context& c) { setup_section(kSections[4], p, c); }};
+const Registration reg_cues{"demo", "cues", 20,
+                            [](CLI::App& p, Context& c) { setup_section(kSections[0], p, c); }};
+const Registration reg_nw{"demo", "nadaraya-watson", 21,
+                          [](CLI::App& p, Context& c) { setup_section(kSections[1], p, c); }};
+const Registration reg_scoring{"demo", "scoring", 22,
+                               [](CLI::App& p, Context& c) { setup_section(kSections[2], p, c); }};
+const Registration reg_mh{"demo", "multihead", 23,
+                          [](CLI::App& p, Context& c) { setup_section(kSections[3], p, c); }};
+const Registration reg_pe{"demo", "positional-encoding", 24,
+                          [](CLI::App& p, Context& c) { setup_section(kSections[4], p, c); }};
 
 }  // namespace
 }  // namespace attn::cli

@@ -59,21 +59,31 @@ void save_attention_figures(const seq2seq::AttentionMaps& maps, std::int64_t num
   };
   std::vector<std::string> titles, row_labels;
   for (std::int64_t h = 1; h <= num_heads; ++h) titles.push_back(fmt::format("Head {}", h));
-  for (std::size_t l = 1; l <= maps.encoder.size(); ++l) row_labels.push_back(fmt::format("Layer {}", l));
-  viz::Heatmaps(grid(maps.encoder), {.xlabel = "Key positions", .ylabel = "Query positions",
-                                     .titles = titles, .row_labels = row_labels,
+  for (std::size_t l = 1; l <= maps.encoder.size(); ++l)
+    row_labels.push_back(fmt::format("Layer {}", l));
+  viz::Heatmaps(grid(maps.encoder), {.xlabel = "Key positions",
+                                     .ylabel = "Query positions",
+                                     .titles = titles,
+                                     .row_labels = row_labels,
                                      .title = "Encoder self-attention",
-                                     .xticklabels = maps.source_tokens, .yticklabels = maps.source_tokens})
+                                     .xticklabels = maps.source_tokens,
+                                     .yticklabels = maps.source_tokens})
       .save(stem + "-encoder");
-  viz::Heatmaps(grid(maps.decoder_self), {.xlabel = "Key positions", .ylabel = "Query positions",
-                                          .titles = titles, .row_labels = row_labels,
+  viz::Heatmaps(grid(maps.decoder_self), {.xlabel = "Key positions",
+                                          .ylabel = "Query positions",
+                                          .titles = titles,
+                                          .row_labels = row_labels,
                                           .title = "Decoder self-attention",
-                                          .xticklabels = maps.target_tokens, .yticklabels = maps.target_tokens})
+                                          .xticklabels = maps.target_tokens,
+                                          .yticklabels = maps.target_tokens})
       .save(stem + "-decoder-self");
-  viz::Heatmaps(grid(maps.decoder_cross), {.xlabel = "Key positions", .ylabel = "Query positions",
-                                           .titles = titles, .row_labels = row_labels,
+  viz::Heatmaps(grid(maps.decoder_cross), {.xlabel = "Key positions",
+                                           .ylabel = "Query positions",
+                                           .titles = titles,
+                                           .row_labels = row_labels,
                                            .title = "Encoder-decoder attention",
-                                           .xticklabels = maps.source_tokens, .yticklabels = maps.target_tokens})
+                                           .xticklabels = maps.source_tokens,
+                                           .yticklabels = maps.target_tokens})
       .save(stem + "-decoder-cross");
 }
 
@@ -94,7 +104,10 @@ struct TrainArgs {
 };
 
 const std::vector<std::pair<std::string, std::string>> kD2lTests = {
-    {"go .", "va !"}, {"i lost .", "j'ai perdu ."}, {"he's calm .", "il est calme ."}, {"i'm home .", "je suis chez moi ."}};
+    {"go .", "va !"},
+    {"i lost .", "j'ai perdu ."},
+    {"he's calm .", "il est calme ."},
+    {"i'm home .", "je suis chez moi ."}};
 
 int run_train(const TrainArgs& a, const Context& ctx) {
   ATTN_CHECK(a.preset == "d2l", ValueError, "train: unknown preset '{}' (known: d2l)", a.preset);
@@ -116,8 +129,8 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   seq2seq::xavier_init(net, default_generator());
   io::ensure_directory(a.out);
   fmt::print("train: {} pairs from {} (vocab {} -> {}), {} parameters, {} threads, seed {}\n",
-             data.src.array.size(0), a.data, c.src_vocab_size, c.tgt_vocab_size, net.num_parameters(),
-             get_num_threads(), ctx.global.seed);
+             data.src.array.size(0), a.data, c.src_vocab_size, c.tgt_vocab_size,
+             net.num_parameters(), get_num_threads(), ctx.global.seed);
   std::fflush(stdout);
 
   seq2seq::TrainOptions t;
@@ -129,17 +142,20 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   const std::int64_t every = std::max<std::int64_t>(1, a.epochs / 10);
   auto on_batch = [&](const seq2seq::Progress& p) {
     if (!tty) return;
-    double done = (static_cast<double>(p.epoch - 1) + static_cast<double>(p.batch) / p.num_batches) / p.num_epochs;
+    double done =
+        (static_cast<double>(p.epoch - 1) + static_cast<double>(p.batch) / p.num_batches) /
+        p.num_epochs;
     int width = 28, filled = static_cast<int>(done * width);
     double eta = done > 0 ? p.seconds * (1 - done) / done : NAN;
     fmt::print(stderr, "\r  epoch {:>{}}/{} [{}{}] loss {:.3f}  {:.0f} tok/s  ETA {}   ", p.epoch,
                std::to_string(p.num_epochs).size(), p.num_epochs, std::string(filled, '#'),
-               std::string(width - filled, '.'), p.epoch_loss, p.tokens / std::max(p.seconds, 1e-9), duration(eta));
+               std::string(width - filled, '.'), p.epoch_loss, p.tokens / std::max(p.seconds, 1e-9),
+               duration(eta));
   };
   auto on_epoch = [&](const seq2seq::Progress& p) {
     if (tty || a.quiet || (p.epoch % every != 0 && p.epoch != p.num_epochs)) return;
-    fmt::print("  epoch {}/{}: loss {:.4f}, {:.0f} tokens/s, {:.1f} s\n", p.epoch, p.num_epochs, p.epoch_loss,
-               p.tokens / std::max(p.seconds, 1e-9), p.seconds);
+    fmt::print("  epoch {}/{}: loss {:.4f}, {:.0f} tokens/s, {:.1f} s\n", p.epoch, p.num_epochs,
+               p.epoch_loss, p.tokens / std::max(p.seconds, 1e-9), p.seconds);
     std::fflush(stdout);
   };
   seq2seq::TrainResult r = seq2seq::train_seq2seq(net, data, t, on_batch, on_epoch);
@@ -152,71 +168,103 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   // d2l's four test sentences.
   std::vector<std::string> eng;
   for (const auto& [e, _] : kD2lTests) eng.push_back(e);
-  auto translations = seq2seq::translate_greedy(net, data.src_vocab, data.tgt_vocab, eng, a.num_steps);
+  auto translations =
+      seq2seq::translate_greedy(net, data.src_vocab, data.tgt_vocab, eng, a.num_steps);
   nlohmann::ordered_json tr_json = nlohmann::ordered_json::array();
   int exact = 0;
   for (std::size_t i = 0; i < kD2lTests.size(); ++i) {
     double b = seq2seq::bleu(translations[i].text, kD2lTests[i].second, 2);
     exact += translations[i].text == kD2lTests[i].second;
     fmt::print("{} => {}, bleu {:.3f}\n", kD2lTests[i].first, translations[i].text, b);
-    tr_json.push_back({{"src", kD2lTests[i].first}, {"pred", translations[i].text}, {"ref", kD2lTests[i].second}, {"bleu", b}});
+    tr_json.push_back({{"src", kD2lTests[i].first},
+                       {"pred", translations[i].text},
+                       {"ref", kD2lTests[i].second},
+                       {"bleu", b}});
   }
   fmt::print("{} of {} translated exactly\n", exact, kD2lTests.size());
 
   // Pictures: the loss curve and every attention map of the last sentence.
   fs::path out(a.out);
-  viz::LinePlot loss_plot({.xlabel = "epoch", .ylabel = "loss", .legend = viz::LegendLocation::upper_right,
-                           .width = 340, .height = 230});
+  viz::LinePlot loss_plot({.xlabel = "epoch",
+                           .ylabel = "loss",
+                           .legend = viz::LegendLocation::upper_right,
+                           .width = 340,
+                           .height = 230});
   std::vector<double> epochs;
   for (std::size_t e = 1; e <= r.epoch_losses.size(); ++e) epochs.push_back(static_cast<double>(e));
   loss_plot.plot("train", epochs, r.epoch_losses, "-");
   loss_plot.save(out / "loss");
-  auto maps = seq2seq::attention_maps(net, data.src_vocab, data.tgt_vocab, translations.back(), a.num_steps);
+  auto maps = seq2seq::attention_maps(net, data.src_vocab, data.tgt_vocab, translations.back(),
+                                      a.num_steps);
   save_attention_figures(maps, c.num_heads, (out / "attention").string());
 
   if (!a.metrics_json.empty()) {
-    nlohmann::ordered_json m = {{"final_loss", r.final_loss},       {"tokens_per_s", r.tokens_per_s},
-                                {"train_seconds", r.seconds},       {"peak_rss_mib", peak_rss_mib()},
-                                {"epoch_losses", r.epoch_losses},   {"translations", tr_json}};
+    nlohmann::ordered_json m = {{"final_loss", r.final_loss},     {"tokens_per_s", r.tokens_per_s},
+                                {"train_seconds", r.seconds},     {"peak_rss_mib", peak_rss_mib()},
+                                {"epoch_losses", r.epoch_losses}, {"translations", tr_json}};
     io::write_file_atomic(a.metrics_json, m.dump(2) + "\n");
   }
   fmt::print("model: {}/ (config.json, model.safetensors, src_vocab.txt, tgt_vocab.txt)\n", a.out);
-  fmt::print("pictures: {0}/loss.png, {0}/attention-encoder.png, {0}/attention-decoder-self.png, "
-             "{0}/attention-decoder-cross.png (and .svg)\n", a.out);
+  fmt::print(
+      "pictures: {0}/loss.png, {0}/attention-encoder.png, {0}/attention-decoder-self.png, "
+      "{0}/attention-decoder-cross.png (and .svg)\n",
+      a.out);
   return 0;
 }
 
 void setup_train(CLI::App& parent, Context& ctx) {
   auto a = std::make_shared<TrainArgs>();
-  CLI::App* sub = parent.add_subcommand(
-      "train", "Train d2l's Transformer on English-French pairs, translate d2l's test sentences, save the model");
+  CLI::App* sub = parent.add_subcommand("train",
+                                        "Train d2l's Transformer on English-French pairs, "
+                                        "translate d2l's test sentences, save the model");
   sub->add_option("--preset", a->preset, "Hyperparameter preset (d2l: the book's 10.7 settings)")
       ->check(CLI::IsMember({"d2l"}));
-  sub->add_option("--data", a->data, "Parallel corpus, 'english<TAB>french' per line, plain or gzip")
+  sub->add_option("--data", a->data,
+                  "Parallel corpus, 'english<TAB>french' per line, plain or gzip")
       ->capture_default_str();
   sub->add_option("--out", a->out, "Model directory to write")->capture_default_str();
-  sub->add_option("--epochs", a->epochs, "Passes over the data")->check(CLI::Range(1, 1000000))->capture_default_str();
-  sub->add_option("--lr", a->lr, "Adam learning rate")->check(CLI::Range(1e-9, 10.0))->capture_default_str();
-  sub->add_option("--batch-size", a->batch_size, "Sentence pairs per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  sub->add_option("--epochs", a->epochs, "Passes over the data")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  sub->add_option("--lr", a->lr, "Adam learning rate")
+      ->check(CLI::Range(1e-9, 10.0))
+      ->capture_default_str();
+  sub->add_option("--batch-size", a->batch_size, "Sentence pairs per step")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   sub->add_option("--num-steps", a->num_steps, "Tokens per sentence after cutting or padding")
-      ->check(CLI::Range(2, 4096))->capture_default_str();
-  sub->add_option("--num-examples", a->num_examples, "Lines of the corpus to use (d2l reads this + 1); 0: all")
-      ->check(CLI::Range(0L, 100000000L))->capture_default_str();
-  sub->add_option("--valid-fraction", a->valid_fraction, "Fraction of pairs held out (from the end)")
-      ->check(CLI::Range(0.0, 0.9))->capture_default_str();
-  sub->add_option("--num-hiddens", a->num_hiddens, "Model width")->check(CLI::Range(1, 1 << 16))->capture_default_str();
-  sub->add_option("--num-layers", a->num_layers, "Encoder and decoder blocks")->check(CLI::Range(1, 64))->capture_default_str();
+      ->check(CLI::Range(2, 4096))
+      ->capture_default_str();
+  sub->add_option("--num-examples", a->num_examples,
+                  "Lines of the corpus to use (d2l reads this + 1); 0: all")
+      ->check(CLI::Range(0L, 100000000L))
+      ->capture_default_str();
+  sub->add_option("--valid-fraction", a->valid_fraction,
+                  "Fraction of pairs held out (from the end)")
+      ->check(CLI::Range(0.0, 0.9))
+      ->capture_default_str();
+  sub->add_option("--num-hiddens", a->num_hiddens, "Model width")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  sub->add_option("--num-layers", a->num_layers, "Encoder and decoder blocks")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   sub->add_option("--num-heads", a->num_heads, "Attention heads (must divide --num-hiddens)")
-      ->check(CLI::Range(1, 1024))->capture_default_str();
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   sub->add_option("--ffn-num-hiddens", a->ffn_num_hiddens, "Hidden width of the position-wise FFN")
-      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  sub->add_option("--dropout", a->dropout, "Dropout probability")->check(CLI::Range(0.0, 0.99))->capture_default_str();
-  sub->add_option("--metrics-json", a->metrics_json, "Write loss, speed, memory and translations as JSON here");
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  sub->add_option("--dropout", a->dropout, "Dropout probability")
+      ->check(CLI::Range(0.0, 0.99))
+      ->capture_default_str();
+  sub->add_option("--metrics-json", a->metrics_json,
+                  "Write loss, speed, memory and translations as JSON here");
   sub->add_flag("--quiet", a->quiet, "No progress output");
   set_action(sub, ctx, [a](const Context& c) {
     if (a->num_hiddens % a->num_heads != 0)
-      throw CLI::ValidationError("--num-heads", fmt::format("{} does not divide --num-hiddens {}", a->num_heads,
-                                                            a->num_hiddens));
+      throw CLI::ValidationError("--num-heads", fmt::format("{} does not divide --num-hiddens {}",
+                                                            a->num_heads, a->num_hiddens));
     return run_train(*a, c);
   });
 }
@@ -237,7 +285,8 @@ int run_translate(const TranslateArgs& a) {
     while (std::getline(std::cin, line)) sentences.push_back(line);
   }
   for (const auto& s : sentences) data::check_utf8(s, "translate: input");
-  auto out = seq2seq::translate_greedy(*m.net, m.src_vocab, m.tgt_vocab, sentences, m.config.num_steps);
+  auto out =
+      seq2seq::translate_greedy(*m.net, m.src_vocab, m.tgt_vocab, sentences, m.config.num_steps);
   for (const auto& t : out) fmt::print("{}\n", t.text);
   return 0;
 }
@@ -245,7 +294,8 @@ int run_translate(const TranslateArgs& a) {
 void setup_translate(CLI::App& parent, Context& ctx) {
   auto a = std::make_shared<TranslateArgs>();
   CLI::App* sub = parent.add_subcommand(
-      "translate", "Translate English sentences (arguments, or one per line on stdin) with greedy decoding");
+      "translate",
+      "Translate English sentences (arguments, or one per line on stdin) with greedy decoding");
   sub->add_option("--model", a->model, "Model directory written by 'attn train'")->required();
   sub->add_option("sentences", a->sentences, "Sentences to translate; none: read stdin");
   set_action(sub, ctx, [a](const Context&) { return run_translate(*a); });
@@ -263,7 +313,8 @@ int run_evaluate(const EvaluateArgs& a) {
   seq2seq::LoadedModel m = seq2seq::load_model(a.model);
   std::string raw = data::read_text_file(a.data);
   data::check_utf8(raw, a.data);
-  data::ParallelCorpus corpus = data::tokenize_nmt(data::preprocess_nmt(raw), a.num_examples, a.data);
+  data::ParallelCorpus corpus =
+      data::tokenize_nmt(data::preprocess_nmt(raw), a.num_examples, a.data);
   ATTN_CHECK(!corpus.source.empty(), IOError, "'{}' holds no sentence pairs", a.data);
   auto src = data::build_array_nmt(corpus.source, m.src_vocab, m.config.num_steps);
   auto tgt = data::build_array_nmt(corpus.target, m.tgt_vocab, m.config.num_steps);
@@ -277,25 +328,33 @@ int run_evaluate(const EvaluateArgs& a) {
   std::vector<data::Tokens> preds, refs;
   const std::size_t chunk = 512;
   for (std::size_t s = 0; s < sentences.size(); s += chunk) {
-    std::vector<std::string> part(sentences.begin() + s, sentences.begin() + std::min(sentences.size(), s + chunk));
-    for (auto& t : seq2seq::translate_greedy(*m.net, m.src_vocab, m.tgt_vocab, part, m.config.num_steps))
+    std::vector<std::string> part(sentences.begin() + s,
+                                  sentences.begin() + std::min(sentences.size(), s + chunk));
+    for (auto& t :
+         seq2seq::translate_greedy(*m.net, m.src_vocab, m.tgt_vocab, part, m.config.num_steps))
       preds.push_back(t.tokens);
   }
   for (const auto& t : corpus.target) refs.push_back(t);
   double b = seq2seq::corpus_bleu(preds, refs);
   int exact = 0;
   for (std::size_t i = 0; i < preds.size(); ++i) exact += preds[i] == refs[i];
-  fmt::print("pairs: {}\nloss: {:.4f} per token (teacher forcing)\ncorpus BLEU-4: {:.4f}\nexact: {} ({:.1f}%)\n",
-             preds.size(), loss, b, exact, 100.0 * exact / static_cast<double>(preds.size()));
+  fmt::print(
+      "pairs: {}\nloss: {:.4f} per token (teacher forcing)\ncorpus BLEU-4: {:.4f}\nexact: {} "
+      "({:.1f}%)\n",
+      preds.size(), loss, b, exact, 100.0 * exact / static_cast<double>(preds.size()));
   return 0;
 }
 
 void setup_evaluate(CLI::App& parent, Context& ctx) {
   auto a = std::make_shared<EvaluateArgs>();
-  CLI::App* sub = parent.add_subcommand("evaluate", "Corpus BLEU-4 and loss of a model on a parallel corpus");
+  CLI::App* sub =
+      parent.add_subcommand("evaluate", "Corpus BLEU-4 and loss of a model on a parallel corpus");
   sub->add_option("--model", a->model, "Model directory written by 'attn train'")->required();
-  sub->add_option("--data", a->data, "Parallel corpus, 'english<TAB>french' per line, plain or gzip")->required();
-  sub->add_option("--num-examples", a->num_examples, "Lines to read (d2l's count: this + 1); 0: all")
+  sub->add_option("--data", a->data,
+                  "Parallel corpus, 'english<TAB>french' per line, plain or gzip")
+      ->required();
+  sub->add_option("--num-examples", a->num_examples,
+                  "Lines to read (d2l's count: this + 1); 0: all")
       ->check(CLI::Range(0L, 100000000L));
   set_action(sub, ctx, [a](const Context&) { return run_evaluate(*a); });
 }
@@ -310,13 +369,15 @@ struct AttentionArgs {
 int run_attention(const AttentionArgs& a) {
   seq2seq::LoadedModel m = seq2seq::load_model(a.model);
   data::check_utf8(a.sentence, "attention: input");
-  auto tr = seq2seq::translate_greedy(*m.net, m.src_vocab, m.tgt_vocab, {a.sentence}, m.config.num_steps);
+  auto tr =
+      seq2seq::translate_greedy(*m.net, m.src_vocab, m.tgt_vocab, {a.sentence}, m.config.num_steps);
   auto maps = seq2seq::attention_maps(*m.net, m.src_vocab, m.tgt_vocab, tr[0], m.config.num_steps);
   fs::path stem(a.out);
   if (stem.has_parent_path()) io::ensure_directory(stem.parent_path());
   save_attention_figures(maps, m.config.transformer.num_heads, a.out);
   fmt::print("{} => {}\n", a.sentence, tr[0].text);
-  fmt::print("pictures: {0}-encoder.png, {0}-decoder-self.png, {0}-decoder-cross.png (and .svg)\n", a.out);
+  fmt::print("pictures: {0}-encoder.png, {0}-decoder-self.png, {0}-decoder-cross.png (and .svg)\n",
+             a.out);
   return 0;
 }
 
@@ -326,7 +387,8 @@ void setup_attention(CLI::App& parent, Context& ctx) {
       "attention", "Translate one sentence and draw every layer's and head's attention weights");
   sub->add_option("--model", a->model, "Model directory written by 'attn train'")->required();
   sub->add_option("sentence", a->sentence, "The English sentence")->required();
-  sub->add_option("--out", a->out, "Path stem of the pictures (-encoder.png, ... are appended)")->capture_default_str();
+  sub->add_option("--out", a->out, "Path stem of the pictures (-encoder.png, ... are appended)")
+      ->capture_default_str();
   set_action(sub, ctx, [a](const Context&) { return run_attention(*a); });
 }
 const Registration attention_reg{"", "attention", 13, setup_attention};

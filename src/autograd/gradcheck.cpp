@@ -48,8 +48,8 @@ GradcheckResult gradcheck(const Function& fn, const std::vector<Tensor>& inputs,
     const Tensor& x = inputs[k];
     if (!x.defined() || !x.requires_grad()) continue;
     Tensor analytic = x.grad();
-    std::vector<double> a = analytic.defined() ? to_vector<double>(analytic)
-                                               : std::vector<double>(x.numel(), 0.0);
+    std::vector<double> a =
+        analytic.defined() ? to_vector<double>(analytic) : std::vector<double>(x.numel(), 0.0);
     double* p = x.data<double>();
     for (std::int64_t i = 0; i < x.numel(); ++i) {
       double saved = p[i];

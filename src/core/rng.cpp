@@ -23,7 +23,10 @@ std::array<std::uint32_t, 4> philox4x32(std::uint64_t counter_lo, std::uint64_t 
     std::uint32_t hi0 = static_cast<std::uint32_t>(p0 >> 32), lo0 = static_cast<std::uint32_t>(p0);
     std::uint32_t hi1 = static_cast<std::uint32_t>(p1 >> 32), lo1 = static_cast<std::uint32_t>(p1);
     std::uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
-    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
     k0 += kW0;
     k1 += kW1;
   }
@@ -42,7 +45,8 @@ namespace {
 // Fills a contiguous float tensor with uniform [0, 1) numbers from the generator.
 template <class T, class Map>
 Tensor draw(const Shape& shape, Generator& gen, DType dtype, Map map, const char* op) {
-  ATTN_CHECK(is_floating(dtype), DTypeError, "{}: expected f32 or f64, got {}", op, dtype_name(dtype));
+  ATTN_CHECK(is_floating(dtype), DTypeError, "{}: expected f32 or f64, got {}", op,
+             dtype_name(dtype));
   Tensor t = Tensor::empty(shape, dtype);
   std::int64_t n = t.numel();
   std::uint64_t seed = gen.seed(), start = gen.reserve(static_cast<std::uint64_t>(n));
@@ -59,12 +63,15 @@ Tensor draw(const Shape& shape, Generator& gen, DType dtype, Map map, const char
 
 Tensor uniform(double low, double high, const Shape& shape, Generator& gen, DType dtype) {
   return dispatch_float(dtype, "uniform", [&]<class T>() {
-    return draw<T>(shape, gen, dtype,
-                   [&](float u) { return static_cast<T>(low + (high - low) * u); }, "uniform");
+    return draw<T>(
+        shape, gen, dtype, [&](float u) { return static_cast<T>(low + (high - low) * u); },
+        "uniform");
   });
 }
 
-Tensor rand(const Shape& shape, Generator& gen, DType dtype) { return uniform(0, 1, shape, gen, dtype); }
+Tensor rand(const Shape& shape, Generator& gen, DType dtype) {
+  return uniform(0, 1, shape, gen, dtype);
+}
 Tensor rand(const Shape& shape, DType dtype) { return rand(shape, default_generator(), dtype); }
 
 Tensor normal(double mean, double stddev, const Shape& shape, Generator& gen, DType dtype) {
@@ -88,10 +95,13 @@ Tensor normal(double mean, double stddev, const Shape& shape, Generator& gen, DT
 Tensor normal(double mean, double stddev, const Shape& shape, DType dtype) {
   return normal(mean, stddev, shape, default_generator(), dtype);
 }
-Tensor randn(const Shape& shape, Generator& gen, DType dtype) { return normal(0, 1, shape, gen, dtype); }
+Tensor randn(const Shape& shape, Generator& gen, DType dtype) {
+  return normal(0, 1, shape, gen, dtype);
+}
 Tensor randn(const Shape& shape, DType dtype) { return randn(shape, default_generator(), dtype); }
 
-Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generator& gen, DType dtype) {
+Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generator& gen,
+               DType dtype) {
   ATTN_CHECK(high > low, ValueError, "randint: expected low < high, got [{}, {})", low, high);
   Tensor u = rand(shape, gen, DType::f64);
   Tensor t = Tensor::empty(shape, dtype);

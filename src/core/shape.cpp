@@ -28,8 +28,8 @@ std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join
 std::int64_t normalize_dim(std::int64_t dim, std::int64_t ndim, std::string_view op) {
   std::int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
   ATTN_CHECK(dim >= lo && dim <= hi, ValueError,
-             "{}: dim {} is out of range for a tensor of {} dims (expected {}..{})", op, dim,
-             ndim, lo, hi);
+             "{}: dim {} is out of range for a tensor of {} dims (expected {}..{})", op, dim, ndim,
+             lo, hi);
   return dim < 0 ? dim + (ndim == 0 ? 1 : ndim) : dim;
 }
 
@@ -40,8 +40,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op) {
     std::int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     std::int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     ATTN_CHECK(da == db || da == 1 || db == 1, ShapeError,
-               "{}: shapes {} and {} cannot be broadcast together", op, shape_str(a),
-               shape_str(b));
+               "{}: shapes {} and {} cannot be broadcast together", op, shape_str(a), shape_str(b));
     out[i] = da == 1 ? db : da;
   }
   return out;

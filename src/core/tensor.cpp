@@ -139,28 +139,31 @@ void fill_(const Tensor& t, double value) {
 }
 
 void copy_(const Tensor& dst, const Tensor& src) {
-  ATTN_CHECK(dst.shape() == src.shape(), ShapeError, "copy_: destination shape {} != source shape {}",
-             shape_str(dst.shape()), shape_str(src.shape()));
+  ATTN_CHECK(dst.shape() == src.shape(), ShapeError,
+             "copy_: destination shape {} != source shape {}", shape_str(dst.shape()),
+             shape_str(src.shape()));
   dispatch_all(dst.dtype(), "copy_", [&]<class D>() {
     dispatch_all(src.dtype(), "copy_", [&]<class S>() {
       D* d = static_cast<D*>(dst.storage()->data());
       const S* s = static_cast<const S*>(src.storage()->data());
-      detail::for_each_row<2>(
-          dst.shape(), {dst.strides(), src.strides()}, {dst.offset(), src.offset()},
-          [&](const std::array<std::int64_t, 2>& off, std::int64_t n,
-              const std::array<std::int64_t, 2>& st) {
-            D* pd = d + off[0];
-            const S* ps = s + off[1];
-            if (st[0] == 1 && st[1] == 1) {
-              if constexpr (std::is_same_v<D, S>) {
-                std::memcpy(pd, ps, n * sizeof(D));
-              } else {
-                for (std::int64_t i = 0; i < n; ++i) pd[i] = static_cast<D>(ps[i]);
-              }
-            } else {
-              for (std::int64_t i = 0; i < n; ++i) pd[i * st[0]] = static_cast<D>(ps[i * st[1]]);
-            }
-          });
+      detail::for_each_row<2>(dst.shape(), {dst.strides(), src.strides()},
+                              {dst.offset(), src.offset()},
+                              [&](const std::array<std::int64_t, 2>& off, std::int64_t n,
+                                  const std::array<std::int64_t, 2>& st) {
+                                D* pd = d + off[0];
+                                const S* ps = s + off[1];
+                                if (st[0] == 1 && st[1] == 1) {
+                                  if constexpr (std::is_same_v<D, S>) {
+                                    std::memcpy(pd, ps, n * sizeof(D));
+                                  } else {
+                                    for (std::int64_t i = 0; i < n; ++i)
+                                      pd[i] = static_cast<D>(ps[i]);
+                                  }
+                                } else {
+                                  for (std::int64_t i = 0; i < n; ++i)
+                                    pd[i * st[0]] = static_cast<D>(ps[i * st[1]]);
+                                }
+                              });
     });
   });
 }
@@ -185,12 +188,15 @@ Tensor arange(double start, double end, double step, DType dtype) {
   Tensor t = Tensor::empty({n}, dtype);
   dispatch_all(dtype, "arange", [&]<class T>() {
     T* p = t.data<T>();
-    for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<double>(i) * step);
+    for (std::int64_t i = 0; i < n; ++i)
+      p[i] = static_cast<T>(start + static_cast<double>(i) * step);
   });
   return t;
 }
 
-Tensor arange(std::int64_t end, DType dtype) { return arange(0.0, static_cast<double>(end), 1.0, dtype); }
+Tensor arange(std::int64_t end, DType dtype) {
+  return arange(0.0, static_cast<double>(end), 1.0, dtype);
+}
 
 Tensor eye(std::int64_t n, DType dtype) {
   ATTN_CHECK(n >= 0, ValueError, "eye: n must be >= 0, got {}", n);

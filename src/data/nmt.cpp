@@ -13,8 +13,10 @@ std::vector<std::int64_t> truncate_pad(std::vector<std::int64_t> line, std::int6
   return line;
 }
 
-TokenArray build_array_nmt(const std::vector<Tokens>& lines, const Vocab& vocab, std::int64_t num_steps) {
-  ATTN_CHECK(num_steps > 0, ValueError, "build_array_nmt: num_steps must be positive, got {}", num_steps);
+TokenArray build_array_nmt(const std::vector<Tokens>& lines, const Vocab& vocab,
+                           std::int64_t num_steps) {
+  ATTN_CHECK(num_steps > 0, ValueError, "build_array_nmt: num_steps must be positive, got {}",
+             num_steps);
   const std::int64_t n = static_cast<std::int64_t>(lines.size());
   const std::int64_t pad = vocab["<pad>"], eos = vocab["<eos>"];
   TokenArray out{Tensor::empty({n, num_steps}, DType::i64), Tensor::empty({n}, DType::i64)};
@@ -50,7 +52,8 @@ NmtData load_data_nmt(const std::string& path, const NmtOptions& o) {
   ParallelCorpus all = tokenize_nmt(preprocess_nmt(raw), o.num_examples, path);
   ATTN_CHECK(!all.source.empty(), IOError, "'{}' holds no sentence pairs", path);
   std::size_t n = all.source.size();
-  std::size_t n_valid = static_cast<std::size_t>(std::floor(static_cast<double>(n) * o.valid_fraction));
+  std::size_t n_valid =
+      static_cast<std::size_t>(std::floor(static_cast<double>(n) * o.valid_fraction));
   ATTN_CHECK(n_valid < n, ValueError, "load_data_nmt: no training pairs left after the split");
   ParallelCorpus train;
   NmtData data;
@@ -69,13 +72,14 @@ NmtData load_data_nmt(const std::string& path, const NmtOptions& o) {
 
 std::vector<std::vector<std::int64_t>> shuffled_batches(std::int64_t n, std::int64_t batch_size,
                                                         Generator& gen) {
-  ATTN_CHECK(batch_size > 0, ValueError, "shuffled_batches: batch_size must be positive, got {}", batch_size);
+  ATTN_CHECK(batch_size > 0, ValueError, "shuffled_batches: batch_size must be positive, got {}",
+             batch_size);
   std::vector<std::int64_t> order(n);
   for (std::int64_t i = 0; i < n; ++i) order[i] = i;
   std::uint64_t seed = gen.seed(), off = gen.reserve(static_cast<std::uint64_t>(n));
   for (std::int64_t i = n - 1; i > 0; --i) {
-    std::int64_t j = static_cast<std::int64_t>(philox_uniform(seed, off, static_cast<std::uint64_t>(i)) *
-                                               static_cast<float>(i + 1));
+    std::int64_t j = static_cast<std::int64_t>(
+        philox_uniform(seed, off, static_cast<std::uint64_t>(i)) * static_cast<float>(i + 1));
     if (j > i) j = i;
     std::swap(order[i], order[j]);
   }

@@ -39,7 +39,11 @@ void check_utf8(std::string_view s, std::string_view what) {
   std::size_t line = 1, i = 0, n = s.size();
   while (i < n) {
     unsigned char c = static_cast<unsigned char>(s[i]);
-    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    std::size_t len = c < 0x80           ? 1
+                      : (c >> 5) == 0x6  ? 2
+                      : (c >> 4) == 0xE  ? 3
+                      : (c >> 3) == 0x1E ? 4
+                                         : 0;
     bool ok = len > 0 && i + len <= n;
     std::uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
     for (std::size_t k = 1; ok && k < len; ++k) {
@@ -99,7 +103,8 @@ std::string to_lower_utf8(std::string_view s) {
     std::size_t len = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
     if (i + len > n) len = 1;
     std::uint32_t cp = len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : len == 4 ? (c & 0x07) : c;
-    for (std::size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    for (std::size_t k = 1; k < len; ++k)
+      cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
     if (len == 1 || loc == static_cast<locale_t>(0)) {
       out.append(s.substr(i, len));
     } else {
@@ -168,7 +173,8 @@ ParallelCorpus tokenize_nmt(std::string_view text, long num_examples, std::strin
                  line.substr(0, 60));
       std::size_t tab2 = line.find('\t', tab + 1);
       std::string_view src = line.substr(0, tab);
-      std::string_view tgt = line.substr(tab + 1, tab2 == std::string_view::npos ? tab2 : tab2 - tab - 1);
+      std::string_view tgt =
+          line.substr(tab + 1, tab2 == std::string_view::npos ? tab2 : tab2 - tab - 1);
       corpus.source.push_back(split_spaces(src));
       corpus.target.push_back(split_spaces(tgt));
     }

@@ -1,15 +1,16 @@
 #include "attn/data/vocab.h"
 
-#include <algorithm>
-#include <fstream>
-#include <cstdio>
 #include <unistd.h>
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
 
 #include "attn/core/error.h"
 
 namespace attn::data {
 
-Vocab::Vocab(const std::vector<Tokens>& lines, int min_freq, const std::vector<std::string>& reserved) {
+Vocab::Vocab(const std::vector<Tokens>& lines, int min_freq,
+             const std::vector<std::string>& reserved) {
   // Count in first-seen order.
   std::unordered_map<std::string, std::size_t> slot;
   std::vector<std::pair<std::string, std::int64_t>> counts;
@@ -37,7 +38,8 @@ Vocab Vocab::from_tokens(std::vector<std::string> tokens) {
   v.idx_to_token_ = std::move(tokens);
   for (std::size_t i = 0; i < v.idx_to_token_.size(); ++i) {
     bool fresh = v.token_to_idx_.emplace(v.idx_to_token_[i], static_cast<std::int64_t>(i)).second;
-    ATTN_CHECK(fresh, ValueError, "Vocab: token '{}' appears twice (index {})", v.idx_to_token_[i], i);
+    ATTN_CHECK(fresh, ValueError, "Vocab: token '{}' appears twice (index {})", v.idx_to_token_[i],
+               i);
   }
   return v;
 }

@@ -69,9 +69,10 @@ void ensure_directory(const fs::path& dir) {
   for (fs::path p = dir; !p.empty(); p = p.parent_path()) {
     fs::file_status st = fs::status(p, ec);
     if (fs::exists(st)) {
-      ATTN_CHECK(fs::is_directory(st), IOError,
-                 "ensure_directory: cannot create directory '{}': '{}' exists and is not a directory",
-                 dir.string(), p.string());
+      ATTN_CHECK(
+          fs::is_directory(st), IOError,
+          "ensure_directory: cannot create directory '{}': '{}' exists and is not a directory",
+          dir.string(), p.string());
       break;
     }
     if (p == p.parent_path()) break;
@@ -92,8 +93,9 @@ AtomicFile::AtomicFile(fs::path target) : target_(std::move(target)) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) {
     int err = errno;
-    ATTN_CHECK(err != ENOENT, IOError, "AtomicFile: cannot write '{}': directory '{}' does not exist",
-               target_.string(), dir.string());
+    ATTN_CHECK(err != ENOENT, IOError,
+               "AtomicFile: cannot write '{}': directory '{}' does not exist", target_.string(),
+               dir.string());
     throw IOError(fmt::format("AtomicFile: cannot write '{}': directory '{}': {}", target_.string(),
                               dir.string(), errno_text(err)));
   }
@@ -116,8 +118,9 @@ AtomicFile::AtomicFile(fs::path target) : target_(std::move(target)) {
       return;
     }
     if (errno != EEXIST) {
-      throw IOError(fmt::format("AtomicFile: cannot write '{}': cannot create a temporary file in '{}': {}",
-                                target_.string(), dir.string(), errno_text(errno)));
+      throw IOError(
+          fmt::format("AtomicFile: cannot write '{}': cannot create a temporary file in '{}': {}",
+                      target_.string(), dir.string(), errno_text(errno)));
     }
   }
   throw IOError(fmt::format("AtomicFile: cannot write '{}': no free temporary file name in '{}'",
@@ -161,8 +164,8 @@ void AtomicFile::commit() {
   // directory (EINVAL); the file is in place, so that is not an error.
   int err = fsync_path(directory_of(target_), O_DIRECTORY);
   ATTN_CHECK(err == 0 || err == EINVAL || err == EROFS, IOError,
-             "AtomicFile::commit: wrote '{}' but could not fsync its directory: {}", target_.string(),
-             errno_text(err));
+             "AtomicFile::commit: wrote '{}' but could not fsync its directory: {}",
+             target_.string(), errno_text(err));
 }
 
 void AtomicFile::abort() noexcept {
@@ -183,7 +186,8 @@ void write_file_atomic(const fs::path& path, std::string_view bytes) {
 }
 
 void write_file_atomic(const fs::path& path, std::span<const std::byte> bytes) {
-  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  write_file_atomic(path,
+                    std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 }  // namespace attn::io

@@ -8,7 +8,8 @@
 
 #include "attn/io/atomic_file.h"
 
-static_assert(std::endian::native == std::endian::little, "attn's safetensors I/O assumes a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "attn's safetensors I/O assumes a little-endian host");
 
 namespace attn::io {
 namespace {
@@ -26,11 +27,16 @@ const char* dtype_tag(DType dt) {
 }
 
 bool parse_dtype(const std::string& tag, DType& dt) {
-  if (tag == "F32") dt = DType::f32;
-  else if (tag == "F64") dt = DType::f64;
-  else if (tag == "I32") dt = DType::i32;
-  else if (tag == "I64") dt = DType::i64;
-  else return false;
+  if (tag == "F32")
+    dt = DType::f32;
+  else if (tag == "F64")
+    dt = DType::f64;
+  else if (tag == "I32")
+    dt = DType::i32;
+  else if (tag == "I64")
+    dt = DType::i64;
+  else
+    return false;
   return true;
 }
 
@@ -46,7 +52,9 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
                "save_safetensors: invalid tensor name '{}'", name);
     Tensor c = t.contiguous();
     std::uint64_t nbytes = static_cast<std::uint64_t>(c.numel()) * dtype_size(c.dtype());
-    header[name] = {{"dtype", dtype_tag(c.dtype())}, {"shape", c.shape()}, {"data_offsets", {offset, offset + nbytes}}};
+    header[name] = {{"dtype", dtype_tag(c.dtype())},
+                    {"shape", c.shape()},
+                    {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
     order.push_back(c);
   }
@@ -59,20 +67,24 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
   f.write(std::string_view(len, 8));
   f.write(json);
   for (const auto& t : order)
-    f.write(std::string_view(static_cast<const char*>(t.raw_data()), t.numel() * dtype_size(t.dtype())));
+    f.write(std::string_view(static_cast<const char*>(t.raw_data()),
+                             t.numel() * dtype_size(t.dtype())));
   f.commit();
 }
 
 TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Metadata* metadata) {
-  ATTN_CHECK(bytes.size() >= 8, IOError, "'{}': not a safetensors file ({} bytes, too short for the header length)",
-             what, bytes.size());
+  ATTN_CHECK(bytes.size() >= 8, IOError,
+             "'{}': not a safetensors file ({} bytes, too short for the header length)", what,
+             bytes.size());
   std::uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
-  ATTN_CHECK(n <= kMaxHeader, IOError, "'{}': safetensors header length {} exceeds the limit of {} bytes", what, n,
+  ATTN_CHECK(n <= kMaxHeader, IOError,
+             "'{}': safetensors header length {} exceeds the limit of {} bytes", what, n,
              kMaxHeader);
-  ATTN_CHECK(n <= bytes.size() - 8, IOError,
-             "'{}': safetensors header length {} runs past the end of the file ({} bytes): truncated?", what, n,
-             bytes.size());
+  ATTN_CHECK(
+      n <= bytes.size() - 8, IOError,
+      "'{}': safetensors header length {} runs past the end of the file ({} bytes): truncated?",
+      what, n, bytes.size());
   std::string_view json_text = bytes.substr(8, n);
   std::string_view data = bytes.substr(8 + n);
 
@@ -86,16 +98,20 @@ TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Met
         [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
           if (depth == 1 && event == nlohmann::json::parse_event_t::key) {
             std::string k = parsed.get<std::string>();
-            if (std::find(names.begin(), names.end(), k) != names.end() && duplicate.empty()) duplicate = k;
+            if (std::find(names.begin(), names.end(), k) != names.end() && duplicate.empty())
+              duplicate = k;
             names.push_back(k);
           }
           return true;
         });
   } catch (const nlohmann::json::exception& e) {
-    throw IOError(fmt::format("'{}': the safetensors header is not valid JSON: {}", what, e.what()));
+    throw IOError(
+        fmt::format("'{}': the safetensors header is not valid JSON: {}", what, e.what()));
   }
-  ATTN_CHECK(duplicate.empty(), IOError, "'{}': tensor '{}' appears twice in the safetensors header", what, duplicate);
-  ATTN_CHECK(header.is_object(), IOError, "'{}': the safetensors header is not a JSON object", what);
+  ATTN_CHECK(duplicate.empty(), IOError,
+             "'{}': tensor '{}' appears twice in the safetensors header", what, duplicate);
+  ATTN_CHECK(header.is_object(), IOError, "'{}': the safetensors header is not a JSON object",
+             what);
 
   struct Entry {
     std::string name;
@@ -106,41 +122,49 @@ TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Met
   std::vector<Entry> entries;
   for (auto& [name, info] : header.items()) {
     if (name == "__metadata__") {
-      ATTN_CHECK(info.is_object(), IOError, "'{}': __metadata__ must be an object of strings", what);
+      ATTN_CHECK(info.is_object(), IOError, "'{}': __metadata__ must be an object of strings",
+                 what);
       for (auto& [k, v] : info.items()) {
-        ATTN_CHECK(v.is_string(), IOError, "'{}': __metadata__ value of '{}' is not a string", what, k);
+        ATTN_CHECK(v.is_string(), IOError, "'{}': __metadata__ value of '{}' is not a string", what,
+                   k);
         if (metadata) (*metadata)[k] = v.get<std::string>();
       }
       continue;
     }
-    ATTN_CHECK(info.is_object() && info.contains("dtype") && info.contains("shape") && info.contains("data_offsets"),
+    ATTN_CHECK(info.is_object() && info.contains("dtype") && info.contains("shape") &&
+                   info.contains("data_offsets"),
                IOError, "'{}': tensor '{}' needs dtype, shape and data_offsets", what, name);
     Entry e{name, DType::f32, {}, 0, 0};
     const auto& dt = info["dtype"];
     ATTN_CHECK(dt.is_string() && parse_dtype(dt.get<std::string>(), e.dtype), IOError,
-               "'{}': tensor '{}' has unsupported dtype {} (attn reads F32, F64, I32, I64)", what, name, dt.dump());
+               "'{}': tensor '{}' has unsupported dtype {} (attn reads F32, F64, I32, I64)", what,
+               name, dt.dump());
     const auto& shape = info["shape"];
-    ATTN_CHECK(shape.is_array(), IOError, "'{}': tensor '{}' has a shape that is not a list", what, name);
+    ATTN_CHECK(shape.is_array(), IOError, "'{}': tensor '{}' has a shape that is not a list", what,
+               name);
     std::uint64_t numel = 1;
     for (const auto& d : shape) {
       ATTN_CHECK(d.is_number_unsigned() && d.get<std::uint64_t>() < (1ULL << 40), IOError,
                  "'{}': tensor '{}' has an invalid dimension {}", what, name, d.dump());
       std::uint64_t v = d.get<std::uint64_t>();
-      ATTN_CHECK(v == 0 || numel <= (1ULL << 50) / v, IOError, "'{}': tensor '{}' is impossibly large", what, name);
+      ATTN_CHECK(v == 0 || numel <= (1ULL << 50) / v, IOError,
+                 "'{}': tensor '{}' is impossibly large", what, name);
       numel *= v;
       e.shape.push_back(static_cast<std::int64_t>(v));
     }
     const auto& off = info["data_offsets"];
-    ATTN_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(),
+    ATTN_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
+                   off[1].is_number_unsigned(),
                IOError, "'{}': tensor '{}' has invalid data_offsets {}", what, name, off.dump());
     e.begin = off[0].get<std::uint64_t>();
     e.end = off[1].get<std::uint64_t>();
     ATTN_CHECK(e.begin <= e.end && e.end <= data.size(), IOError,
-               "'{}': tensor '{}' claims bytes [{}, {}) but the data section has {} bytes", what, name, e.begin, e.end,
-               data.size());
+               "'{}': tensor '{}' claims bytes [{}, {}) but the data section has {} bytes", what,
+               name, e.begin, e.end, data.size());
     ATTN_CHECK(e.end - e.begin == numel * dtype_size(e.dtype), IOError,
-               "'{}': tensor '{}' of shape {} and dtype {} needs {} bytes but data_offsets give {}", what, name,
-               shape_str(e.shape), dtype_tag(e.dtype), numel * dtype_size(e.dtype), e.end - e.begin);
+               "'{}': tensor '{}' of shape {} and dtype {} needs {} bytes but data_offsets give {}",
+               what, name, shape_str(e.shape), dtype_tag(e.dtype), numel * dtype_size(e.dtype),
+               e.end - e.begin);
     entries.push_back(std::move(e));
   }
   // Ranges must tile the data section exactly: no overlap, no hole.
@@ -151,12 +175,15 @@ TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Met
   });
   std::uint64_t pos = 0;
   for (const Entry* e : sorted) {
-    ATTN_CHECK(e->begin >= pos, IOError, "'{}': tensor '{}' overlaps another tensor's bytes", what, e->name);
-    ATTN_CHECK(e->begin == pos, IOError, "'{}': a hole of {} bytes before tensor '{}'", what, e->begin - pos, e->name);
+    ATTN_CHECK(e->begin >= pos, IOError, "'{}': tensor '{}' overlaps another tensor's bytes", what,
+               e->name);
+    ATTN_CHECK(e->begin == pos, IOError, "'{}': a hole of {} bytes before tensor '{}'", what,
+               e->begin - pos, e->name);
     pos = e->end;
   }
-  ATTN_CHECK(pos == data.size(), IOError, "'{}': {} bytes after the last tensor are not described by the header",
-             what, data.size() - pos);
+  ATTN_CHECK(pos == data.size(), IOError,
+             "'{}': {} bytes after the last tensor are not described by the header", what,
+             data.size() - pos);
 
   TensorMap out;
   for (const auto& e : entries) {

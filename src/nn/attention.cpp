@@ -79,8 +79,8 @@ DotProductAttention::DotProductAttention(double p) {
   dropout = register_module("dropout", std::make_shared<Dropout>(p));
 }
 
-Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys,
-                                    const Tensor& values, const Tensor& valid_lens) {
+Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                                    const Tensor& valid_lens) {
   check_qkv(queries, keys, values, "DotProductAttention");
   ATTN_CHECK(queries.size(2) == keys.size(2), ShapeError,
              "DotProductAttention: queries {} and keys {} must have the same feature size",
@@ -111,7 +111,8 @@ MultiHeadAttention::MultiHeadAttention(std::int64_t key_size, std::int64_t query
                                        std::int64_t value_size, std::int64_t hiddens,
                                        std::int64_t heads, double p, bool bias)
     : num_hiddens(hiddens), num_heads(heads) {
-  ATTN_CHECK(heads > 0, ValueError, "MultiHeadAttention: num_heads must be positive, got {}", heads);
+  ATTN_CHECK(heads > 0, ValueError, "MultiHeadAttention: num_heads must be positive, got {}",
+             heads);
   ATTN_CHECK(hiddens % heads == 0, ValueError,
              "MultiHeadAttention: num_hiddens {} is not divisible by num_heads {}", hiddens, heads);
   attention = register_module("attention", std::make_shared<DotProductAttention>(p));
@@ -122,7 +123,8 @@ MultiHeadAttention::MultiHeadAttention(std::int64_t key_size, std::int64_t query
 }
 
 std::pair<Tensor, Tensor> MultiHeadAttention::project_kv(const Tensor& keys, const Tensor& values) {
-  return {transpose_qkv(W_k->forward(keys), num_heads), transpose_qkv(W_v->forward(values), num_heads)};
+  return {transpose_qkv(W_k->forward(keys), num_heads),
+          transpose_qkv(W_v->forward(values), num_heads)};
 }
 
 Tensor MultiHeadAttention::attend(const Tensor& queries, const Tensor& K, const Tensor& V,

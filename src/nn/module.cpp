@@ -61,8 +61,8 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool st
       continue;
     }
     ATTN_CHECK(it->second.shape() == p.shape(), ShapeError,
-               "load_state_dict: parameter '{}' has shape {} in the model but {} in the state", name,
-               shape_str(p.shape()), shape_str(it->second.shape()));
+               "load_state_dict: parameter '{}' has shape {} in the model but {} in the state",
+               name, shape_str(p.shape()), shape_str(it->second.shape()));
     copy_(p, it->second);
     used.insert(name);
   }

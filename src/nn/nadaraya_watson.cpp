@@ -10,7 +10,8 @@ namespace attn::nn {
 
 Tensor nw_average_pooling(const Tensor& y_train, std::int64_t n_queries) {
   ATTN_CHECK(y_train.dim() == 1 && y_train.numel() > 0, ShapeError,
-             "nw_average_pooling: expected a non-empty 1-D y_train, got {}", shape_str(y_train.shape()));
+             "nw_average_pooling: expected a non-empty 1-D y_train, got {}",
+             shape_str(y_train.shape()));
   return mean(y_train).reshape({1}).expand({n_queries}).contiguous();
 }
 
@@ -32,11 +33,12 @@ NWKernelRegression::NWKernelRegression() { w = register_parameter("w", rand({1})
 
 Tensor NWKernelRegression::forward(const Tensor& queries, const Tensor& keys,
                                    const Tensor& values) {
-  ATTN_CHECK(queries.dim() == 1 && keys.dim() == 2 && keys.shape() == values.shape() &&
-                 keys.size(0) == queries.size(0),
-             ShapeError,
-             "NWKernelRegression: expected queries (n), keys (n, m) and values (n, m); got {}, {}, {}",
-             shape_str(queries.shape()), shape_str(keys.shape()), shape_str(values.shape()));
+  ATTN_CHECK(
+      queries.dim() == 1 && keys.dim() == 2 && keys.shape() == values.shape() &&
+          keys.size(0) == queries.size(0),
+      ShapeError,
+      "NWKernelRegression: expected queries (n), keys (n, m) and values (n, m); got {}, {}, {}",
+      shape_str(queries.shape()), shape_str(keys.shape()), shape_str(values.shape()));
   // d2l: queries.repeat_interleave(m).reshape(-1, m); a broadcast does the same.
   Tensor d = mul(sub(queries.unsqueeze(1), keys), w);
   Tensor weights = softmax(div(neg(mul(d, d)), 2.0));

@@ -11,7 +11,8 @@ namespace {
 void check_input(const Tensor& X, std::int64_t start, std::int64_t num_hiddens,
                  std::int64_t max_len, const char* op) {
   ATTN_CHECK(X.dim() == 3 && X.size(2) == num_hiddens, ShapeError,
-             "{}: expected input (batch, steps, {}), got {}", op, num_hiddens, shape_str(X.shape()));
+             "{}: expected input (batch, steps, {}), got {}", op, num_hiddens,
+             shape_str(X.shape()));
   ATTN_CHECK(start >= 0 && start + X.size(1) <= max_len, ValueError,
              "{}: positions {}..{} exceed max_len {}", op, start, start + X.size(1) - 1, max_len);
 }

@@ -19,9 +19,10 @@ void TransformerConfig::validate() const {
   positive(ffn_num_hiddens, "ffn_num_hiddens");
   positive(max_len, "max_len");
   ATTN_CHECK(num_hiddens % num_heads == 0, ValueError,
-             "Transformer: num_hiddens {} is not divisible by num_heads {}", num_hiddens, num_heads);
-  ATTN_CHECK(dropout >= 0 && dropout < 1, ValueError, "Transformer: dropout must be in [0, 1), got {}",
-             dropout);
+             "Transformer: num_hiddens {} is not divisible by num_heads {}", num_hiddens,
+             num_heads);
+  ATTN_CHECK(dropout >= 0 && dropout < 1, ValueError,
+             "Transformer: dropout must be in [0, 1), got {}", dropout);
 }
 
 PositionWiseFFN::PositionWiseFFN(std::int64_t in, std::int64_t hidden, std::int64_t out) {
@@ -29,7 +30,9 @@ PositionWiseFFN::PositionWiseFFN(std::int64_t in, std::int64_t hidden, std::int6
   dense2 = register_module("dense2", std::make_shared<Linear>(hidden, out));
 }
 
-Tensor PositionWiseFFN::forward(const Tensor& X) { return dense2->forward(relu(dense1->forward(X))); }
+Tensor PositionWiseFFN::forward(const Tensor& X) {
+  return dense2->forward(relu(dense1->forward(X)));
+}
 
 AddNorm::AddNorm(Shape normalized_shape, double p) {
   dropout = register_module("dropout", std::make_shared<Dropout>(p));
@@ -44,13 +47,12 @@ EncoderBlock::EncoderBlock(std::int64_t key_size, std::int64_t query_size, std::
                            std::int64_t num_hiddens, Shape norm_shape, std::int64_t ffn_num_input,
                            std::int64_t ffn_num_hiddens, std::int64_t num_heads, double dropout,
                            bool use_bias) {
-  attention = register_module("attention",
-                              std::make_shared<MultiHeadAttention>(key_size, query_size, value_size,
-                                                                   num_hiddens, num_heads, dropout,
-                                                                   use_bias));
+  attention = register_module(
+      "attention", std::make_shared<MultiHeadAttention>(key_size, query_size, value_size,
+                                                        num_hiddens, num_heads, dropout, use_bias));
   addnorm1 = register_module("addnorm1", std::make_shared<AddNorm>(norm_shape, dropout));
-  ffn = register_module("ffn", std::make_shared<PositionWiseFFN>(ffn_num_input, ffn_num_hiddens,
-                                                                 num_hiddens));
+  ffn = register_module(
+      "ffn", std::make_shared<PositionWiseFFN>(ffn_num_input, ffn_num_hiddens, num_hiddens));
   addnorm2 = register_module("addnorm2", std::make_shared<AddNorm>(norm_shape, dropout));
 }
 
@@ -71,14 +73,15 @@ Tensor embed(Embedding& emb, PositionalEncoding& pe, const Tensor& X, std::int64
 
 TransformerEncoder::TransformerEncoder(const TransformerConfig& c) : num_hiddens(c.num_hiddens) {
   c.validate();
-  embedding = register_module("embedding", std::make_shared<Embedding>(c.src_vocab_size, c.num_hiddens));
-  pos_encoding = register_module("pos_encoding",
-                                 std::make_shared<PositionalEncoding>(c.num_hiddens, c.dropout, c.max_len));
+  embedding =
+      register_module("embedding", std::make_shared<Embedding>(c.src_vocab_size, c.num_hiddens));
+  pos_encoding = register_module(
+      "pos_encoding", std::make_shared<PositionalEncoding>(c.num_hiddens, c.dropout, c.max_len));
   blks = register_module("blks", std::make_shared<Blocks<EncoderBlock>>());
   for (std::int64_t i = 0; i < c.num_layers; ++i)
-    blks->append(std::make_shared<EncoderBlock>(c.num_hiddens, c.num_hiddens, c.num_hiddens,
-                                                c.num_hiddens, c.layer_norm_shape(), c.num_hiddens,
-                                                c.ffn_num_hiddens, c.num_heads, c.dropout, c.use_bias));
+    blks->append(std::make_shared<EncoderBlock>(
+        c.num_hiddens, c.num_hiddens, c.num_hiddens, c.num_hiddens, c.layer_norm_shape(),
+        c.num_hiddens, c.ffn_num_hiddens, c.num_heads, c.dropout, c.use_bias));
 }
 
 Tensor TransformerEncoder::forward(const Tensor& X, const Tensor& valid_lens) {
@@ -98,16 +101,16 @@ DecoderBlock::DecoderBlock(std::int64_t key_size, std::int64_t query_size, std::
                            std::int64_t ffn_num_hiddens, std::int64_t num_heads, double dropout,
                            std::int64_t i_)
     : i(i_) {
-  attention1 = register_module("attention1",
-                               std::make_shared<MultiHeadAttention>(key_size, query_size, value_size,
-                                                                    num_hiddens, num_heads, dropout));
+  attention1 = register_module(
+      "attention1", std::make_shared<MultiHeadAttention>(key_size, query_size, value_size,
+                                                         num_hiddens, num_heads, dropout));
   addnorm1 = register_module("addnorm1", std::make_shared<AddNorm>(norm_shape, dropout));
-  attention2 = register_module("attention2",
-                               std::make_shared<MultiHeadAttention>(key_size, query_size, value_size,
-                                                                    num_hiddens, num_heads, dropout));
+  attention2 = register_module(
+      "attention2", std::make_shared<MultiHeadAttention>(key_size, query_size, value_size,
+                                                         num_hiddens, num_heads, dropout));
   addnorm2 = register_module("addnorm2", std::make_shared<AddNorm>(norm_shape, dropout));
-  ffn = register_module("ffn", std::make_shared<PositionWiseFFN>(ffn_num_input, ffn_num_hiddens,
-                                                                 num_hiddens));
+  ffn = register_module(
+      "ffn", std::make_shared<PositionWiseFFN>(ffn_num_input, ffn_num_hiddens, num_hiddens));
   addnorm3 = register_module("addnorm3", std::make_shared<AddNorm>(norm_shape, dropout));
 }
 
@@ -122,7 +125,8 @@ Tensor causal_lens(std::int64_t batch, std::int64_t T, std::int64_t start) {
 }
 }  // namespace
 
-Tensor DecoderBlock::forward(const Tensor& X, const Tensor& enc_outputs, const Tensor& enc_valid_lens) {
+Tensor DecoderBlock::forward(const Tensor& X, const Tensor& enc_outputs,
+                             const Tensor& enc_valid_lens) {
   // d2l's dec_valid_lens = arange(1, T + 1).repeat(B, 1): token t sees tokens 0..t.
   Tensor dec_valid_lens = causal_lens(X.size(0), X.size(1), 0);
   Tensor Y = addnorm1->forward(X, attention1->forward(X, X, X, dec_valid_lens));
@@ -151,9 +155,10 @@ Tensor DecoderBlock::forward_cached(const Tensor& X, DecoderState& state) {
 TransformerDecoder::TransformerDecoder(const TransformerConfig& c)
     : num_hiddens(c.num_hiddens), num_layers(c.num_layers) {
   c.validate();
-  embedding = register_module("embedding", std::make_shared<Embedding>(c.tgt_vocab_size, c.num_hiddens));
-  pos_encoding = register_module("pos_encoding",
-                                 std::make_shared<PositionalEncoding>(c.num_hiddens, c.dropout, c.max_len));
+  embedding =
+      register_module("embedding", std::make_shared<Embedding>(c.tgt_vocab_size, c.num_hiddens));
+  pos_encoding = register_module(
+      "pos_encoding", std::make_shared<PositionalEncoding>(c.num_hiddens, c.dropout, c.max_len));
   blks = register_module("blks", std::make_shared<Blocks<DecoderBlock>>());
   for (std::int64_t i = 0; i < c.num_layers; ++i)
     blks->append(std::make_shared<DecoderBlock>(c.num_hiddens, c.num_hiddens, c.num_hiddens,
@@ -162,7 +167,8 @@ TransformerDecoder::TransformerDecoder(const TransformerConfig& c)
   dense = register_module("dense", std::make_shared<Linear>(c.num_hiddens, c.tgt_vocab_size));
 }
 
-DecoderState TransformerDecoder::init_state(const Tensor& enc_outputs, const Tensor& enc_valid_lens) const {
+DecoderState TransformerDecoder::init_state(const Tensor& enc_outputs,
+                                            const Tensor& enc_valid_lens) const {
   DecoderState s;
   s.enc_outputs = enc_outputs;
   s.enc_valid_lens = enc_valid_lens;
@@ -203,7 +209,8 @@ EncoderDecoder::EncoderDecoder(const TransformerConfig& c) : config(c) {
   decoder = register_module("decoder", std::make_shared<TransformerDecoder>(c));
 }
 
-Tensor EncoderDecoder::forward(const Tensor& enc_X, const Tensor& dec_X, const Tensor& enc_valid_lens) {
+Tensor EncoderDecoder::forward(const Tensor& enc_X, const Tensor& dec_X,
+                               const Tensor& enc_valid_lens) {
   Tensor enc_outputs = encoder->forward(enc_X, enc_valid_lens);
   return decoder->forward(dec_X, decoder->init_state(enc_outputs, enc_valid_lens));
 }

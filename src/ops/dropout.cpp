@@ -72,7 +72,8 @@ void apply_mask(const T* x, T* y, std::int64_t n, std::uint64_t seed, std::uint6
     const T* xs = x + e0;
     T* ys = y + e0;
 #pragma omp simd
-    for (std::int64_t i = 0; i < len; ++i) ys[i] = (bits[i] >> 8) >= threshold ? xs[i] * scale : T(0);
+    for (std::int64_t i = 0; i < len; ++i)
+      ys[i] = (bits[i] >> 8) >= threshold ? xs[i] * scale : T(0);
   }
 }
 
@@ -91,8 +92,8 @@ Tensor masked_scale(const Tensor& x, std::uint64_t seed, std::uint64_t offset,
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   ATTN_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout: p must be in [0, 1], got {}", p);
-  ATTN_CHECK(is_floating(x.dtype()), DTypeError, "dropout: expected a floating dtype (f32 or f64), got {}",
-             dtype_name(x.dtype()));
+  ATTN_CHECK(is_floating(x.dtype()), DTypeError,
+             "dropout: expected a floating dtype (f32 or f64), got {}", dtype_name(x.dtype()));
   if (!training || p == 0.0) return x;
   if (p == 1.0) {
     Shape shape = x.shape();

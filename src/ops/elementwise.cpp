@@ -112,13 +112,13 @@ Tensor log(const Tensor& x) {
 Tensor sqrt(const Tensor& x) {
   Tensor out = unary_float(x, "sqrt", [](auto v) { return std::sqrt(v); });
   Tensor y = out.detach();
-  return record(out, "sqrt", {x}, [y](const Tensor& g, const Needs&) {
-    return Grads{div(g, mul(y, 2.0))};
-  });
+  return record(out, "sqrt", {x},
+                [y](const Tensor& g, const Needs&) { return Grads{div(g, mul(y, 2.0))}; });
 }
 
 Tensor pow(const Tensor& x, double p) {
-  Tensor out = unary_float(x, "pow", [p](auto v) { return std::pow(v, static_cast<decltype(v)>(p)); });
+  Tensor out =
+      unary_float(x, "pow", [p](auto v) { return std::pow(v, static_cast<decltype(v)>(p)); });
   Tensor xd = x.detach();
   return record(out, "pow", {x}, [xd, p](const Tensor& g, const Needs&) {
     return Grads{mul(g, mul(pow(xd, p - 1.0), p))};
@@ -130,7 +130,8 @@ Tensor tanh(const Tensor& x) {
   Tensor y = out.detach();
   return record(out, "tanh", {x}, [y](const Tensor& g, const Needs&) {
     Tensor d = dispatch_float(y.dtype(), "tanh", [&]<class T>() {
-      return detail::binary_map<T>(g, y, y.shape(), [](T gv, T yv) { return gv * (T(1) - yv * yv); });
+      return detail::binary_map<T>(g, y, y.shape(),
+                                   [](T gv, T yv) { return gv * (T(1) - yv * yv); });
     });
     return Grads{d};
   });
@@ -141,7 +142,8 @@ Tensor relu(const Tensor& x) {
   Tensor xd = x.detach();
   return record(out, "relu", {x}, [xd](const Tensor& g, const Needs&) {
     Tensor d = dispatch_float(xd.dtype(), "relu", [&]<class T>() {
-      return detail::binary_map<T>(g, xd, xd.shape(), [](T gv, T xv) { return xv > 0 ? gv : T(0); });
+      return detail::binary_map<T>(g, xd, xd.shape(),
+                                   [](T gv, T xv) { return xv > 0 ? gv : T(0); });
     });
     return Grads{d};
   });
@@ -155,7 +157,8 @@ Tensor sigmoid(const Tensor& x) {
   Tensor y = out.detach();
   return record(out, "sigmoid", {x}, [y](const Tensor& g, const Needs&) {
     Tensor d = dispatch_float(y.dtype(), "sigmoid", [&]<class T>() {
-      return detail::binary_map<T>(g, y, y.shape(), [](T gv, T yv) { return gv * yv * (T(1) - yv); });
+      return detail::binary_map<T>(g, y, y.shape(),
+                                   [](T gv, T yv) { return gv * yv * (T(1) - yv); });
     });
     return Grads{d};
   });
@@ -166,9 +169,8 @@ Tensor abs(const Tensor& x) {
   Tensor xd = x.detach();
   return record(out, "abs", {x}, [xd](const Tensor& g, const Needs&) {
     Tensor d = dispatch_float(xd.dtype(), "abs", [&]<class T>() {
-      return detail::binary_map<T>(g, xd, xd.shape(), [](T gv, T xv) {
-        return xv > 0 ? gv : (xv < 0 ? -gv : T(0));
-      });
+      return detail::binary_map<T>(g, xd, xd.shape(),
+                                   [](T gv, T xv) { return xv > 0 ? gv : (xv < 0 ? -gv : T(0)); });
     });
     return Grads{d};
   });
@@ -177,13 +179,15 @@ Tensor abs(const Tensor& x) {
 Tensor sin(const Tensor& x) {
   Tensor out = unary_float(x, "sin", [](auto v) { return std::sin(v); });
   Tensor xd = x.detach();
-  return record(out, "sin", {x}, [xd](const Tensor& g, const Needs&) { return Grads{mul(g, cos(xd))}; });
+  return record(out, "sin", {x},
+                [xd](const Tensor& g, const Needs&) { return Grads{mul(g, cos(xd))}; });
 }
 
 Tensor cos(const Tensor& x) {
   Tensor out = unary_float(x, "cos", [](auto v) { return std::cos(v); });
   Tensor xd = x.detach();
-  return record(out, "cos", {x}, [xd](const Tensor& g, const Needs&) { return Grads{neg(mul(g, sin(xd)))}; });
+  return record(out, "cos", {x},
+                [xd](const Tensor& g, const Needs&) { return Grads{neg(mul(g, sin(xd)))}; });
 }
 
 // ---- comparisons and where (no gradient through the condition) ----
@@ -199,19 +203,32 @@ Tensor compare(const Tensor& a, const Tensor& b, const char* op, F f) {
 }
 }  // namespace
 
-Tensor eq(const Tensor& a, const Tensor& b) { return compare(a, b, "eq", [](auto x, auto y) { return x == y; }); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare(a, b, "ne", [](auto x, auto y) { return x != y; }); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare(a, b, "lt", [](auto x, auto y) { return x < y; }); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare(a, b, "le", [](auto x, auto y) { return x <= y; }); }
-Tensor gt(const Tensor& a, const Tensor& b) { return compare(a, b, "gt", [](auto x, auto y) { return x > y; }); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare(a, b, "ge", [](auto x, auto y) { return x >= y; }); }
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "eq", [](auto x, auto y) { return x == y; });
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "ne", [](auto x, auto y) { return x != y; });
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "lt", [](auto x, auto y) { return x < y; });
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "le", [](auto x, auto y) { return x <= y; });
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "gt", [](auto x, auto y) { return x > y; });
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "ge", [](auto x, auto y) { return x >= y; });
+}
 Tensor eq(const Tensor& a, double b) { return eq(a, full({}, b, a.dtype())); }
 Tensor lt(const Tensor& a, double b) { return lt(a, full({}, b, a.dtype())); }
 Tensor gt(const Tensor& a, double b) { return gt(a, full({}, b, a.dtype())); }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   detail::check_same_dtype(a, b, "where");
-  Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  Shape shape =
+      broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   // Read cond as 0/1 in a's dtype, broadcast to the full shape.
   Tensor c = ne(cond, zeros({}, cond.dtype())).to(a.dtype()).expand(shape);
   // Three-way select: out = c ? a : b.
@@ -221,13 +238,17 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     const T* pc = detail::base_ptr<T>(c);
     const T* pa = detail::base_ptr<T>(a);
     const T* pb = detail::base_ptr<T>(b);
-    detail::for_each_row<4>(
-        shape, {t.strides(), c.strides(), detail::broadcast_strides(a, shape), detail::broadcast_strides(b, shape)},
-        {0, c.offset(), a.offset(), b.offset()},
-        [&](const std::array<std::int64_t, 4>& off, std::int64_t n, const std::array<std::int64_t, 4>& st) {
-          for (std::int64_t i = 0; i < n; ++i)
-            po[off[0] + i * st[0]] = pc[off[1] + i * st[1]] != T(0) ? pa[off[2] + i * st[2]] : pb[off[3] + i * st[3]];
-        });
+    detail::for_each_row<4>(shape,
+                            {t.strides(), c.strides(), detail::broadcast_strides(a, shape),
+                             detail::broadcast_strides(b, shape)},
+                            {0, c.offset(), a.offset(), b.offset()},
+                            [&](const std::array<std::int64_t, 4>& off, std::int64_t n,
+                                const std::array<std::int64_t, 4>& st) {
+                              for (std::int64_t i = 0; i < n; ++i)
+                                po[off[0] + i * st[0]] = pc[off[1] + i * st[1]] != T(0)
+                                                             ? pa[off[2] + i * st[2]]
+                                                             : pb[off[3] + i * st[3]];
+                            });
     return t;
   });
   if (!is_floating(a.dtype())) return out;
@@ -241,7 +262,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   });
 }
 
-Tensor where(const Tensor& cond, const Tensor& a, double b) { return where(cond, a, full({}, b, a.dtype())); }
+Tensor where(const Tensor& cond, const Tensor& a, double b) {
+  return where(cond, a, full({}, b, a.dtype()));
+}
 
 bool has_nonfinite(const Tensor& x) {
   if (!is_floating(x.dtype())) return false;

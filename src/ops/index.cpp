@@ -96,8 +96,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   ATTN_CHECK(weight.dim() == 2, ShapeError,
              "embedding: weight must be 2-D (num_embeddings, embedding_dim), got {}",
              shape_str(weight.shape()));
-  ATTN_CHECK(is_floating(weight.dtype()), DTypeError, "embedding: weight must be f32 or f64, got {}",
-             dtype_name(weight.dtype()));
+  ATTN_CHECK(is_floating(weight.dtype()), DTypeError,
+             "embedding: weight must be f32 or f64, got {}", dtype_name(weight.dtype()));
   Tensor idx = index_as_i64(ids, "embedding", "ids");
   const std::int64_t V = weight.shape()[0], D = weight.shape()[1], n = idx.numel();
   if (std::int64_t bad = first_out_of_range(idx, V); bad >= 0)
@@ -113,13 +113,15 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     char* po = static_cast<char*>(out.raw_data());
     const std::int64_t* pi = idx.data<std::int64_t>();
 #pragma omp parallel for if (n * D >= kParallelGrain)
-    for (std::int64_t i = 0; i < n; ++i) std::memcpy(po + i * row_bytes, pw + pi[i] * row_bytes, row_bytes);
+    for (std::int64_t i = 0; i < n; ++i)
+      std::memcpy(po + i * row_bytes, pw + pi[i] * row_bytes, row_bytes);
   }
   return record(out, "embedding", {weight}, [idx, V, D](const Tensor& g, const Needs&) {
     Tensor gw = zeros({V, D}, g.dtype());
     Tensor gc = g.contiguous();
     dispatch_float(g.dtype(), "embedding backward", [&]<class T>() {
-      embedding_backward_kernel<T>(gw.data<T>(), gc.data<T>(), idx.data<std::int64_t>(), idx.numel(), D);
+      embedding_backward_kernel<T>(gw.data<T>(), gc.data<T>(), idx.data<std::int64_t>(),
+                                   idx.numel(), D);
     });
     return Grads{gw};
   });
@@ -135,14 +137,15 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
   std::vector<std::int64_t> sizes;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
-    ATTN_CHECK(t.dtype() == t0.dtype(), DTypeError, "cat: tensor {} has dtype {}, tensor 0 has {}", i,
-               dtype_name(t.dtype()), dtype_name(t0.dtype()));
+    ATTN_CHECK(t.dtype() == t0.dtype(), DTypeError, "cat: tensor {} has dtype {}, tensor 0 has {}",
+               i, dtype_name(t.dtype()), dtype_name(t0.dtype()));
     bool fits = t.dim() == t0.dim();
     for (std::int64_t e = 0; fits && e < t0.dim(); ++e)
       fits = e == d || t.shape()[e] == t0.shape()[e];
-    ATTN_CHECK(fits, ShapeError,
-               "cat: tensor {} has shape {} but tensor 0 has {}; shapes must match except in dim {}",
-               i, shape_str(t.shape()), shape_str(t0.shape()), d);
+    ATTN_CHECK(
+        fits, ShapeError,
+        "cat: tensor {} has shape {} but tensor 0 has {}; shapes must match except in dim {}", i,
+        shape_str(t.shape()), shape_str(t0.shape()), d);
     sizes.push_back(t.shape()[d]);
     out_shape[d] += t.shape()[d];
   }
@@ -179,7 +182,8 @@ Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim) {
 }
 
 Tensor index_select(const Tensor& x, std::int64_t dim, const Tensor& index) {
-  ATTN_CHECK(x.dim() >= 1, ShapeError, "index_select: x must have at least 1 dim, got a 0-dim tensor");
+  ATTN_CHECK(x.dim() >= 1, ShapeError,
+             "index_select: x must have at least 1 dim, got a 0-dim tensor");
   const std::int64_t d = normalize_dim(dim, x.dim(), "index_select");
   Tensor idx = index_as_i64(index, "index_select", "index");
   ATTN_CHECK(index.dim() <= 1, ShapeError, "index_select: index must be 1-D, got shape {}",
@@ -244,14 +248,13 @@ Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index) {
     T* po = out.data<T>();
     const T* px = detail::base_ptr<T>(x);
     const std::int64_t* pi = idx.data<std::int64_t>();
-    detail::for_each_row<3>(index.shape(), {out.strides(), idx.strides(), x_strides},
-                            {0, 0, x.offset()},
-                            [&](const std::array<std::int64_t, 3>& off, std::int64_t len,
-                                const std::array<std::int64_t, 3>& st) {
-                              for (std::int64_t i = 0; i < len; ++i)
-                                po[off[0] + i * st[0]] =
-                                    px[off[2] + i * st[2] + pi[off[1] + i * st[1]] * x_step];
-                            });
+    detail::for_each_row<3>(
+        index.shape(), {out.strides(), idx.strides(), x_strides}, {0, 0, x.offset()},
+        [&](const std::array<std::int64_t, 3>& off, std::int64_t len,
+            const std::array<std::int64_t, 3>& st) {
+          for (std::int64_t i = 0; i < len; ++i)
+            po[off[0] + i * st[0]] = px[off[2] + i * st[2] + pi[off[1] + i * st[1]] * x_step];
+        });
   });
 
   Shape in_shape = x.shape();

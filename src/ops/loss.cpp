@@ -54,8 +54,8 @@ void scaled_exp_shifted(const T* x, T* o, std::int64_t c, T g, T m, T ls) {
 }
 
 template <class T>
-void backward_rows(const T* g, const T* x, const std::int64_t* labels, const T* mx, const T* ls, T* dx,
-                   std::int64_t rows, std::int64_t c) {
+void backward_rows(const T* g, const T* x, const std::int64_t* labels, const T* mx, const T* ls,
+                   T* dx, std::int64_t rows, std::int64_t c) {
 #pragma omp parallel for schedule(static) if (rows > 1 && rows * c >= kParallelGrain)
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * c;
@@ -69,7 +69,8 @@ void backward_rows(const T* g, const T* x, const std::int64_t* labels, const T* 
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& weights,
                      Reduction reduction) {
-  ATTN_CHECK(logits.dim() >= 1, ShapeError, "cross_entropy: expected logits (..., C), got a 0-dim tensor");
+  ATTN_CHECK(logits.dim() >= 1, ShapeError,
+             "cross_entropy: expected logits (..., C), got a 0-dim tensor");
   ATTN_CHECK(is_floating(logits.dtype()), DTypeError,
              "cross_entropy: logits must be f32 or f64, got {}", dtype_name(logits.dtype()));
   ATTN_CHECK(labels.dtype() == DType::i32 || labels.dtype() == DType::i64, DTypeError,
@@ -82,8 +83,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& w
     ATTN_CHECK(weights.dtype() == logits.dtype(), DTypeError,
                "cross_entropy: weights are {} but logits are {}", dtype_name(weights.dtype()),
                dtype_name(logits.dtype()));
-    ATTN_CHECK(broadcast_shapes(pos_shape, weights.shape(), "cross_entropy") == pos_shape, ShapeError,
-               "cross_entropy: weights {} do not broadcast to the labels' shape {}",
+    ATTN_CHECK(broadcast_shapes(pos_shape, weights.shape(), "cross_entropy") == pos_shape,
+               ShapeError, "cross_entropy: weights {} do not broadcast to the labels' shape {}",
                shape_str(weights.shape()), shape_str(pos_shape));
   }
   const std::int64_t c = logits.size(-1);
@@ -103,15 +104,16 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& w
   dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
     forward_rows<T>(xc.data<T>(), pl, loss.data<T>(), mx.data<T>(), ls.data<T>(), rows, c);
   });
-  loss = record(loss, "cross_entropy", {logits}, [xc, lab, mx, ls, rows, c](const Tensor& g, const Needs&) {
-    Tensor gc = g.contiguous();
-    Tensor dx = Tensor::empty(xc.shape(), xc.dtype());
-    dispatch_float(xc.dtype(), "cross_entropy", [&]<class T>() {
-      backward_rows<T>(gc.data<T>(), xc.data<T>(), lab.data<std::int64_t>(), mx.data<T>(),
-                       ls.data<T>(), dx.data<T>(), rows, c);
-    });
-    return Grads{dx};
-  });
+  loss = record(loss, "cross_entropy", {logits},
+                [xc, lab, mx, ls, rows, c](const Tensor& g, const Needs&) {
+                  Tensor gc = g.contiguous();
+                  Tensor dx = Tensor::empty(xc.shape(), xc.dtype());
+                  dispatch_float(xc.dtype(), "cross_entropy", [&]<class T>() {
+                    backward_rows<T>(gc.data<T>(), xc.data<T>(), lab.data<std::int64_t>(),
+                                     mx.data<T>(), ls.data<T>(), dx.data<T>(), rows, c);
+                  });
+                  return Grads{dx};
+                });
 
   if (weights.defined()) loss = mul(loss, weights);
   switch (reduction) {

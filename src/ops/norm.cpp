@@ -115,8 +115,9 @@ void backward_params(const T* g, const T* x, const T* mean, const T* rstd, T* dw
 
 void check_param(const Tensor& p, const Tensor& x, std::int64_t d, const char* name) {
   if (!p.defined()) return;
-  ATTN_CHECK(p.shape() == Shape{d}, ShapeError, "layer_norm: {} must have shape [{}] for input {}, got {}",
-             name, d, shape_str(x.shape()), shape_str(p.shape()));
+  ATTN_CHECK(p.shape() == Shape{d}, ShapeError,
+             "layer_norm: {} must have shape [{}] for input {}, got {}", name, d,
+             shape_str(x.shape()), shape_str(p.shape()));
   ATTN_CHECK(p.dtype() == x.dtype(), DTypeError, "layer_norm: {} is {} but the input is {}", name,
              dtype_name(p.dtype()), dtype_name(x.dtype()));
 }
@@ -124,7 +125,8 @@ void check_param(const Tensor& p, const Tensor& x, std::int64_t d, const char* n
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
-  ATTN_CHECK(x.dim() >= 1, ShapeError, "layer_norm: expected an input (..., D), got a 0-dim tensor");
+  ATTN_CHECK(x.dim() >= 1, ShapeError,
+             "layer_norm: expected an input (..., D), got a 0-dim tensor");
   ATTN_CHECK(eps >= 0, ValueError, "layer_norm: eps must be >= 0, got {}", eps);
   const std::int64_t d = x.size(-1);
   check_param(weight, x, d, "weight");

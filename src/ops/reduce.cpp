@@ -25,12 +25,13 @@ namespace {
 
 struct Plan {
   std::vector<bool> reduced;  // per input dim
-  Shape keep_shape;           // input shape with reduced dims set to 1
-  Shape out_shape;            // keep_shape without them unless keepdim
-  std::int64_t count = 1;     // elements reduced into each output
+  Shape keep_shape;  // input shape with reduced dims set to 1
+  Shape out_shape;  // keep_shape without them unless keepdim
+  std::int64_t count = 1;  // elements reduced into each output
 };
 
-Plan make_plan(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim, const char* op) {
+Plan make_plan(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim,
+               const char* op) {
   Plan p;
   std::int64_t n = x.dim();
   p.reduced.assign(n, dims.empty());
@@ -60,7 +61,8 @@ Tensor rows_view(const Tensor& x, const Plan& p) {
   for (std::int64_t d = 0; d < x.dim(); ++d)
     if (p.reduced[d]) perm.push_back(d);
   Tensor xp = x.detach().permute(perm).contiguous();
-  std::int64_t inner = p.count, outer = inner == 0 ? 0 : x.numel() / std::max<std::int64_t>(inner, 1);
+  std::int64_t inner = p.count,
+               outer = inner == 0 ? 0 : x.numel() / std::max<std::int64_t>(inner, 1);
   if (inner == 0) outer = shape_numel(p.keep_shape);
   return xp.reshape({outer, inner});
 }
@@ -70,8 +72,10 @@ bool is_prefix_reduction(const Tensor& x, const Plan& p) {
   if (!x.is_contiguous()) return false;
   bool seen_kept = false;
   for (std::int64_t d = 0; d < x.dim(); ++d) {
-    if (!p.reduced[d]) seen_kept = true;
-    else if (seen_kept && x.shape()[d] != 1) return false;
+    if (!p.reduced[d])
+      seen_kept = true;
+    else if (seen_kept && x.shape()[d] != 1)
+      return false;
   }
   return true;
 }
@@ -125,7 +129,8 @@ Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim)
 
 Tensor mean(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
   Plan p = make_plan(x, dims, keepdim, "mean");
-  ATTN_CHECK(p.count > 0, ValueError, "mean: cannot average over an empty dim of {}", shape_str(x.shape()));
+  ATTN_CHECK(p.count > 0, ValueError, "mean: cannot average over an empty dim of {}",
+             shape_str(x.shape()));
   return div(sum(x, dims, keepdim), static_cast<double>(p.count));
 }
 
@@ -197,7 +202,8 @@ Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim) {
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
   std::int64_t lead = x.dim() - static_cast<std::int64_t>(shape.size());
-  ATTN_CHECK(lead >= 0, ShapeError, "sum_to: cannot reduce {} to {}", shape_str(x.shape()), shape_str(shape));
+  ATTN_CHECK(lead >= 0, ShapeError, "sum_to: cannot reduce {} to {}", shape_str(x.shape()),
+             shape_str(shape));
   std::vector<std::int64_t> dims;
   for (std::int64_t d = 0; d < x.dim(); ++d) {
     if (d < lead) {

@@ -194,7 +194,9 @@ Tensor log_softmax(const Tensor& x) {
   });
 }
 
-Tensor softmax_reference(const Tensor& x) { return reference(x, Kind::softmax, "softmax_reference"); }
+Tensor softmax_reference(const Tensor& x) {
+  return reference(x, Kind::softmax, "softmax_reference");
+}
 
 Tensor log_softmax_reference(const Tensor& x) {
   return reference(x, Kind::log_softmax, "log_softmax_reference");

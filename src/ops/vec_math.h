@@ -24,10 +24,10 @@ inline T exp_simd(T x) {
 
 template <>
 inline float exp_simd<float>(float x) {
-  constexpr float kLo = -86.9f;          // keeps n >= -125, so 2^(n-1) is a normal float
-  constexpr float kHi = 88.7228394f;     // log(FLT_MAX)
+  constexpr float kLo = -86.9f;  // keeps n >= -125, so 2^(n-1) is a normal float
+  constexpr float kHi = 88.7228394f;  // log(FLT_MAX)
   constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kC1 = 0.693359375f;    // ln2 split in two for an exact n * C1
+  constexpr float kC1 = 0.693359375f;  // ln2 split in two for an exact n * C1
   constexpr float kC2 = -2.12194440e-4f;
   float xc = x < kLo ? kLo : (x > kHi ? kHi : x);
   // n = round(x / ln2) by the 1.5 * 2^23 shifter trick (floorf does not

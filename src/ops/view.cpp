@@ -28,7 +28,8 @@ Shape infer_shape(const Shape& shape, std::int64_t numel, const char* op, const 
       ATTN_CHECK(infer < 0, ValueError, "{}: only one dim can be -1, got {}", op, shape_str(shape));
       infer = static_cast<std::int64_t>(i);
     } else {
-      ATTN_CHECK(out[i] >= 0, ValueError, "{}: invalid size {} in {}", op, out[i], shape_str(shape));
+      ATTN_CHECK(out[i] >= 0, ValueError, "{}: invalid size {} in {}", op, out[i],
+                 shape_str(shape));
       known *= out[i];
     }
   }
@@ -63,9 +64,8 @@ bool view_strides(const Tensor& x, const Shape& shape, Shape& strides) {
   for (std::int64_t tensor_d = static_cast<std::int64_t>(old_shape.size()) - 1; tensor_d >= 0;
        --tensor_d) {
     tensor_numel *= old_shape[tensor_d];
-    if (tensor_d == 0 ||
-        (old_shape[tensor_d - 1] != 1 &&
-         old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+    if (tensor_d == 0 || (old_shape[tensor_d - 1] != 1 &&
+                          old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
       while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
         strides[view_d] = view_numel * chunk_base_stride;
         view_numel *= shape[view_d];
@@ -114,14 +114,17 @@ autograd::BackwardFn scatter_back(const Tensor& x, std::function<Tensor(const Te
 
 }  // namespace
 
-Tensor Tensor::reshape(const Shape& shape) const { return reshape_impl(*this, shape, true, "reshape"); }
+Tensor Tensor::reshape(const Shape& shape) const {
+  return reshape_impl(*this, shape, true, "reshape");
+}
 Tensor Tensor::view(const Shape& shape) const { return reshape_impl(*this, shape, false, "view"); }
 
 Tensor Tensor::flatten(std::int64_t start_dim, std::int64_t end_dim) const {
   std::int64_t n = dim();
   if (n == 0) return reshape({1});
   std::int64_t s = normalize_dim(start_dim, n, "flatten"), e = normalize_dim(end_dim, n, "flatten");
-  ATTN_CHECK(s <= e, ValueError, "flatten: start_dim {} comes after end_dim {}", start_dim, end_dim);
+  ATTN_CHECK(s <= e, ValueError, "flatten: start_dim {} comes after end_dim {}", start_dim,
+             end_dim);
   Shape out(shape().begin(), shape().begin() + s);
   std::int64_t m = 1;
   for (std::int64_t d = s; d <= e; ++d) m *= shape()[d];
@@ -160,7 +163,8 @@ Tensor Tensor::transpose(std::int64_t d0, std::int64_t d1) const {
   return permute(perm);
 }
 
-Tensor Tensor::slice(std::int64_t d, std::int64_t start, std::int64_t end, std::int64_t step) const {
+Tensor Tensor::slice(std::int64_t d, std::int64_t start, std::int64_t end,
+                     std::int64_t step) const {
   d = normalize_dim(d, dim(), "slice");
   ATTN_CHECK(step > 0, ValueError, "slice: step must be positive, got {}", step);
   std::int64_t n = shape()[d];
@@ -253,9 +257,8 @@ Tensor Tensor::contiguous() const {
 Tensor Tensor::clone() const {
   Tensor out = Tensor::empty(shape(), dtype());
   copy_(out, *this);
-  return record(out, "clone", {*this}, [](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{g};
-  });
+  return record(out, "clone", {*this},
+                [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; });
 }
 
 Tensor Tensor::to(DType dt) const {

@@ -10,7 +10,8 @@ namespace {
 
 std::map<std::vector<std::string>, int> ngrams(const data::Tokens& t, std::size_t n) {
   std::map<std::vector<std::string>, int> out;
-  for (std::size_t i = 0; i + n <= t.size(); ++i) ++out[data::Tokens(t.begin() + i, t.begin() + i + n)];
+  for (std::size_t i = 0; i + n <= t.size(); ++i)
+    ++out[data::Tokens(t.begin() + i, t.begin() + i + n)];
   return out;
 }
 
@@ -46,7 +47,8 @@ double bleu(const std::string& pred_seq, const std::string& label_seq, int k) {
 double corpus_bleu(const std::vector<data::Tokens>& predictions,
                    const std::vector<data::Tokens>& references, int max_n) {
   ATTN_CHECK(predictions.size() == references.size(), ValueError,
-             "corpus_bleu: {} predictions for {} references", predictions.size(), references.size());
+             "corpus_bleu: {} predictions for {} references", predictions.size(),
+             references.size());
   ATTN_CHECK(max_n >= 1, ValueError, "corpus_bleu: max_n must be >= 1, got {}", max_n);
   std::vector<double> matches(max_n, 0), totals(max_n, 0);
   double pred_len = 0, ref_len = 0;

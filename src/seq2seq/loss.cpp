@@ -14,7 +14,8 @@ Tensor sequence_mask(const Tensor& valid_len, std::int64_t T, DType dtype) {
   dispatch_float(dtype, "sequence_mask", [&]<class F>() {
     F* m = mask.data<F>();
     for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t t = 0; t < T; ++t) m[b * T + t] = static_cast<double>(t) < lens[b] ? F(1) : F(0);
+      for (std::int64_t t = 0; t < T; ++t)
+        m[b * T + t] = static_cast<double>(t) < lens[b] ? F(1) : F(0);
   });
   return mask;
 }

@@ -43,9 +43,11 @@ ModelConfig config_from_json(const std::string& text, const std::string& what) {
   auto integer = [&](const char* key, std::int64_t lo, std::int64_t hi) {
     ATTN_CHECK(j.contains(key), IOError, "'{}': missing \"{}\"", what, key);
     const auto& v = j[key];
-    ATTN_CHECK(v.is_number_integer(), IOError, "'{}': \"{}\" must be an integer, got {}", what, key, v.dump());
+    ATTN_CHECK(v.is_number_integer(), IOError, "'{}': \"{}\" must be an integer, got {}", what, key,
+               v.dump());
     std::int64_t x = v.get<std::int64_t>();
-    ATTN_CHECK(x >= lo && x <= hi, IOError, "'{}': \"{}\" = {} is outside [{}, {}]", what, key, x, lo, hi);
+    ATTN_CHECK(x >= lo && x <= hi, IOError, "'{}': \"{}\" = {} is outside [{}, {}]", what, key, x,
+               lo, hi);
     return x;
   };
   ModelConfig c;
@@ -59,10 +61,11 @@ ModelConfig config_from_json(const std::string& text, const std::string& what) {
   t.ffn_num_hiddens = integer("ffn_num_hiddens", 1, 1 << 20);
   t.max_len = integer("max_len", 1, 1 << 20);
   c.num_steps = integer("num_steps", 1, t.max_len);
-  ATTN_CHECK(j.contains("dropout") && j["dropout"].is_number(), IOError, "'{}': \"dropout\" must be a number", what);
+  ATTN_CHECK(j.contains("dropout") && j["dropout"].is_number(), IOError,
+             "'{}': \"dropout\" must be a number", what);
   t.dropout = j["dropout"].get<double>();
-  ATTN_CHECK(j.contains("use_bias") && j["use_bias"].is_boolean(), IOError, "'{}': \"use_bias\" must be true or false",
-             what);
+  ATTN_CHECK(j.contains("use_bias") && j["use_bias"].is_boolean(), IOError,
+             "'{}': \"use_bias\" must be true or false", what);
   t.use_bias = j["use_bias"].get<bool>();
   try {
     t.validate();
@@ -101,7 +104,8 @@ LoadedModel load_model(const std::string& dir) {
     ATTN_CHECK(static_cast<std::int64_t>(v.size()) == want, IOError,
                "'{}': {} has {} tokens but config.json says {}", dir, name, v.size(), want);
     for (const char* tok : {"<pad>", "<bos>", "<eos>"})
-      ATTN_CHECK(v[tok] != v.unk(), IOError, "'{}': {} lacks the reserved token {}", dir, name, tok);
+      ATTN_CHECK(v[tok] != v.unk(), IOError, "'{}': {} lacks the reserved token {}", dir, name,
+                 tok);
   };
   check_vocab(m.src_vocab, m.config.transformer.src_vocab_size, "src_vocab.txt");
   check_vocab(m.tgt_vocab, m.config.transformer.tgt_vocab_size, "tgt_vocab.txt");
@@ -109,7 +113,8 @@ LoadedModel load_model(const std::string& dir) {
   io::TensorMap tensors = io::load_safetensors(weights_path);
   m.net = std::make_shared<nn::EncoderDecoder>(m.config.transformer);
   for (auto& [name, t] : tensors)
-    ATTN_CHECK(is_floating(t.dtype()), IOError, "'{}': tensor '{}' must be F32 or F64", weights_path, name);
+    ATTN_CHECK(is_floating(t.dtype()), IOError, "'{}': tensor '{}' must be F32 or F64",
+               weights_path, name);
   try {
     m.net->load_state_dict(tensors);
   } catch (const Error& e) {

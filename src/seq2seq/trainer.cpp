@@ -13,7 +13,8 @@ namespace attn::seq2seq {
 
 void xavier_init(nn::Module& net, Generator& gen) {
   net.apply([&](nn::Module& m) {
-    if (auto* linear = dynamic_cast<nn::Linear*>(&m)) nn::init::xavier_uniform_(linear->weight, 1.0, gen);
+    if (auto* linear = dynamic_cast<nn::Linear*>(&m))
+      nn::init::xavier_uniform_(linear->weight, 1.0, gen);
   });
 }
 
@@ -28,8 +29,10 @@ Tensor teacher_forcing_input(const Tensor& Y, std::int64_t bos) {
 TrainResult train_seq2seq(nn::EncoderDecoder& net, const data::NmtData& data, const TrainOptions& o,
                           const std::function<void(const Progress&)>& on_batch,
                           const std::function<void(const Progress&)>& on_epoch) {
-  ATTN_CHECK(o.num_epochs > 0, ValueError, "train: num_epochs must be positive, got {}", o.num_epochs);
-  ATTN_CHECK(o.batch_size > 0, ValueError, "train: batch_size must be positive, got {}", o.batch_size);
+  ATTN_CHECK(o.num_epochs > 0, ValueError, "train: num_epochs must be positive, got {}",
+             o.num_epochs);
+  ATTN_CHECK(o.batch_size > 0, ValueError, "train: batch_size must be positive, got {}",
+             o.batch_size);
   optim::Adam adam(net.parameters(), o.lr);
   const std::int64_t bos = data.tgt_vocab["<bos>"];
   const std::int64_t n = data.src.array.size(0);
@@ -48,8 +51,10 @@ TrainResult train_seq2seq(nn::EncoderDecoder& net, const data::NmtData& data, co
     p.epoch = epoch;
     p.batch = 0;
     for (const auto& idx : data::shuffled_batches(n, o.batch_size, shuffle)) {
-      Tensor X = data::take_rows(data.src.array, idx), X_len = data::take_rows(data.src.valid_len, idx);
-      Tensor Y = data::take_rows(data.tgt.array, idx), Y_len = data::take_rows(data.tgt.valid_len, idx);
+      Tensor X = data::take_rows(data.src.array, idx),
+             X_len = data::take_rows(data.src.valid_len, idx);
+      Tensor Y = data::take_rows(data.tgt.array, idx),
+             Y_len = data::take_rows(data.tgt.valid_len, idx);
       adam.zero_grad();
       Tensor Y_hat = net.forward(X, teacher_forcing_input(Y, bos), X_len);
       Tensor l = sum(masked_ce_loss(Y_hat, Y, Y_len));
@@ -67,8 +72,8 @@ TrainResult train_seq2seq(nn::EncoderDecoder& net, const data::NmtData& data, co
     result.tokens += tokens;
     result.epoch_losses.push_back(loss_sum / tokens);
     ATTN_CHECK(std::isfinite(result.epoch_losses.back()), Error,
-               "train: the loss became {} in epoch {}; try a smaller --lr", result.epoch_losses.back(),
-               epoch);
+               "train: the loss became {} in epoch {}; try a smaller --lr",
+               result.epoch_losses.back(), epoch);
     if (on_epoch) on_epoch(p);
   }
   result.seconds = elapsed();
@@ -78,16 +83,18 @@ TrainResult train_seq2seq(nn::EncoderDecoder& net, const data::NmtData& data, co
   return result;
 }
 
-double evaluate_loss(nn::EncoderDecoder& net, const data::TokenArray& src, const data::TokenArray& tgt,
-                     std::int64_t bos, std::int64_t batch_size) {
+double evaluate_loss(nn::EncoderDecoder& net, const data::TokenArray& src,
+                     const data::TokenArray& tgt, std::int64_t bos, std::int64_t batch_size) {
   net.eval();
   autograd::NoGradGuard no_grad;
   const std::int64_t n = src.array.size(0);
   double loss_sum = 0, tokens = 0;
   for (std::int64_t s = 0; s < n; s += batch_size) {
     std::int64_t len = std::min(batch_size, n - s);
-    Tensor X = src.array.narrow(0, s, len).contiguous(), X_len = src.valid_len.narrow(0, s, len).contiguous();
-    Tensor Y = tgt.array.narrow(0, s, len).contiguous(), Y_len = tgt.valid_len.narrow(0, s, len).contiguous();
+    Tensor X = src.array.narrow(0, s, len).contiguous(),
+           X_len = src.valid_len.narrow(0, s, len).contiguous();
+    Tensor Y = tgt.array.narrow(0, s, len).contiguous(),
+           Y_len = tgt.valid_len.narrow(0, s, len).contiguous();
     Tensor Y_hat = net.forward(X, teacher_forcing_input(Y, bos), X_len);
     loss_sum += sum(masked_ce_loss(Y_hat, Y, Y_len)).item<double>();
     tokens += sum(Y_len.to(DType::f64)).item<double>();

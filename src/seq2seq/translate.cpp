@@ -51,7 +51,7 @@ std::vector<Translation> translate_greedy(nn::EncoderDecoder& net, const data::V
   std::int64_t remaining = B;
   for (std::int64_t t = 0; t < num_steps && remaining > 0; ++t) {
     Tensor logits = net.decoder->step(dec_X, state);  // (B, 1, V)
-    dec_X = argmax(logits, 2);                        // (B, 1)
+    dec_X = argmax(logits, 2);  // (B, 1)
     const std::int64_t* pred = dec_X.data<std::int64_t>();
     for (std::int64_t b = 0; b < B; ++b) {
       if (done[b]) continue;
@@ -82,7 +82,8 @@ AttentionMaps attention_maps(nn::EncoderDecoder& net, const data::Vocab& src_voc
   maps.source_tokens.resize(static_cast<std::size_t>(valid));
   maps.target_tokens = {"<bos>"};
   for (const auto& t : tr.tokens) maps.target_tokens.push_back(t);
-  if (static_cast<std::int64_t>(maps.target_tokens.size()) > num_steps) maps.target_tokens.resize(num_steps);
+  if (static_cast<std::int64_t>(maps.target_tokens.size()) > num_steps)
+    maps.target_tokens.resize(num_steps);
   std::vector<std::int64_t> tgt_ids = tgt_vocab.indices(maps.target_tokens);
   const std::int64_t Tt = static_cast<std::int64_t>(tgt_ids.size());
   Tensor enc = net.encoder->forward(src, len);

@@ -123,7 +123,8 @@ void check_cairo(cairo_status_t status, const char* what) {
 }
 
 // White page, then the figure.
-void draw_page(cairo_t* cr, const FigureSize& size, const std::function<FigureSize(Canvas&)>& draw) {
+void draw_page(cairo_t* cr, const FigureSize& size,
+               const std::function<FigureSize(Canvas&)>& draw) {
   cairo_set_source_rgb(cr, 1, 1, 1);
   cairo_rectangle(cr, 0, 0, size.width, size.height);
   cairo_fill(cr);

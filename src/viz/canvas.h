@@ -33,7 +33,7 @@ class Canvas {
 
   double text_width(std::string_view text, double size, bool bold = false) const;
   double cap_height(double size) const;  // of "H"
-  double descent(double size) const;     // below the baseline
+  double descent(double size) const;  // below the baseline
   double line_height(double size) const { return cap_height(size) + descent(size); }
 
   // Draws `text` anchored at (x, y). `angle` in degrees, counter-clockwise

@@ -24,12 +24,12 @@ constexpr Color rgb(unsigned hex) {
 }
 
 // matplotlib/_cm.py: _Reds_data and _Blues_data, ColorBrewer's 9-class sequential schemes.
-constexpr std::array<Color, 9> kReds = {
-    rgb(0xfff5f0), rgb(0xfee0d2), rgb(0xfcbba1), rgb(0xfc9272), rgb(0xfb6a4a),
-    rgb(0xef3b2c), rgb(0xcb181d), rgb(0xa50f15), rgb(0x67000d)};
-constexpr std::array<Color, 9> kBlues = {
-    rgb(0xf7fbff), rgb(0xdeebf7), rgb(0xc6dbef), rgb(0x9ecae1), rgb(0x6baed6),
-    rgb(0x4292c6), rgb(0x2171b5), rgb(0x08519c), rgb(0x08306b)};
+constexpr std::array<Color, 9> kReds = {rgb(0xfff5f0), rgb(0xfee0d2), rgb(0xfcbba1),
+                                        rgb(0xfc9272), rgb(0xfb6a4a), rgb(0xef3b2c),
+                                        rgb(0xcb181d), rgb(0xa50f15), rgb(0x67000d)};
+constexpr std::array<Color, 9> kBlues = {rgb(0xf7fbff), rgb(0xdeebf7), rgb(0xc6dbef),
+                                         rgb(0x9ecae1), rgb(0x6baed6), rgb(0x4292c6),
+                                         rgb(0x2171b5), rgb(0x08519c), rgb(0x08306b)};
 // matplotlib/_cm_listed.py: _viridis_data at i/16, i = 0..16.
 constexpr std::array<Color, 17> kViridis = {
     rgb(0x440154), rgb(0x48186a), rgb(0x472d7b), rgb(0x424086), rgb(0x3b528b), rgb(0x33638d),

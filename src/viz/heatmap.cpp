@@ -18,7 +18,7 @@ namespace {
 constexpr double kTickFont = 9, kLabelFont = 10, kTitleFont = 10, kFigureTitleFont = 11;
 constexpr double kTickLength = 3.5, kTickPad = 2.5, kLabelPad = 4, kOuterPad = 8;
 constexpr double kFrameWidth = 0.8;
-constexpr double kGapX = 12, kGapY = 12;               // between panels
+constexpr double kGapX = 12, kGapY = 12;  // between panels
 constexpr double kColorbarGap = 14, kColorbarWidth = 11;
 constexpr double kMaxGridWidth = 540, kMaxGridHeight = 600;  // auto cell size budget
 // Above this many cells in all, the cells are drawn as one image per panel
@@ -97,8 +97,8 @@ Heatmaps::Heatmaps(const Tensor& matrices, HeatmapOptions options) : options_(st
   cols_ = full[1];
   q_ = full[2];
   k_ = full[3];
-  ATTN_CHECK(matrices.numel() > 0, ValueError, "Heatmaps: nothing to draw: the matrices have shape {}",
-             shape_str(s));
+  ATTN_CHECK(matrices.numel() > 0, ValueError,
+             "Heatmaps: nothing to draw: the matrices have shape {}", shape_str(s));
   values_ = to_vector<double>(matrices);
   init();
 }
@@ -124,12 +124,14 @@ Heatmaps::Heatmaps(const std::vector<std::vector<Tensor>>& matrices, HeatmapOpti
       if (r == 0 && c == 0) {
         q_ = m.size(0);
         k_ = m.size(1);
-        ATTN_CHECK(q_ > 0 && k_ > 0, ValueError, "Heatmaps: nothing to draw: matrix (row 0, col 0) has shape {}",
+        ATTN_CHECK(q_ > 0 && k_ > 0, ValueError,
+                   "Heatmaps: nothing to draw: matrix (row 0, col 0) has shape {}",
                    shape_str(m.shape()));
         values_.reserve(static_cast<std::size_t>(rows_ * cols_ * q_ * k_));
       }
       ATTN_CHECK(m.size(0) == q_ && m.size(1) == k_, ShapeError,
-                 "Heatmaps: all matrices must have one shape: (row 0, col 0) is [{}, {}], (row {}, col {}) is {}",
+                 "Heatmaps: all matrices must have one shape: (row 0, col 0) is [{}, {}], (row {}, "
+                 "col {}) is {}",
                  q_, k_, r, c, shape_str(m.shape()));
       std::vector<double> v = to_vector<double>(m);
       values_.insert(values_.end(), v.begin(), v.end());
@@ -143,7 +145,8 @@ void Heatmaps::init() {
   ATTN_CHECK(q_ <= 8192 && k_ <= 8192, ValueError,
              "Heatmaps: matrices up to 8192 x 8192 can be drawn, got {} x {}", q_, k_);
   ATTN_CHECK(o.titles.empty() || static_cast<std::int64_t>(o.titles.size()) == cols_, ValueError,
-             "Heatmaps: expected {} titles (one per column) or none, got {}", cols_, o.titles.size());
+             "Heatmaps: expected {} titles (one per column) or none, got {}", cols_,
+             o.titles.size());
   ATTN_CHECK(o.row_labels.empty() || static_cast<std::int64_t>(o.row_labels.size()) == rows_,
              ValueError, "Heatmaps: expected {} row labels (one per row) or none, got {}", rows_,
              o.row_labels.size());
@@ -153,13 +156,19 @@ void Heatmaps::init() {
   ATTN_CHECK(o.yticklabels.empty() || static_cast<std::int64_t>(o.yticklabels.size()) == q_,
              ValueError, "Heatmaps: expected {} y tick labels (one per query) or none, got {}", q_,
              o.yticklabels.size());
-  ATTN_CHECK(o.cell_size == 0 || (std::isfinite(o.cell_size) && o.cell_size > 0 && o.cell_size <= 200),
-             ValueError, "Heatmaps: cell_size must be 0 (automatic) or in (0, 200] points, got {}",
-             o.cell_size);
-  if (o.vmin) ATTN_CHECK(std::isfinite(*o.vmin), ValueError, "Heatmaps: vmin must be finite, got {}", *o.vmin);
-  if (o.vmax) ATTN_CHECK(std::isfinite(*o.vmax), ValueError, "Heatmaps: vmax must be finite, got {}", *o.vmax);
+  ATTN_CHECK(
+      o.cell_size == 0 || (std::isfinite(o.cell_size) && o.cell_size > 0 && o.cell_size <= 200),
+      ValueError, "Heatmaps: cell_size must be 0 (automatic) or in (0, 200] points, got {}",
+      o.cell_size);
+  if (o.vmin)
+    ATTN_CHECK(std::isfinite(*o.vmin), ValueError, "Heatmaps: vmin must be finite, got {}",
+               *o.vmin);
+  if (o.vmax)
+    ATTN_CHECK(std::isfinite(*o.vmax), ValueError, "Heatmaps: vmax must be finite, got {}",
+               *o.vmax);
   if (o.vmin && o.vmax)
-    ATTN_CHECK(*o.vmin <= *o.vmax, ValueError, "Heatmaps: vmin {} is greater than vmax {}", *o.vmin, *o.vmax);
+    ATTN_CHECK(*o.vmin <= *o.vmax, ValueError, "Heatmaps: vmin {} is greater than vmax {}", *o.vmin,
+               *o.vmax);
 
   double lo = INFINITY, hi = -INFINITY;
   for (std::int64_t r = 0; r < rows_; ++r)
@@ -168,9 +177,9 @@ void Heatmaps::init() {
         for (std::int64_t j = 0; j < k_; ++j) {
           const double v = value(r, c, i, j);
           if (!std::isfinite(v)) [[unlikely]] {
-            throw ValueError(fmt::format("Heatmaps: the value at [{}, {}]{} is {}; values must be finite",
-                                         i, j, panel_name(rows_, cols_, r, c),
-                                         std::isnan(v) ? "NaN" : (v > 0 ? "inf" : "-inf")));
+            throw ValueError(fmt::format(
+                "Heatmaps: the value at [{}, {}]{} is {}; values must be finite", i, j,
+                panel_name(rows_, cols_, r, c), std::isnan(v) ? "NaN" : (v > 0 ? "inf" : "-inf")));
           }
           lo = std::min(lo, v);
           hi = std::max(hi, v);
@@ -178,8 +187,10 @@ void Heatmaps::init() {
   vmin_ = o.vmin.value_or(lo);
   vmax_ = o.vmax.value_or(hi);
   if (vmin_ > vmax_) {  // only one limit fixed, beyond the data
-    if (o.vmin) vmax_ = vmin_;
-    else vmin_ = vmax_;
+    if (o.vmin)
+      vmax_ = vmin_;
+    else
+      vmin_ = vmax_;
   }
   if (vmax_ == vmin_) {
     // A flat matrix (all zeros, say): give the bar a range to show.
@@ -203,8 +214,10 @@ FigureSize Heatmaps::draw(Canvas& canvas) const {
     const double n = static_cast<double>(std::max(q_, k_));
     const double long_side = std::clamp(14.0 * n, 110.0, 320.0);
     cell = long_side / n;
-    const double grid_w = (kMaxGridWidth - kGapX * static_cast<double>(cols_ - 1)) / static_cast<double>(cols_);
-    const double grid_h = (kMaxGridHeight - kGapY * static_cast<double>(rows_ - 1)) / static_cast<double>(rows_);
+    const double grid_w =
+        (kMaxGridWidth - kGapX * static_cast<double>(cols_ - 1)) / static_cast<double>(cols_);
+    const double grid_h =
+        (kMaxGridHeight - kGapY * static_cast<double>(rows_ - 1)) / static_cast<double>(rows_);
     cell = std::min({cell, grid_w / static_cast<double>(k_), grid_h / static_cast<double>(q_)});
     const bool words = !o.xticklabels.empty() || !o.yticklabels.empty();
     if (words && n <= 60) cell = std::max(cell, 11.0);  // room to label every token
@@ -235,7 +248,8 @@ FigureSize Heatmaps::draw(Canvas& canvas) const {
       b.add(ylabel_x - label_line, cy - w / 2, ylabel_x, cy + w / 2);
     }
     if (!o.row_labels.empty()) {
-      const double w = canvas.text_width(o.row_labels[static_cast<std::size_t>(r)], kLabelFont, true);
+      const double w =
+          canvas.text_width(o.row_labels[static_cast<std::size_t>(r)], kLabelFont, true);
       b.add(row_label_x - label_line, cy - w / 2, row_label_x, cy + w / 2);
     }
   }
@@ -248,8 +262,9 @@ FigureSize Heatmaps::draw(Canvas& canvas) const {
     if (!xt.rotated && !xt.index.empty()) {  // labels centred on ticks may stick out sideways
       const double first = canvas.text_width(xt.label.front(), kTickFont);
       const double last = canvas.text_width(xt.label.back(), kTickFont);
-      b.add(panel_x(c) + (static_cast<double>(xt.index.front()) + 0.5) * cell - first / 2, xtick_top,
-            panel_x(c) + (static_cast<double>(xt.index.back()) + 0.5) * cell + last / 2, xtick_top);
+      b.add(panel_x(c) + (static_cast<double>(xt.index.front()) + 0.5) * cell - first / 2,
+            xtick_top, panel_x(c) + (static_cast<double>(xt.index.back()) + 0.5) * cell + last / 2,
+            xtick_top);
     }
     if (!o.xlabel.empty()) {
       const double w = canvas.text_width(o.xlabel, kLabelFont);
@@ -269,8 +284,8 @@ FigureSize Heatmaps::draw(Canvas& canvas) const {
   const double figure_title_bottom = top - 7;
   if (!o.title.empty()) {
     const double w = canvas.text_width(o.title, kFigureTitleFont, true);
-    b.add(grid_w / 2 - w / 2, figure_title_bottom - canvas.line_height(kFigureTitleFont), grid_w / 2 + w / 2,
-          figure_title_bottom);
+    b.add(grid_w / 2 - w / 2, figure_title_bottom - canvas.line_height(kFigureTitleFont),
+          grid_w / 2 + w / 2, figure_title_bottom);
   }
   // The colorbar, centred on the grid: full height for small grids, then 60-100%.
   const double cb_x = grid_w + kColorbarGap;
@@ -283,9 +298,11 @@ FigureSize Heatmaps::draw(Canvas& canvas) const {
     const int max_ticks = std::clamp(static_cast<int>(cb_h / 22), 2, 8);
     cb_ticks = detail::nice_ticks(vmin_, vmax_, max_ticks);
     cb_labels = detail::format_ticks(cb_ticks);
-    for (const auto& s : cb_labels) cb_label_w = std::max(cb_label_w, canvas.text_width(s, kTickFont));
+    for (const auto& s : cb_labels)
+      cb_label_w = std::max(cb_label_w, canvas.text_width(s, kTickFont));
     const double cap = canvas.cap_height(kTickFont);
-    b.add(cb_x, cb_y - cap, cb_x + kColorbarWidth + kTickLength + kTickPad + cb_label_w, cb_y + cb_h + cap);
+    b.add(cb_x, cb_y - cap, cb_x + kColorbarWidth + kTickLength + kTickPad + cb_label_w,
+          cb_y + cb_h + cap);
     if (!o.colorbar_label.empty()) {
       const double x = cb_x + kColorbarWidth + kTickLength + kTickPad + cb_label_w + kLabelPad;
       const double w = canvas.text_width(o.colorbar_label, kLabelFont);
@@ -316,8 +333,8 @@ FigureSize Heatmaps::draw(Canvas& canvas) const {
       if (as_image) {
         // One pixel per cell, scaled up without smoothing (crisp in the PNG;
         // in the SVG the viewer may smooth it, which at these sizes is invisible).
-        cairo_surface_t* img =
-            cairo_image_surface_create(CAIRO_FORMAT_RGB24, static_cast<int>(k_), static_cast<int>(q_));
+        cairo_surface_t* img = cairo_image_surface_create(CAIRO_FORMAT_RGB24, static_cast<int>(k_),
+                                                          static_cast<int>(q_));
         const int stride = cairo_image_surface_get_stride(img);
         unsigned char* data = cairo_image_surface_get_data(img);
         if (data != nullptr) {
@@ -346,7 +363,8 @@ FigureSize Heatmaps::draw(Canvas& canvas) const {
             std::int64_t end = j + 1;
             while (end < k_ && key(color_of(value(r, c, i, end))) == key(col)) ++end;
             const double w = cell * static_cast<double>(end - j) + (end < k_ ? overlap : 0);
-            canvas.fill_rect(x0 + cell * static_cast<double>(j), y0 + cell * static_cast<double>(i), w, h, col);
+            canvas.fill_rect(x0 + cell * static_cast<double>(j), y0 + cell * static_cast<double>(i),
+                             w, h, col);
             j = end;
           }
         }
@@ -366,28 +384,30 @@ FigureSize Heatmaps::draw(Canvas& canvas) const {
           const double y = y0 + (static_cast<double>(yt.index[t]) + 0.5) * cell;
           canvas.text(yt.label[t], ytick_right, y, kTickFont, HAlign::right, VAlign::cap_center);
         }
-        canvas.text(o.ylabel, ylabel_x, y0 + ph / 2, kLabelFont, HAlign::center, VAlign::bottom, 90);
+        canvas.text(o.ylabel, ylabel_x, y0 + ph / 2, kLabelFont, HAlign::center, VAlign::bottom,
+                    90);
         if (!o.row_labels.empty())
-          canvas.text(o.row_labels[static_cast<std::size_t>(r)], row_label_x, y0 + ph / 2, kLabelFont,
-                      HAlign::center, VAlign::bottom, 90, kBlack, true);
+          canvas.text(o.row_labels[static_cast<std::size_t>(r)], row_label_x, y0 + ph / 2,
+                      kLabelFont, HAlign::center, VAlign::bottom, 90, kBlack, true);
       }
       if (r == rows_ - 1) {
         for (std::size_t t = 0; t < xt.index.size(); ++t) {
           const double x = x0 + (static_cast<double>(xt.index[t]) + 0.5) * cell;
           if (xt.rotated)
-            canvas.text(xt.label[t], x, xtick_top, kTickFont, HAlign::right, VAlign::cap_center, 90);
+            canvas.text(xt.label[t], x, xtick_top, kTickFont, HAlign::right, VAlign::cap_center,
+                        90);
           else
             canvas.text(xt.label[t], x, xtick_top, kTickFont, HAlign::center, VAlign::top);
         }
         canvas.text(o.xlabel, x0 + pw / 2, xlabel_top, kLabelFont, HAlign::center, VAlign::top);
       }
       if (r == 0 && !o.titles.empty())
-        canvas.text(o.titles[static_cast<std::size_t>(c)], x0 + pw / 2, -5, kTitleFont, HAlign::center,
-                    VAlign::bottom);
+        canvas.text(o.titles[static_cast<std::size_t>(c)], x0 + pw / 2, -5, kTitleFont,
+                    HAlign::center, VAlign::bottom);
     }
   if (!o.title.empty())
-    canvas.text(o.title, grid_w / 2, figure_title_bottom, kFigureTitleFont, HAlign::center, VAlign::bottom, 0,
-                kBlack, true);
+    canvas.text(o.title, grid_w / 2, figure_title_bottom, kFigureTitleFont, HAlign::center,
+                VAlign::bottom, 0, kBlack, true);
 
   if (o.colorbar) {
     // The bar is one gradient through the colormap's anchors: exactly the
@@ -408,11 +428,13 @@ FigureSize Heatmaps::draw(Canvas& canvas) const {
       const double y = cb_y + cb_h - (cb_ticks[t] - vmin_) / range * cb_h;
       const double x = cb_x + kColorbarWidth;
       canvas.line(x, y, x + kTickLength, y, kFrameWidth, kBlack);
-      canvas.text(cb_labels[t], x + kTickLength + kTickPad, y, kTickFont, HAlign::left, VAlign::cap_center);
+      canvas.text(cb_labels[t], x + kTickLength + kTickPad, y, kTickFont, HAlign::left,
+                  VAlign::cap_center);
     }
     if (!o.colorbar_label.empty()) {
       const double x = cb_x + kColorbarWidth + kTickLength + kTickPad + cb_label_w + kLabelPad;
-      canvas.text(o.colorbar_label, x, cb_y + cb_h / 2, kLabelFont, HAlign::center, VAlign::top, 90);
+      canvas.text(o.colorbar_label, x, cb_y + cb_h / 2, kLabelFont, HAlign::center, VAlign::top,
+                  90);
     }
   }
   cairo_restore(cr);

@@ -58,8 +58,10 @@ Axis make_axis(double data_lo, double data_hi, std::optional<double> fixed_lo,
   auto inv = [&](double v) { return log ? std::pow(10.0, v) : v; };
   double lo = t(fixed_lo.value_or(data_lo)), hi = t(fixed_hi.value_or(data_hi));
   if (lo > hi && !(fixed_lo && fixed_hi)) {  // one fixed end beyond all data
-    if (fixed_lo) hi = lo + 1;
-    else lo = hi - 1;
+    if (fixed_lo)
+      hi = lo + 1;
+    else
+      lo = hi - 1;
   }
   if (hi == lo) {
     const double d = lo == 0 ? 1 : std::fabs(lo) * 0.1;
@@ -83,9 +85,18 @@ void set_dash(cairo_t* cr, LineStyle style, double lw) {
   const double* pattern = nullptr;
   int n = 0;
   switch (style) {
-    case LineStyle::dashed: pattern = kDashed; n = 2; break;
-    case LineStyle::dash_dot: pattern = kDashDot; n = 4; break;
-    case LineStyle::dotted: pattern = kDotted; n = 2; break;
+    case LineStyle::dashed:
+      pattern = kDashed;
+      n = 2;
+      break;
+    case LineStyle::dash_dot:
+      pattern = kDashDot;
+      n = 4;
+      break;
+    case LineStyle::dotted:
+      pattern = kDotted;
+      n = 2;
+      break;
     default: break;
   }
   if (n == 0) {
@@ -146,7 +157,9 @@ void draw_marker(Canvas& canvas, Marker m, double x, double y, double size, Colo
 
 struct Box {
   double x, y, w, h;
-  bool contains(double px, double py) const { return px >= x && px <= x + w && py >= y && py <= y + h; }
+  bool contains(double px, double py) const {
+    return px >= x && px <= x + w && py >= y && py <= y + h;
+  }
 };
 
 }  // namespace
@@ -156,26 +169,31 @@ struct Box {
 void apply_format(Series& s, std::string_view fmt) {
   static constexpr std::string_view kColors = "bgrcmykw";
   static const std::array<Color, 8> kColorValues = {
-      Color{0, 0, 1, 1},       Color{0, 0.5, 0, 1},  Color{1, 0, 0, 1},    Color{0, 0.75, 0.75, 1},
+      Color{0, 0, 1, 1},       Color{0, 0.5, 0, 1},     Color{1, 0, 0, 1}, Color{0, 0.75, 0.75, 1},
       Color{0.75, 0, 0.75, 1}, Color{0.75, 0.75, 0, 1}, Color{0, 0, 0, 1}, Color{1, 1, 1, 1}};
   bool has_color = false, has_marker = false, has_line = false;
   LineStyle line = LineStyle::solid;
   Marker marker = Marker::none;
   auto fail = [&](std::string_view why) {
-    throw ValueError(fmt::format(
-        "plot: bad format string \"{}\": {}; expected [colour][marker][line] like \"-\", \"m--\", \"g-.\", "
-        "\"r:\", \"o\" (colours bgrcmykw, markers o s ^ x + ., lines - -- -. :)",
-        fmt, why));
+    throw ValueError(
+        fmt::format("plot: bad format string \"{}\": {}; expected [colour][marker][line] like "
+                    "\"-\", \"m--\", \"g-.\", "
+                    "\"r:\", \"o\" (colours bgrcmykw, markers o s ^ x + ., lines - -- -. :)",
+                    fmt, why));
   };
   for (std::size_t i = 0; i < fmt.size();) {
     const char ch = fmt[i];
     if (ch == '-' || ch == ':') {
       if (has_line) fail("two line styles");
       has_line = true;
-      if (fmt.substr(i, 2) == "--") line = LineStyle::dashed, i += 2;
-      else if (fmt.substr(i, 2) == "-.") line = LineStyle::dash_dot, i += 2;
-      else if (ch == '-') line = LineStyle::solid, i += 1;
-      else line = LineStyle::dotted, i += 1;
+      if (fmt.substr(i, 2) == "--")
+        line = LineStyle::dashed, i += 2;
+      else if (fmt.substr(i, 2) == "-.")
+        line = LineStyle::dash_dot, i += 2;
+      else if (ch == '-')
+        line = LineStyle::solid, i += 1;
+      else
+        line = LineStyle::dotted, i += 1;
     } else if (kColors.find(ch) != std::string_view::npos) {
       if (has_color) fail("two colours");
       has_color = true;
@@ -184,8 +202,12 @@ void apply_format(Series& s, std::string_view fmt) {
     } else if (std::string_view("os^x+.").find(ch) != std::string_view::npos) {
       if (has_marker) fail("two markers");
       has_marker = true;
-      marker = ch == 'o' ? Marker::circle : ch == 's' ? Marker::square : ch == '^' ? Marker::triangle
-             : ch == 'x' ? Marker::cross : ch == '+' ? Marker::plus : Marker::point;
+      marker = ch == 'o'   ? Marker::circle
+               : ch == 's' ? Marker::square
+               : ch == '^' ? Marker::triangle
+               : ch == 'x' ? Marker::cross
+               : ch == '+' ? Marker::plus
+                           : Marker::point;
       ++i;
     } else {
       fail(fmt::format("unknown character '{}'", ch));
@@ -201,50 +223,58 @@ LinePlot::LinePlot(LinePlotOptions options) : options_(std::move(options)) {
   const auto& o = options_;
   ATTN_CHECK(std::isfinite(o.width) && std::isfinite(o.height) && o.width >= 80 && o.height >= 60 &&
                  o.width <= 5000 && o.height <= 5000,
-             ValueError, "LinePlot: the figure must be 80..5000 x 60..5000 points, got {} x {}", o.width,
-             o.height);
+             ValueError, "LinePlot: the figure must be 80..5000 x 60..5000 points, got {} x {}",
+             o.width, o.height);
   auto check_limit = [](std::optional<double> v, const char* name) {
-    if (v) ATTN_CHECK(std::isfinite(*v), ValueError, "LinePlot: {} must be finite, got {}", name, *v);
+    if (v)
+      ATTN_CHECK(std::isfinite(*v), ValueError, "LinePlot: {} must be finite, got {}", name, *v);
   };
   check_limit(o.xmin, "xmin");
   check_limit(o.xmax, "xmax");
   check_limit(o.ymin, "ymin");
   check_limit(o.ymax, "ymax");
   if (o.xmin && o.xmax)
-    ATTN_CHECK(*o.xmin < *o.xmax, ValueError, "LinePlot: xmin {} must be below xmax {}", *o.xmin, *o.xmax);
+    ATTN_CHECK(*o.xmin < *o.xmax, ValueError, "LinePlot: xmin {} must be below xmax {}", *o.xmin,
+               *o.xmax);
   if (o.ymin && o.ymax)
-    ATTN_CHECK(*o.ymin < *o.ymax, ValueError, "LinePlot: ymin {} must be below ymax {}", *o.ymin, *o.ymax);
+    ATTN_CHECK(*o.ymin < *o.ymax, ValueError, "LinePlot: ymin {} must be below ymax {}", *o.ymin,
+               *o.ymax);
   if (o.log_x) {
-    ATTN_CHECK(!o.xmin || *o.xmin > 0, ValueError, "LinePlot: xmin must be positive on a log axis, got {}", *o.xmin);
-    ATTN_CHECK(!o.xmax || *o.xmax > 0, ValueError, "LinePlot: xmax must be positive on a log axis, got {}", *o.xmax);
+    ATTN_CHECK(!o.xmin || *o.xmin > 0, ValueError,
+               "LinePlot: xmin must be positive on a log axis, got {}", *o.xmin);
+    ATTN_CHECK(!o.xmax || *o.xmax > 0, ValueError,
+               "LinePlot: xmax must be positive on a log axis, got {}", *o.xmax);
   }
   if (o.log_y) {
-    ATTN_CHECK(!o.ymin || *o.ymin > 0, ValueError, "LinePlot: ymin must be positive on a log axis, got {}", *o.ymin);
-    ATTN_CHECK(!o.ymax || *o.ymax > 0, ValueError, "LinePlot: ymax must be positive on a log axis, got {}", *o.ymax);
+    ATTN_CHECK(!o.ymin || *o.ymin > 0, ValueError,
+               "LinePlot: ymin must be positive on a log axis, got {}", *o.ymin);
+    ATTN_CHECK(!o.ymax || *o.ymax > 0, ValueError,
+               "LinePlot: ymax must be positive on a log axis, got {}", *o.ymax);
   }
 }
 
 LinePlot& LinePlot::add(Series s) {
   const std::string name = series_name(s, series_.size());
   ATTN_CHECK(!s.y.empty(), ValueError, "LinePlot: series {} is empty", name);
-  ATTN_CHECK(s.x.size() == s.y.size(), ValueError, "LinePlot: series {} has {} x values but {} y values",
-             name, s.x.size(), s.y.size());
+  ATTN_CHECK(s.x.size() == s.y.size(), ValueError,
+             "LinePlot: series {} has {} x values but {} y values", name, s.x.size(), s.y.size());
   auto check_values = [&](const std::vector<double>& v, const char* axis, bool log) {
     for (std::size_t i = 0; i < v.size(); ++i) {
       ATTN_CHECK(std::isfinite(v[i]), ValueError, "LinePlot: series {} has {} at {}[{}]", name,
                  std::isnan(v[i]) ? "NaN" : (v[i] > 0 ? "inf" : "-inf"), axis, i);
       ATTN_CHECK(!log || v[i] > 0, ValueError,
-                 "LinePlot: series {} has {}[{}] = {}, but the {} axis is logarithmic (values must be > 0)",
+                 "LinePlot: series {} has {}[{}] = {}, but the {} axis is logarithmic (values must "
+                 "be > 0)",
                  name, axis, i, v[i], axis);
     }
   };
   check_values(s.x, "x", options_.log_x);
   check_values(s.y, "y", options_.log_y);
   ATTN_CHECK(s.line_width >= 0 && s.line_width <= 50 && s.marker_size >= 0 && s.marker_size <= 100,
-             ValueError, "LinePlot: series {} has line width {} / marker size {} out of range", name,
-             s.line_width, s.marker_size);
-  ATTN_CHECK(s.alpha >= 0 && s.alpha <= 1, ValueError, "LinePlot: series {} has alpha {}; expected 0..1",
-             name, s.alpha);
+             ValueError, "LinePlot: series {} has line width {} / marker size {} out of range",
+             name, s.line_width, s.marker_size);
+  ATTN_CHECK(s.alpha >= 0 && s.alpha <= 1, ValueError,
+             "LinePlot: series {} has alpha {}; expected 0..1", name, s.alpha);
   if (!s.color) s.color = cycle_color(next_cycle_color_++);
   series_.push_back(std::move(s));
   return *this;
@@ -260,17 +290,18 @@ LinePlot& LinePlot::plot(std::string label, std::vector<double> x, std::vector<d
   return add(std::move(s));
 }
 
-LinePlot& LinePlot::plot(std::string label, const Tensor& x, const Tensor& y, std::string_view fmt) {
-  ATTN_CHECK(x.defined() && y.defined(), ValueError, "LinePlot::plot: series '{}' has an undefined tensor",
-             label);
+LinePlot& LinePlot::plot(std::string label, const Tensor& x, const Tensor& y,
+                         std::string_view fmt) {
+  ATTN_CHECK(x.defined() && y.defined(), ValueError,
+             "LinePlot::plot: series '{}' has an undefined tensor", label);
   ATTN_CHECK(x.dim() <= 1 && y.dim() <= 1, ShapeError,
              "LinePlot::plot: series '{}' needs 1-D x and y, got shapes {} and {}", label,
              shape_str(x.shape()), shape_str(y.shape()));
   return plot(std::move(label), to_vector<double>(x), to_vector<double>(y), fmt);
 }
 
-LinePlot& LinePlot::scatter(std::string label, std::vector<double> x, std::vector<double> y, Marker marker,
-                            std::optional<Color> color, double alpha) {
+LinePlot& LinePlot::scatter(std::string label, std::vector<double> x, std::vector<double> y,
+                            Marker marker, std::optional<Color> color, double alpha) {
   Series s;
   s.label = std::move(label);
   s.x = std::move(x);
@@ -309,15 +340,16 @@ FigureSize LinePlot::draw(Canvas& canvas) const {
   ay.make_ticks(std::clamp(static_cast<int>((ay.p0 - ay.p1) / 26), 3, 9));
   double ytick_w = 0;
   for (const auto& s : ay.labels) ytick_w = std::max(ytick_w, canvas.text_width(s, kTickFont));
-  const double left = kOuterPad + (o.ylabel.empty() ? 0 : label_line + kLabelPad) + ytick_w + kTickPad +
-                      kTickLength;
+  const double left = kOuterPad + (o.ylabel.empty() ? 0 : label_line + kLabelPad) + ytick_w +
+                      kTickPad + kTickLength;
   double right = kOuterPad + 4;
   ax.p0 = left;
   for (int pass = 0; pass < 2; ++pass) {
     ax.p1 = W - right;
     const double aw = ax.p1 - ax.p0;
     // As many ticks as fit with their labels at least 14 pt apart.
-    for (int max_ticks = std::clamp(static_cast<int>(aw / 40), 3, 10); max_ticks >= 2; --max_ticks) {
+    for (int max_ticks = std::clamp(static_cast<int>(aw / 40), 3, 10); max_ticks >= 2;
+         --max_ticks) {
       ax.make_ticks(max_ticks);
       double widest = 0;
       for (const auto& s : ax.labels) widest = std::max(widest, canvas.text_width(s, kTickFont));
@@ -355,8 +387,10 @@ FigureSize LinePlot::draw(Canvas& canvas) const {
       cairo_new_path(cr);
       for (std::size_t i = 0; i < s.x.size(); ++i) {
         const double px = ax.map(s.x[i]), py = ay.map(s.y[i]);
-        if (i == 0) cairo_move_to(cr, px, py);
-        else cairo_line_to(cr, px, py);
+        if (i == 0)
+          cairo_move_to(cr, px, py);
+        else
+          cairo_line_to(cr, px, py);
       }
       if (s.x.size() == 1) cairo_rel_line_to(cr, 0, 0);  // a dot
       set_dash(cr, s.line, s.line_width);
@@ -376,14 +410,15 @@ FigureSize LinePlot::draw(Canvas& canvas) const {
   for (std::size_t i = 0; i < ax.ticks.size(); ++i) {
     const double x = ax.map(ax.ticks[i]);
     canvas.line(x, axes.y + axes.h, x, axes.y + axes.h + kTickLength, kFrameWidth, kBlack);
-    canvas.text(ax.labels[i], x, axes.y + axes.h + kTickLength + kTickPad, kTickFont, HAlign::center,
-                VAlign::top);
+    canvas.text(ax.labels[i], x, axes.y + axes.h + kTickLength + kTickPad, kTickFont,
+                HAlign::center, VAlign::top);
   }
   // Unlabelled minor ticks at 2..9 x 10^k on log axes, as matplotlib draws them.
   auto minor_ticks = [](const Axis& a) {
     std::vector<double> out;
     if (!a.log) return out;
-    const int e0 = static_cast<int>(std::floor(std::log10(a.lo))), e1 = static_cast<int>(std::ceil(std::log10(a.hi)));
+    const int e0 = static_cast<int>(std::floor(std::log10(a.lo))),
+              e1 = static_cast<int>(std::ceil(std::log10(a.hi)));
     if (e1 - e0 > 8) return out;
     for (int e = e0; e <= e1; ++e)
       for (int m = 2; m <= 9; ++m) {
@@ -394,7 +429,8 @@ FigureSize LinePlot::draw(Canvas& canvas) const {
   };
   for (double t : minor_ticks(ax)) {
     const double x = ax.map(t);
-    canvas.line(x, axes.y + axes.h, x, axes.y + axes.h + kTickLength * 0.6, kFrameWidth * 0.75, kBlack);
+    canvas.line(x, axes.y + axes.h, x, axes.y + axes.h + kTickLength * 0.6, kFrameWidth * 0.75,
+                kBlack);
   }
   for (double t : minor_ticks(ay)) {
     const double y = ay.map(t);
@@ -407,13 +443,15 @@ FigureSize LinePlot::draw(Canvas& canvas) const {
                 VAlign::cap_center);
   }
   if (!o.xlabel.empty())
-    canvas.text(o.xlabel, axes.x + axes.w / 2, axes.y + axes.h + kTickLength + kTickPad + tick_line + kLabelPad,
-                kLabelFont, HAlign::center, VAlign::top);
+    canvas.text(o.xlabel, axes.x + axes.w / 2,
+                axes.y + axes.h + kTickLength + kTickPad + tick_line + kLabelPad, kLabelFont,
+                HAlign::center, VAlign::top);
   if (!o.ylabel.empty())
-    canvas.text(o.ylabel, axes.x - kTickLength - kTickPad - ytick_w - kLabelPad, axes.y + axes.h / 2,
-                kLabelFont, HAlign::center, VAlign::bottom, 90);
+    canvas.text(o.ylabel, axes.x - kTickLength - kTickPad - ytick_w - kLabelPad,
+                axes.y + axes.h / 2, kLabelFont, HAlign::center, VAlign::bottom, 90);
   if (!o.title.empty())
-    canvas.text(o.title, axes.x + axes.w / 2, axes.y - 7, kTitleFont, HAlign::center, VAlign::bottom);
+    canvas.text(o.title, axes.x + axes.w / 2, axes.y - 7, kTitleFont, HAlign::center,
+                VAlign::bottom);
 
   // ---- legend ----
   std::vector<const Series*> entries;
@@ -422,13 +460,16 @@ FigureSize LinePlot::draw(Canvas& canvas) const {
   if (o.legend != LegendLocation::none && !entries.empty()) {
     const double pad = 5, handle = 22, gap = 6, row = canvas.line_height(kLegendFont) + 5;
     double label_w = 0;
-    for (const Series* s : entries) label_w = std::max(label_w, canvas.text_width(s->label, kLegendFont));
+    for (const Series* s : entries)
+      label_w = std::max(label_w, canvas.text_width(s->label, kLegendFont));
     const double bw = pad + handle + gap + label_w + pad;
     const double bh = pad + row * static_cast<double>(entries.size()) - 5 + pad;
     const double inset = 6;
     auto box_at = [&](LegendLocation loc) {
-      const double l = axes.x + inset, r = axes.x + axes.w - inset - bw, cx = axes.x + (axes.w - bw) / 2;
-      const double t = axes.y + inset, b = axes.y + axes.h - inset - bh, cy = axes.y + (axes.h - bh) / 2;
+      const double l = axes.x + inset, r = axes.x + axes.w - inset - bw,
+                   cx = axes.x + (axes.w - bw) / 2;
+      const double t = axes.y + inset, b = axes.y + axes.h - inset - bh,
+                   cy = axes.y + (axes.h - bh) / 2;
       switch (loc) {
         case LegendLocation::upper_left: return Box{l, t, bw, bh};
         case LegendLocation::lower_left: return Box{l, b, bw, bh};
@@ -446,8 +487,8 @@ FigureSize LinePlot::draw(Canvas& canvas) const {
       // matplotlib's "best": the candidate covering the least data, counting
       // points along each line every 2 pt and every marker.
       static constexpr LegendLocation kOrder[] = {
-          LegendLocation::upper_right, LegendLocation::upper_left, LegendLocation::lower_left,
-          LegendLocation::lower_right, LegendLocation::center_right, LegendLocation::center_left,
+          LegendLocation::upper_right,  LegendLocation::upper_left,   LegendLocation::lower_left,
+          LegendLocation::lower_right,  LegendLocation::center_right, LegendLocation::center_left,
           LegendLocation::lower_center, LegendLocation::upper_center, LegendLocation::center};
       double best = INFINITY;
       for (LegendLocation loc : kOrder) {
@@ -459,7 +500,8 @@ FigureSize LinePlot::draw(Canvas& canvas) const {
             if (s.marker != Marker::none && cand.contains(px, py)) covered += 1;
             if (s.line == LineStyle::none || i == 0) continue;
             const double qx = ax.map(s.x[i - 1]), qy = ay.map(s.y[i - 1]);
-            const int steps = std::clamp(static_cast<int>(std::hypot(px - qx, py - qy) / 2), 1, 1000);
+            const int steps =
+                std::clamp(static_cast<int>(std::hypot(px - qx, py - qy) / 2), 1, 1000);
             for (int k = 1; k <= steps; ++k) {
               const double f = static_cast<double>(k) / steps;
               if (cand.contains(qx + (px - qx) * f, qy + (py - qy) * f)) covered += 1;
@@ -496,7 +538,8 @@ FigureSize LinePlot::draw(Canvas& canvas) const {
         cairo_stroke(cr);
         cairo_set_dash(cr, nullptr, 0, 0);
       }
-      if (s.marker != Marker::none) draw_marker(canvas, s.marker, (hx0 + hx1) / 2, cy, s.marker_size, color);
+      if (s.marker != Marker::none)
+        draw_marker(canvas, s.marker, (hx0 + hx1) / 2, cy, s.marker_size, color);
       canvas.text(s.label, hx1 + gap, cy, kLegendFont, HAlign::left, VAlign::cap_center);
     }
   }

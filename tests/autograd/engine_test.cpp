@@ -51,9 +51,10 @@ TEST(Autograd, GradcheckCatchesAWrongGradient) {
   // A deliberately wrong backward must fail the check.
   auto wrong = [](const std::vector<Tensor>& v) {
     Tensor out = v[0].detach() * v[0].detach();
-    return autograd::record(out, "wrong_square", {v[0]}, [](const Tensor& g, const std::vector<bool>&) {
-      return std::vector<Tensor>{g};  // should be 2x * g
-    });
+    return autograd::record(out, "wrong_square", {v[0]},
+                            [](const Tensor& g, const std::vector<bool>&) {
+                              return std::vector<Tensor>{g};  // should be 2x * g
+                            });
   };
   auto r = autograd::gradcheck(wrong, {attn::testing::leaf64({3}, 1)});
   EXPECT_FALSE(r.ok);

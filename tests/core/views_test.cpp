@@ -39,11 +39,22 @@ TEST(Views, ToConvertsDtypes) {
 
 TEST(Views, Gradcheck) {
   Tensor x = leaf64({3, 4, 5}, 31);
-  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return v[0].permute({1, 2, 0}).reshape({4, 15}); }, {x});
+  EXPECT_GRADCHECK(
+      [](const std::vector<Tensor>& v) {
+        return v[0].permute({1, 2, 0}).reshape({4, 15});
+      },
+      {x});
   EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return v[0].slice(2, 1, 5, 2) * 1.5; }, {x});
-  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return v[0].narrow(0, 1, 2).select(1, 3); }, {x});
-  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return v[0].select(2, 0).unsqueeze(0).expand({2, 3, 4}); }, {x});
-  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return v[0].transpose(0, 2).contiguous().flatten(); }, {x});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return v[0].narrow(0, 1, 2).select(1, 3); },
+                   {x});
+  EXPECT_GRADCHECK(
+      [](const std::vector<Tensor>& v) {
+        return v[0].select(2, 0).unsqueeze(0).expand({2, 3, 4});
+      },
+      {x});
+  EXPECT_GRADCHECK(
+      [](const std::vector<Tensor>& v) { return v[0].transpose(0, 2).contiguous().flatten(); },
+      {x});
   EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return v[0].clone().to(DType::f64); }, {x});
 }
 

@@ -36,14 +36,16 @@ TEST(Tokenize, ReadsNumExamplesPlusOneLines) {
     tokenize_nmt("go .\tva !\nno tab here\n", 0, "corpus.txt");
     FAIL();
   } catch (const IOError& e) {
-    EXPECT_STREQ(e.what(), "corpus.txt: line 2 has no tab between source and target: 'no tab here'");
+    EXPECT_STREQ(e.what(),
+                 "corpus.txt: line 2 has no tab between source and target: 'no tab here'");
   }
 }
 
 TEST(Vocab, OrderAndUnknown) {
   Vocab v({{"b", "a", "b"}, {"c", "a", "d"}}, 1, kReservedTokens);
   // <unk> <pad> <bos> <eos>, then by frequency, ties in first-seen order.
-  EXPECT_EQ(v.tokens(), (std::vector<std::string>{"<unk>", "<pad>", "<bos>", "<eos>", "b", "a", "c", "d"}));
+  EXPECT_EQ(v.tokens(),
+            (std::vector<std::string>{"<unk>", "<pad>", "<bos>", "<eos>", "b", "a", "c", "d"}));
   EXPECT_EQ(v["zzz"], 0);
   EXPECT_EQ(v["<eos>"], 3);
   Vocab v2({{"b", "a", "b"}, {"c", "a", "d"}}, 2, kReservedTokens);

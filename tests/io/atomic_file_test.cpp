@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
-#include "testing.h"
 #include <sys/stat.h>
 #include <unistd.h>
+#include "testing.h"
 
 #include <filesystem>
 #include <fstream>
@@ -112,8 +112,7 @@ TEST_F(AtomicFileTest, UncommittedFileIsRemovedAndTargetUntouched) {
     temp = file.temp_path();
     file.write("half of the new con");
     throw std::runtime_error("crash mid-write");
-  } catch (const std::runtime_error&) {
-  }
+  } catch (const std::runtime_error&) {}
   EXPECT_FALSE(temp.empty());
   EXPECT_FALSE(fs::exists(temp));
   EXPECT_EQ(read_file(dir_ / "keep.txt"), "original");

@@ -38,7 +38,8 @@ TEST(Module, NamesStateDictAndLoad) {
     FAIL();
   } catch (const ShapeError& e) {
     EXPECT_STREQ(e.what(),
-                 "load_state_dict: parameter 'fc.weight' has shape [2, 3] in the model but [3, 3] in the state");
+                 "load_state_dict: parameter 'fc.weight' has shape [2, 3] in the model but [3, 3] "
+                 "in the state");
   }
   state = a.state_dict();
   state.erase("ln.bias");
@@ -63,12 +64,14 @@ TEST(Linear, ShapesAndGradcheck) {
   EXPECT_THROW(fc.forward(ones({2, 4})), ShapeError);
   fc.to(DType::f64);
   Tensor x = leaf64({2, 3, 5}, 1);
-  EXPECT_GRADCHECK([&](const std::vector<Tensor>& v) { return fc.forward(v[0]); }, {x, fc.weight, fc.bias});
+  EXPECT_GRADCHECK([&](const std::vector<Tensor>& v) { return fc.forward(v[0]); },
+                   {x, fc.weight, fc.bias});
   Linear nobias(5, 2, false);
   nobias.to(DType::f64);
   EXPECT_EQ(nobias.parameters().size(), 1u);
-  EXPECT_GRADCHECK([&](const std::vector<Tensor>& v) { return nobias.forward(v[0].transpose(0, 1)); },
-                   {x, nobias.weight});
+  EXPECT_GRADCHECK(
+      [&](const std::vector<Tensor>& v) { return nobias.forward(v[0].transpose(0, 1)); },
+      {x, nobias.weight});
 }
 
 TEST(Embedding, LooksUpRows) {
@@ -91,7 +94,8 @@ TEST(LayerNorm, NormalizesTrailingDimsAndGradchecks) {
   init::normal_(ln.weight);
   init::normal_(ln.bias);
   Tensor xd = leaf64({2, 3, 4}, 10);
-  EXPECT_GRADCHECK([&](const std::vector<Tensor>& v) { return ln.forward(v[0]); }, {xd, ln.weight, ln.bias});
+  EXPECT_GRADCHECK([&](const std::vector<Tensor>& v) { return ln.forward(v[0]); },
+                   {xd, ln.weight, ln.bias});
 }
 
 TEST(Dropout, TrainingDropsEvalIsIdentity) {

@@ -15,7 +15,8 @@ TEST(PositionalEncoding, GoldenRowsOfTheChapter) {
   Tensor X = pe.forward(zeros({1, 60, 32}));
   EXPECT_EQ(X.shape(), (Shape{1, 60, 32}));
   std::vector<double> row1 = {.8415, .5403, .5332, .8460, .3110, .9504, .1769, .9842, .0998, .9950};
-  std::vector<double> row2 = {.9093, -.4161, .9021, .4315, .5911, .8066, .3482, .9374, .1987, .9801};
+  std::vector<double> row2 = {.9093, -.4161, .9021, .4315, .5911,
+                              .8066, .3482,  .9374, .1987, .9801};
   for (int j = 0; j < 10; ++j) {
     EXPECT_NEAR(X.at({0, 1, j}), row1[j], 5e-5) << "row 1 col " << j;
     EXPECT_NEAR(X.at({0, 2, j}), row2[j], 5e-5) << "row 2 col " << j;

@@ -98,14 +98,22 @@ TEST(Transformer, EncoderAndDecoderBlocksPassGradcheck) {
   Tensor X = leaf64({2, 4, 6}, 1);
   std::vector<Tensor> in = {X};
   for (auto& p : eb.parameters()) in.push_back(p);
-  EXPECT_GRADCHECK([&](const std::vector<Tensor>& v) { return eb.forward(v[0], lens({4, 2})); }, in);
+  EXPECT_GRADCHECK(
+      [&](const std::vector<Tensor>& v) {
+        return eb.forward(v[0], lens({4, 2}));
+      },
+      in);
 
   DecoderBlock db(6, 6, 6, 6, {6}, 6, 7, 2, 0.0, 0);
   db.to(DType::f64);
   Tensor Y = leaf64({2, 3, 6}, 2), E = leaf64({2, 4, 6}, 3);
   std::vector<Tensor> in2 = {Y, E};
   for (auto& p : db.parameters()) in2.push_back(p);
-  EXPECT_GRADCHECK([&](const std::vector<Tensor>& v) { return db.forward(v[0], v[1], lens({4, 1})); }, in2);
+  EXPECT_GRADCHECK(
+      [&](const std::vector<Tensor>& v) {
+        return db.forward(v[0], v[1], lens({4, 1}));
+      },
+      in2);
 }
 
 TEST(Transformer, BadConfigIsAClearError) {

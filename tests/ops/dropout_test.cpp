@@ -13,7 +13,8 @@ namespace {
 using Inputs = std::vector<Tensor>;
 
 // The reference mask, element by element from core's philox_uniform.
-std::vector<float> reference_mask(std::int64_t n, double p, std::uint64_t seed, std::uint64_t offset) {
+std::vector<float> reference_mask(std::int64_t n, double p, std::uint64_t seed,
+                                  std::uint64_t offset) {
   std::vector<float> m(n);
   for (std::int64_t i = 0; i < n; ++i) m[i] = philox_uniform(seed, offset, i) >= p ? 1.0f : 0.0f;
   return m;

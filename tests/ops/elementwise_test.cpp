@@ -33,8 +33,12 @@ TEST(Elementwise, BinaryGradcheckWithBroadcastAndPermutedInputs) {
       [](const std::vector<Tensor>& v) { return add(v[0], v[1]); },
       [](const std::vector<Tensor>& v) { return sub(v[1], v[0]); },
       [](const std::vector<Tensor>& v) { return mul(v[0], v[1]); },
-      [](const std::vector<Tensor>& v) { return div(v[0], v[2].permute({2, 1, 0})); },
-      [](const std::vector<Tensor>& v) { return div(v[1], v[2].permute({2, 1, 0})); },
+      [](const std::vector<Tensor>& v) {
+        return div(v[0], v[2].permute({2, 1, 0}));
+      },
+      [](const std::vector<Tensor>& v) {
+        return div(v[1], v[2].permute({2, 1, 0}));
+      },
       [](const std::vector<Tensor>& v) { return mul(v[0].transpose(0, 2), v[2]); },
   };
   for (const auto& fn : fns) EXPECT_GRADCHECK(fn, (std::vector<Tensor>{a, b, c}));
@@ -68,8 +72,9 @@ TEST(Elementwise, ComparisonsAndWhere) {
   EXPECT_EQ(to_vector<float>(ge(a, b)), (std::vector<float>{0, 1, 1}));
   EXPECT_EQ(to_vector<float>(where(gt(a, b), a, b)), (std::vector<float>{3, 2, 3}));
   Tensor c = leaf64({4, 1}, 11), x = leaf64({4, 5}, 12), y = leaf64({5}, 13);
-  EXPECT_GRADCHECK([c](const std::vector<Tensor>& v) { return where(gt(c.detach(), 0.0), v[0], v[1]); },
-                   (std::vector<Tensor>{x, y}));
+  EXPECT_GRADCHECK(
+      [c](const std::vector<Tensor>& v) { return where(gt(c.detach(), 0.0), v[0], v[1]); },
+      (std::vector<Tensor>{x, y}));
 }
 
 TEST(Elementwise, LargeContiguousMatchesStridedPath) {

@@ -105,7 +105,8 @@ Tensor ref_gather(const Tensor& x, std::int64_t d, const Tensor& index) {
   return from_vector<double>(out, index.shape());
 }
 
-Tensor ref_gather_backward(const Tensor& g, const Shape& x_shape, std::int64_t d, const Tensor& index) {
+Tensor ref_gather_backward(const Tensor& g, const Shape& x_shape, std::int64_t d,
+                           const Tensor& index) {
   auto pg = to_vector<double>(g);
   auto pi = to_vector<std::int64_t>(index);
   std::vector<double> gx(shape_numel(x_shape), 0.0);
@@ -165,21 +166,29 @@ TEST(Embedding, Gradcheck) {
   EXPECT_GRADCHECK([ids](const V& v) { return embedding(v[0], ids); }, {w});
   // A transposed (non-contiguous) table and i32 ids.
   Tensor ids_i32 = ids.to(DType::i32);
-  EXPECT_GRADCHECK([ids_i32](const V& v) { return embedding(v[0].transpose(0, 1), ids_i32); }, {wt});
+  EXPECT_GRADCHECK([ids_i32](const V& v) { return embedding(v[0].transpose(0, 1), ids_i32); },
+                   {wt});
 }
 
 TEST(Embedding, ErrorsNameTheProblem) {
   Tensor w = zeros({10, 4});
-  expect_error<ValueError>([&] { embedding(w, ids64({3, 12})); },
-                           "embedding: id 12 is out of range for a table of 10 rows");
+  expect_error<ValueError>(
+      [&] {
+        embedding(w, ids64({3, 12}));
+      },
+      "embedding: id 12 is out of range for a table of 10 rows");
   expect_error<ValueError>([&] { embedding(w, ids32({-1})); },
                            "embedding: id -1 is out of range for a table of 10 rows");
   expect_error<DTypeError>([&] { embedding(w, tensor({1.0f})); },
                            "embedding: ids must be an integer tensor (i32 or i64), got f32");
-  expect_error<ShapeError>([&] { embedding(zeros({10}), ids64({1})); },
-                           "embedding: weight must be 2-D (num_embeddings, embedding_dim), got [10]");
-  expect_error<DTypeError>([&] { embedding(zeros({10, 4}, DType::i64), ids64({1})); },
-                           "embedding: weight must be f32 or f64, got i64");
+  expect_error<ShapeError>(
+      [&] { embedding(zeros({10}), ids64({1})); },
+      "embedding: weight must be 2-D (num_embeddings, embedding_dim), got [10]");
+  expect_error<DTypeError>(
+      [&] {
+        embedding(zeros({10, 4}, DType::i64), ids64({1}));
+      },
+      "embedding: weight must be f32 or f64, got i64");
 }
 
 TEST(Embedding, LargeMatchesReferenceForwardAndBackward) {
@@ -236,17 +245,29 @@ TEST(Cat, GradcheckWithPermutedAndRepeatedInputs) {
 }
 
 TEST(Cat, MismatchedShapesAndDtypesAreErrors) {
-  expect_error<ShapeError>([] { cat({zeros({2, 3}), zeros({3, 3})}, 1); },
-                           "cat: tensor 1 has shape [3, 3] but tensor 0 has [2, 3]; shapes must "
-                           "match except in dim 1");
-  expect_error<ShapeError>([] { cat({zeros({2, 3}), zeros({2, 3, 1})}, 0); },
-                           "cat: tensor 1 has shape [2, 3, 1] but tensor 0 has [2, 3]; shapes "
-                           "must match except in dim 0");
-  expect_error<DTypeError>([] { cat({zeros({2}), zeros({2}, DType::f64)}, 0); },
-                           "cat: tensor 1 has dtype f64, tensor 0 has f32");
+  expect_error<ShapeError>(
+      [] {
+        cat({zeros({2, 3}), zeros({3, 3})}, 1);
+      },
+      "cat: tensor 1 has shape [3, 3] but tensor 0 has [2, 3]; shapes must "
+      "match except in dim 1");
+  expect_error<ShapeError>(
+      [] {
+        cat({zeros({2, 3}), zeros({2, 3, 1})}, 0);
+      },
+      "cat: tensor 1 has shape [2, 3, 1] but tensor 0 has [2, 3]; shapes "
+      "must match except in dim 0");
+  expect_error<DTypeError>(
+      [] {
+        cat({zeros({2}), zeros({2}, DType::f64)}, 0);
+      },
+      "cat: tensor 1 has dtype f64, tensor 0 has f32");
   expect_error<ValueError>([] { cat({}, 0); }, "cat: expected at least one tensor, got none");
-  expect_error<ShapeError>([] { cat({scalar(1.0), scalar(2.0)}, 0); },
-                           "cat: cannot concatenate 0-dim tensors");
+  expect_error<ShapeError>(
+      [] {
+        cat({scalar(1.0), scalar(2.0)}, 0);
+      },
+      "cat: cannot concatenate 0-dim tensors");
   EXPECT_THROW(cat({zeros({2, 3})}, 2), ValueError);
 }
 
@@ -260,12 +281,19 @@ TEST(Stack, ValuesGradcheckAndErrors) {
   EXPECT_EQ(to_vector<float>(stack({scalar(1.0), scalar(2.0)}, 0)), (std::vector<float>{1, 2}));
 
   Tensor x = leaf64({3, 5}, 1), y = leaf64({5, 3}, 2);
-  EXPECT_GRADCHECK([](const V& v) { return stack({v[0], v[1].transpose(0, 1), v[0]}, 1); }, (V{x, y}));
+  EXPECT_GRADCHECK(
+      [](const V& v) {
+        return stack({v[0], v[1].transpose(0, 1), v[0]}, 1);
+      },
+      (V{x, y}));
   EXPECT_GRADCHECK([](const V& v) { return stack({v[0], v[1].transpose(0, 1)}, 2); }, (V{x, y}));
 
-  expect_error<ShapeError>([] { stack({zeros({3}), zeros({4})}, 0); },
-                           "stack: tensor 1 has shape [4] but tensor 0 has [3]; all must have one "
-                           "shape");
+  expect_error<ShapeError>(
+      [] {
+        stack({zeros({3}), zeros({4})}, 0);
+      },
+      "stack: tensor 1 has shape [4] but tensor 0 has [3]; all must have one "
+      "shape");
   expect_error<ValueError>([] { stack({}, 0); }, "stack: expected at least one tensor, got none");
   EXPECT_THROW(stack({zeros({3})}, 2), ValueError);
 }
@@ -281,7 +309,8 @@ TEST(IndexSelect, ValuesAlongEachDim) {
             (std::vector<float>{8, 9, 10, 11, 0, 1, 2, 3}));
   EXPECT_EQ(to_vector<float>(index_select(x, -1, ids32({1}))), (std::vector<float>{1, 5, 9}));
   // Integer values, a transposed x, an empty index.
-  EXPECT_EQ(to_vector<std::int64_t>(index_select(arange(6).reshape({2, 3}).transpose(0, 1), 0, ids64({2, 2}))),
+  EXPECT_EQ(to_vector<std::int64_t>(
+                index_select(arange(6).reshape({2, 3}).transpose(0, 1), 0, ids64({2, 2}))),
             (I64{2, 5, 2, 5}));
   EXPECT_EQ(index_select(x, 1, ids64({}, {0})).shape(), (Shape{3, 0}));
   // A 0-dim index counts as one index (as in torch); the dim stays.
@@ -327,36 +356,45 @@ TEST(IndexSelect, LargeMatchesReferenceForwardAndBackward) {
 
 TEST(IndexSelect, ErrorsNameTheProblem) {
   Tensor x = zeros({3, 4});
-  expect_error<ValueError>([&] { index_select(x, 1, ids64({0, 4})); },
-                           "index_select: index 4 is out of range for dim 1 of size 4");
+  expect_error<ValueError>(
+      [&] {
+        index_select(x, 1, ids64({0, 4}));
+      },
+      "index_select: index 4 is out of range for dim 1 of size 4");
   expect_error<ValueError>([&] { index_select(x, 0, ids32({-1})); },
                            "index_select: index -1 is out of range for dim 0 of size 3");
   expect_error<DTypeError>([&] { index_select(x, 0, tensor({0.0f})); },
                            "index_select: index must be an integer tensor (i32 or i64), got f32");
-  expect_error<ShapeError>([&] { index_select(x, 0, ids64({0, 1}, {1, 2})); },
-                           "index_select: index must be 1-D, got shape [1, 2]");
+  expect_error<ShapeError>(
+      [&] {
+        index_select(x, 0, ids64({0, 1}, {1, 2}));
+      },
+      "index_select: index must be 1-D, got shape [1, 2]");
   EXPECT_THROW(index_select(x, 2, ids64({0})), ValueError);
 }
 
 // ---------------------------------------------------------------- gather
 
 TEST(Gather, ValuesLikeTorch) {
-  // torch.gather(torch.tensor([[1, 2], [3, 4]]), 1, torch.tensor([[0, 0], [1, 0]])) == [[1, 1], [4, 3]]
+  // torch.gather(torch.tensor([[1, 2], [3, 4]]), 1, torch.tensor([[0, 0], [1, 0]])) == [[1, 1], [4,
+  // 3]]
   Tensor t = tensor({1.0f, 2.0f, 3.0f, 4.0f}).reshape({2, 2});
-  EXPECT_EQ(to_vector<float>(gather(t, 1, ids64({0, 0, 1, 0}, {2, 2}))), (std::vector<float>{1, 1, 4, 3}));
+  EXPECT_EQ(to_vector<float>(gather(t, 1, ids64({0, 0, 1, 0}, {2, 2}))),
+            (std::vector<float>{1, 1, 4, 3}));
   // dim 0: out[i][j] = t[index[i][j]][j]
   EXPECT_EQ(to_vector<float>(gather(t, 0, ids32({1, 0, 1, 1, 0, 0}, {3, 2}))),
             (std::vector<float>{3, 2, 3, 4, 1, 2}));
   // An index smaller than x in the other dim, and integer values.
   Tensor x = arange(12).reshape({3, 4});
   EXPECT_EQ(to_vector<std::int64_t>(gather(x, -1, ids64({3, 2, 0}, {3, 1}))), (I64{3, 6, 8}));
-  EXPECT_EQ(to_vector<std::int64_t>(gather(x.transpose(0, 1), 1, ids64({2, 0}, {2, 1}))), (I64{8, 1}));
+  EXPECT_EQ(to_vector<std::int64_t>(gather(x.transpose(0, 1), 1, ids64({2, 0}, {2, 1}))),
+            (I64{8, 1}));
 }
 
 TEST(Gather, GradcheckWithRepeatedIndicesAndPermutedInput) {
   Tensor x = leaf64({3, 5, 4}, 1);
   Generator gen(2);
-  Tensor i1 = randint(0, 5, {3, 7, 3}, gen);   // larger than x along dim 1: repeats
+  Tensor i1 = randint(0, 5, {3, 7, 3}, gen);  // larger than x along dim 1: repeats
   Tensor i0 = randint(0, 3, {5, 2, 4}, gen, DType::i32);
   Tensor i2 = randint(0, 4, {2, 5, 6}, gen);
   EXPECT_GRADCHECK([i1](const V& v) { return gather(v[0], 1, i1); }, {x});
@@ -383,15 +421,27 @@ TEST(Gather, LargeMatchesReferenceForwardAndBackward) {
 
 TEST(Gather, ErrorsNameTheProblem) {
   Tensor x = zeros({3, 4});
-  expect_error<ValueError>([&] { gather(x, 1, ids64({0, 4}, {1, 2})); },
-                           "gather: index 4 is out of range for dim 1 of size 4");
-  expect_error<ShapeError>([&] { gather(x, 1, ids64({0, 1})); },
-                           "gather: index must have as many dims as x: index is [2], x is [3, 4]");
-  expect_error<ShapeError>([&] { gather(x, 1, zeros({4, 1}, DType::i64)); },
-                           "gather: index [4, 1] is larger than x [3, 4] in dim 0 (only dim 1 may "
-                           "be larger)");
-  expect_error<DTypeError>([&] { gather(x, 1, zeros({1, 1}, DType::f64)); },
-                           "gather: index must be an integer tensor (i32 or i64), got f64");
+  expect_error<ValueError>(
+      [&] {
+        gather(x, 1, ids64({0, 4}, {1, 2}));
+      },
+      "gather: index 4 is out of range for dim 1 of size 4");
+  expect_error<ShapeError>(
+      [&] {
+        gather(x, 1, ids64({0, 1}));
+      },
+      "gather: index must have as many dims as x: index is [2], x is [3, 4]");
+  expect_error<ShapeError>(
+      [&] {
+        gather(x, 1, zeros({4, 1}, DType::i64));
+      },
+      "gather: index [4, 1] is larger than x [3, 4] in dim 0 (only dim 1 may "
+      "be larger)");
+  expect_error<DTypeError>(
+      [&] {
+        gather(x, 1, zeros({1, 1}, DType::f64));
+      },
+      "gather: index must be an integer tensor (i32 or i64), got f64");
 }
 
 // ---------------------------------------------------------------- repeat_interleave
@@ -406,7 +456,8 @@ TEST(RepeatInterleave, Values) {
   Tensor r1 = repeat_interleave(x, 3, 1);
   EXPECT_EQ(r1.shape(), (Shape{2, 6}));
   EXPECT_EQ(to_vector<float>(r1), (std::vector<float>{1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4}));
-  EXPECT_EQ(to_vector<float>(repeat_interleave(x, 2, -2)), (std::vector<float>{1, 2, 1, 2, 3, 4, 3, 4}));
+  EXPECT_EQ(to_vector<float>(repeat_interleave(x, 2, -2)),
+            (std::vector<float>{1, 2, 1, 2, 3, 4, 3, 4}));
   EXPECT_EQ(to_vector<float>(repeat_interleave(x.transpose(0, 1), 2, 1)),
             (std::vector<float>{1, 1, 3, 3, 2, 2, 4, 4}));
   EXPECT_EQ(repeat_interleave(x, 0, 1).shape(), (Shape{2, 0}));
@@ -427,7 +478,11 @@ TEST(RepeatInterleave, GradcheckSumsEachGroup) {
   for (std::int64_t d : {0, 1, 2, -1}) {
     SCOPED_TRACE(d);
     EXPECT_GRADCHECK([d](const V& v) { return repeat_interleave(v[0], 3, d); }, {x});
-    EXPECT_GRADCHECK([d](const V& v) { return repeat_interleave(v[0].permute({1, 2, 0}), 2, d); }, {x});
+    EXPECT_GRADCHECK(
+        [d](const V& v) {
+          return repeat_interleave(v[0].permute({1, 2, 0}), 2, d);
+        },
+        {x});
   }
   EXPECT_GRADCHECK([](const V& v) { return repeat_interleave(v[0], 5, 0); }, {one});
   EXPECT_GRADCHECK([](const V& v) { return repeat_interleave(v[0], 1, 1); }, {one});
@@ -439,8 +494,11 @@ TEST(RepeatInterleave, GradcheckSumsEachGroup) {
 }
 
 TEST(RepeatInterleave, ErrorsNameTheProblem) {
-  expect_error<ValueError>([] { repeat_interleave(ids64({1, 2}), -1, 0); },
-                           "repeat_interleave: repeats must be non-negative, got -1");
+  expect_error<ValueError>(
+      [] {
+        repeat_interleave(ids64({1, 2}), -1, 0);
+      },
+      "repeat_interleave: repeats must be non-negative, got -1");
   expect_error<ShapeError>([] { repeat_interleave(scalar(1.0), 2, 0); },
                            "repeat_interleave: x must have at least 1 dim, got a 0-dim tensor");
   EXPECT_THROW(repeat_interleave(zeros({2, 2}), 2, 2), ValueError);

@@ -30,7 +30,8 @@ Tensor cross_entropy_composite(const Tensor& logits, const Tensor& labels) {
   return neg(sum(mul(one_hot(labels, logits.size(-1), logits.dtype()), log_softmax(logits)), {-1}));
 }
 
-Tensor random_labels(const Shape& shape, std::int64_t c, std::uint64_t seed, DType dt = DType::i64) {
+Tensor random_labels(const Shape& shape, std::int64_t c, std::uint64_t seed,
+                     DType dt = DType::i64) {
   Generator gen(seed);
   return randint(0, c, shape, gen, dt);
 }
@@ -50,7 +51,8 @@ TEST(CrossEntropy, D2lMaskedSoftmaxCELossGolden) {
 }
 
 TEST(CrossEntropy, MatchesCompositeReferenceOnOddSizes) {
-  for (const Shape& shape : std::vector<Shape>{{1, 1}, {3, 7}, {2, 5, 13}, {37, 1001}, {3, 4, 2, 257}}) {
+  for (const Shape& shape :
+       std::vector<Shape>{{1, 1}, {3, 7}, {2, 5, 13}, {37, 1001}, {3, 4, 2, 257}}) {
     SCOPED_TRACE(shape_str(shape));
     Shape pos(shape.begin(), shape.end() - 1);
     Tensor x32 = rand32(shape, 1, -6.0, 6.0);
@@ -77,8 +79,10 @@ TEST(CrossEntropy, ReductionsAndWeights) {
   Tensor w = rand32({4, 6}, 5, 0.0, 1.0).to(DType::f64);
   Tensor per = cross_entropy(x, lab, w);
   EXPECT_LT(max_abs_diff(per, mul(cross_entropy_composite(x, lab), w)), 1e-12);
-  EXPECT_NEAR(cross_entropy(x, lab, w, Reduction::sum).item<double>(), sum(per).item<double>(), 1e-12);
-  EXPECT_NEAR(cross_entropy(x, lab, w, Reduction::mean).item<double>(), mean(per).item<double>(), 1e-12);
+  EXPECT_NEAR(cross_entropy(x, lab, w, Reduction::sum).item<double>(), sum(per).item<double>(),
+              1e-12);
+  EXPECT_NEAR(cross_entropy(x, lab, w, Reduction::mean).item<double>(), mean(per).item<double>(),
+              1e-12);
   EXPECT_EQ(cross_entropy(x, lab, Tensor(), Reduction::mean).dim(), 0);
   // Broadcast weights: one weight per sequence position.
   Tensor wpos = rand32({6}, 6, 0.0, 1.0).to(DType::f64);
@@ -105,19 +109,25 @@ TEST(CrossEntropy, Gradcheck) {
   Tensor lab = random_labels({3, 4}, 7, 12);
   Tensor w = leaf64({3, 4}, 13, 0.0, 1.0);
   EXPECT_GRADCHECK([lab](const Inputs& v) { return cross_entropy(v[0], lab); }, {x});
-  EXPECT_GRADCHECK([lab](const Inputs& v) { return cross_entropy(v[0], lab, v[1]); }, (Inputs{x, w}));
-  EXPECT_GRADCHECK([lab](const Inputs& v) { return cross_entropy(v[0], lab, v[1], Reduction::mean); },
+  EXPECT_GRADCHECK([lab](const Inputs& v) { return cross_entropy(v[0], lab, v[1]); },
                    (Inputs{x, w}));
-  EXPECT_GRADCHECK([lab](const Inputs& v) { return cross_entropy(v[0], lab, Tensor(), Reduction::sum); },
-                   {x});
+  EXPECT_GRADCHECK(
+      [lab](const Inputs& v) { return cross_entropy(v[0], lab, v[1], Reduction::mean); },
+      (Inputs{x, w}));
+  EXPECT_GRADCHECK(
+      [lab](const Inputs& v) { return cross_entropy(v[0], lab, Tensor(), Reduction::sum); }, {x});
   // Permuted logits (classes strided) and a broadcast weight.
   Tensor xp = leaf64({7, 3, 4}, 14, -3.0, 3.0);
   Tensor wb = leaf64({4}, 15, 0.0, 1.0);
-  EXPECT_GRADCHECK([lab](const Inputs& v) { return cross_entropy(v[0].permute({1, 2, 0}), lab, v[1]); },
-                   (Inputs{xp, wb}));
+  EXPECT_GRADCHECK(
+      [lab](const Inputs& v) {
+        return cross_entropy(v[0].permute({1, 2, 0}), lab, v[1]);
+      },
+      (Inputs{xp, wb}));
   // d2l's masked loss, through the mean over time steps.
   Tensor mask = from_vector<double>({1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, {3, 4});
-  EXPECT_GRADCHECK([lab, mask](const Inputs& v) { return mean(cross_entropy(v[0], lab, mask), {1}); }, {x});
+  EXPECT_GRADCHECK(
+      [lab, mask](const Inputs& v) { return mean(cross_entropy(v[0], lab, mask), {1}); }, {x});
 }
 
 TEST(CrossEntropy, ErrorsNameTheProblem) {
@@ -125,12 +135,14 @@ TEST(CrossEntropy, ErrorsNameTheProblem) {
     cross_entropy(zeros({2, 10}), from_vector<std::int64_t>({3, 12}, {2}));
     FAIL() << "no throw";
   } catch (const ValueError& e) {
-    EXPECT_STREQ(e.what(), "cross_entropy: label 12 at position 1 is out of range [0, 10) for 10 classes");
+    EXPECT_STREQ(e.what(),
+                 "cross_entropy: label 12 at position 1 is out of range [0, 10) for 10 classes");
   }
   EXPECT_THROW(cross_entropy(zeros({2, 10}), from_vector<std::int32_t>({-1, 0}, {2})), ValueError);
   EXPECT_THROW(cross_entropy(zeros({2, 10}), zeros({3}, DType::i64)), ShapeError);
   EXPECT_THROW(cross_entropy(zeros({2, 10}), zeros({2}, DType::f32)), DTypeError);
   EXPECT_THROW(cross_entropy(zeros({2, 10}), zeros({2}, DType::i64), ones({3})), ShapeError);
-  EXPECT_THROW(cross_entropy(zeros({2, 10}), zeros({2}, DType::i64), ones({2}, DType::f64)), DTypeError);
+  EXPECT_THROW(cross_entropy(zeros({2, 10}), zeros({2}, DType::i64), ones({2}, DType::f64)),
+               DTypeError);
   EXPECT_THROW(cross_entropy(zeros({2, 10}, DType::i64), zeros({2}, DType::i64)), DTypeError);
 }

@@ -45,8 +45,10 @@ TEST(LayerNorm, MatchesCompositeReference) {
     Tensor x = rand32(shape, 1, -3.0, 5.0).to(DType::f64);
     Tensor w = rand32({d}, 2, 0.5, 1.5).to(DType::f64), b = rand32({d}, 3).to(DType::f64);
     EXPECT_LT(max_abs_diff(layer_norm(x, w, b), layer_norm_composite(x, w, b, 1e-5)), 1e-12);
-    EXPECT_LT(max_abs_diff(layer_norm(x, Tensor(), b), layer_norm_composite(x, Tensor(), b, 1e-5)), 1e-12);
-    EXPECT_LT(max_abs_diff(layer_norm(x, w, Tensor()), layer_norm_composite(x, w, Tensor(), 1e-5)), 1e-12);
+    EXPECT_LT(max_abs_diff(layer_norm(x, Tensor(), b), layer_norm_composite(x, Tensor(), b, 1e-5)),
+              1e-12);
+    EXPECT_LT(max_abs_diff(layer_norm(x, w, Tensor()), layer_norm_composite(x, w, Tensor(), 1e-5)),
+              1e-12);
     Tensor x32 = x.to(DType::f32), w32 = w.to(DType::f32), b32 = b.to(DType::f32);
     EXPECT_LT(max_abs_diff(layer_norm(x32, w32, b32), layer_norm_composite(x, w, b, 1e-5)), 5e-6);
   }
@@ -56,7 +58,8 @@ TEST(LayerNorm, MatchesCompositeReference) {
 TEST(LayerNorm, LargeOffsetF32) {
   Tensor base = rand32({5, 64}, 4);
   Tensor x = add(base, 1000.0);
-  EXPECT_LT(max_abs_diff(layer_norm(x, Tensor(), Tensor()), layer_norm(base, Tensor(), Tensor())), 2e-3);
+  EXPECT_LT(max_abs_diff(layer_norm(x, Tensor(), Tensor()), layer_norm(base, Tensor(), Tensor())),
+            2e-3);
 }
 
 TEST(LayerNorm, BackwardMatchesCompositeOnLargeShape) {
@@ -81,15 +84,23 @@ TEST(LayerNorm, Gradcheck) {
   Tensor w = leaf64({7}, 12, 0.5, 1.5), b = leaf64({7}, 13);
   EXPECT_GRADCHECK([](const Inputs& v) { return layer_norm(v[0], v[1], v[2]); }, (Inputs{x, w, b}));
   EXPECT_GRADCHECK([](const Inputs& v) { return layer_norm(v[0], Tensor(), Tensor()); }, {x});
-  EXPECT_GRADCHECK([](const Inputs& v) { return layer_norm(v[0], v[1], Tensor(), 1e-3); }, (Inputs{x, w}));
-  EXPECT_GRADCHECK([](const Inputs& v) { return layer_norm(v[0], Tensor(), v[1]); }, (Inputs{x, b}));
+  EXPECT_GRADCHECK([](const Inputs& v) { return layer_norm(v[0], v[1], Tensor(), 1e-3); },
+                   (Inputs{x, w}));
+  EXPECT_GRADCHECK([](const Inputs& v) { return layer_norm(v[0], Tensor(), v[1]); },
+                   (Inputs{x, b}));
   // Permuted input (rows strided) and a broadcast one.
   Tensor xp = leaf64({7, 3, 5}, 14, -2.0, 2.0);
-  EXPECT_GRADCHECK([](const Inputs& v) { return layer_norm(v[0].permute({1, 2, 0}), v[1], v[2]); },
-                   (Inputs{xp, w, b}));
+  EXPECT_GRADCHECK(
+      [](const Inputs& v) {
+        return layer_norm(v[0].permute({1, 2, 0}), v[1], v[2]);
+      },
+      (Inputs{xp, w, b}));
   Tensor row = leaf64({1, 7}, 15);
-  EXPECT_GRADCHECK([](const Inputs& v) { return layer_norm(v[0].expand({4, 7}), v[1], v[2]); },
-                   (Inputs{row, w, b}));
+  EXPECT_GRADCHECK(
+      [](const Inputs& v) {
+        return layer_norm(v[0].expand({4, 7}), v[1], v[2]);
+      },
+      (Inputs{row, w, b}));
   // Only the parameters require grad.
   Tensor xc = x.detach();
   EXPECT_GRADCHECK([xc](const Inputs& v) { return layer_norm(xc, v[0], v[1]); }, (Inputs{w, b}));

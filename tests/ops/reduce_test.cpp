@@ -21,11 +21,16 @@ TEST(Reduce, SumMeanMaxValues) {
 TEST(Reduce, Gradcheck) {
   Tensor x = leaf64({3, 4, 5}, 21);
   EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return sum(v[0], {0, 2}); }, {x});
-  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return sum(v[0].permute({2, 0, 1}), {1}, true); }, {x});
+  EXPECT_GRADCHECK(
+      [](const std::vector<Tensor>& v) {
+        return sum(v[0].permute({2, 0, 1}), {1}, true);
+      },
+      {x});
   EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return mean(v[0], {-1}); }, {x});
   EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return sum(v[0]); }, {x});
   EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return max(v[0], 1); }, {x});
-  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return max(v[0].transpose(0, 2), 0, true); }, {x});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return max(v[0].transpose(0, 2), 0, true); },
+                   {x});
 }
 
 TEST(Reduce, SumToInvertsBroadcast) {

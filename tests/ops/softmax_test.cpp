@@ -57,7 +57,8 @@ TEST(Softmax, FullyMaskedRowIsUniformForwardAndBackward) {
 }
 
 TEST(Softmax, FastMatchesReferenceOnOddSizes) {
-  const std::vector<Shape> shapes = {{1}, {7}, {3, 1}, {5, 17}, {3, 7, 33}, {9, 1001}, {67, 513}, {2, 3, 5, 7}};
+  const std::vector<Shape> shapes = {{1},        {7},       {3, 1},    {5, 17},
+                                     {3, 7, 33}, {9, 1001}, {67, 513}, {2, 3, 5, 7}};
   for (const auto& shape : shapes) {
     SCOPED_TRACE(shape_str(shape));
     Tensor x32 = rand32(shape, 3, -8.0, 8.0);

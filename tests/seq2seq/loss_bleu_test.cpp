@@ -21,7 +21,8 @@ TEST(MaskedCELoss, Gradcheck) {
   Tensor pred = attn::testing::leaf64({2, 3, 5}, 1);
   Tensor label = from_vector(std::vector<std::int64_t>{0, 4, 2, 1, 1, 3}, {2, 3});
   Tensor valid = from_vector(std::vector<std::int64_t>{3, 1});
-  EXPECT_GRADCHECK([&](const std::vector<Tensor>& v) { return masked_ce_loss(v[0], label, valid); }, {pred});
+  EXPECT_GRADCHECK([&](const std::vector<Tensor>& v) { return masked_ce_loss(v[0], label, valid); },
+                   {pred});
 }
 
 TEST(Bleu, D2lFormula) {
@@ -29,7 +30,8 @@ TEST(Bleu, D2lFormula) {
   EXPECT_DOUBLE_EQ(bleu("il est calme .", "il est calme .", 2), 1.0);
   // pred "j'ai perdu ." vs label "j'ai perdu ." with k=2 is 1; one wrong word:
   // p1 = 2/3, p2 = 1/2 -> (2/3)^(1/2) * (1/2)^(1/4)
-  EXPECT_NEAR(bleu("j'ai perdu !", "j'ai perdu .", 2), std::sqrt(2.0 / 3) * std::pow(0.5, 0.25), 1e-12);
+  EXPECT_NEAR(bleu("j'ai perdu !", "j'ai perdu .", 2), std::sqrt(2.0 / 3) * std::pow(0.5, 0.25),
+              1e-12);
   // A one-token prediction: d2l divides by zero for n = 2; we count 0.
   EXPECT_EQ(bleu("va", "va !", 2), 0.0);
   // Brevity penalty: exp(1 - 4/2).

@@ -58,7 +58,8 @@ TEST(ModelDir, SaveLoadGivesTheSameOutputs) {
   Tensor X = from_vector(std::vector<std::int64_t>{4, 5, 3}, {1, 3});
   Tensor Y = from_vector(std::vector<std::int64_t>{2, 4}, {1, 2});
   Tensor lens = from_vector(std::vector<std::int64_t>{3});
-  EXPECT_EQ(to_vector<float>(m.net->forward(X, Y, lens)), to_vector<float>(f.net->forward(X, Y, lens)));
+  EXPECT_EQ(to_vector<float>(m.net->forward(X, Y, lens)),
+            to_vector<float>(f.net->forward(X, Y, lens)));
 }
 
 TEST(ModelDir, BadDirectoriesAreClearErrors) {
@@ -98,5 +99,6 @@ TEST(ModelDir, BadDirectoriesAreClearErrors) {
   // Vocabulary size that disagrees with the config.
   std::ofstream(d / "config.json") << good;
   std::ofstream(d / "src_vocab.txt", std::ios::app) << "extra\n";
-  EXPECT_NE(load_error(dir).find("src_vocab.txt has 8 tokens but config.json says 7"), std::string::npos);
+  EXPECT_NE(load_error(dir).find("src_vocab.txt has 8 tokens but config.json says 7"),
+            std::string::npos);
 }

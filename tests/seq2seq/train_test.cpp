@@ -1,6 +1,6 @@
+#include "attn/seq2seq/bleu.h"
 #include "attn/seq2seq/trainer.h"
 #include "attn/seq2seq/translate.h"
-#include "attn/seq2seq/bleu.h"
 #include "testing.h"
 
 using namespace attn;

@@ -1,8 +1,8 @@
 // Heatmaps and line plots: files written, formats, sizes, and errors.
 #include <gtest/gtest.h>
 
-#include "testing.h"
 #include <unistd.h>
+#include "testing.h"
 
 #include <cmath>
 #include <filesystem>
@@ -24,9 +24,7 @@ using namespace attn::viz;
 // fontconfig and cairo keep process-wide font caches that they never free;
 // LeakSanitizer (the asan preset) would report them at exit. They are a fixed
 // few KB however many figures are drawn, not leaks of ours.
-extern "C" const char* __lsan_default_suppressions() {
-  return "leak:libfontconfig.so\n";
-}
+extern "C" const char* __lsan_default_suppressions() { return "leak:libfontconfig.so\n"; }
 
 namespace {
 
@@ -44,8 +42,10 @@ bool is_svg(const std::string& bytes) {
 // Width and height from the PNG's IHDR chunk.
 std::pair<std::uint32_t, std::uint32_t> png_size(const std::string& png) {
   auto be32 = [&](std::size_t at) {
-    return (std::uint32_t(std::uint8_t(png[at])) << 24) | (std::uint32_t(std::uint8_t(png[at + 1])) << 16) |
-           (std::uint32_t(std::uint8_t(png[at + 2])) << 8) | std::uint32_t(std::uint8_t(png[at + 3]));
+    return (std::uint32_t(std::uint8_t(png[at])) << 24) |
+           (std::uint32_t(std::uint8_t(png[at + 1])) << 16) |
+           (std::uint32_t(std::uint8_t(png[at + 2])) << 8) |
+           std::uint32_t(std::uint8_t(png[at + 3]));
   };
   return {be32(16), be32(20)};
 }
@@ -150,7 +150,8 @@ TEST_F(PlotTest, FailedPngWriteLeavesNoFileAndNoTempFile) {
 TEST_F(PlotTest, DrawingErrorWritesNothing) {
   LinePlot empty;
   EXPECT_THROW(empty.save(dir_ / "empty"), ValueError);
-  EXPECT_THROW(sine_plot().save(dir_ / "bad_scale", -1.0), ValueError);  // the PNG fails: no SVG either
+  EXPECT_THROW(sine_plot().save(dir_ / "bad_scale", -1.0),
+               ValueError);  // the PNG fails: no SVG either
   EXPECT_TRUE(names().empty());
 }
 
@@ -172,7 +173,8 @@ TEST_F(PlotTest, HeatmapAcceptsTwoThreeAndFourDimensions) {
 }
 
 TEST_F(PlotTest, HeatmapFromGridOfMatrices) {
-  std::vector<std::vector<Tensor>> grid = {{ramp({3, 4}), ramp({3, 4})}, {ramp({3, 4}), ramp({3, 4})}};
+  std::vector<std::vector<Tensor>> grid = {{ramp({3, 4}), ramp({3, 4})},
+                                           {ramp({3, 4}), ramp({3, 4})}};
   Heatmaps h(grid, {.titles = {"Head 1", "Head 2"}, .row_labels = {"Layer 1", "Layer 2"}});
   EXPECT_EQ(h.rows(), 2);
   EXPECT_EQ(h.cols(), 2);
@@ -252,7 +254,9 @@ TEST_F(PlotTest, HeatmapRejectsEmptyAndBadShapes) {
 }
 
 TEST_F(PlotTest, HeatmapRejectsLabelCountsThatDoNotMatch) {
-  std::string msg = message_of<ValueError>([] { Heatmaps(ramp({2, 3, 4, 4}), {.titles = {"a", "b"}}); });
+  std::string msg = message_of<ValueError>([] {
+    Heatmaps(ramp({2, 3, 4, 4}), {.titles = {"a", "b"}});
+  });
   EXPECT_NE(msg.find("expected 3 titles"), std::string::npos) << msg;
   EXPECT_THROW(Heatmaps(ramp({2, 3, 4, 4}), {.row_labels = {"a"}}), ValueError);
   EXPECT_THROW(Heatmaps(ramp({3, 4}), {.xticklabels = {"a", "b", "c"}}), ValueError);
@@ -295,7 +299,9 @@ TEST_F(PlotTest, LinePlotFromTensorsAndLogAxis) {
 
 TEST_F(PlotTest, DefaultColoursFollowTheCycleSkippingExplicitOnes) {
   LinePlot p;
-  p.plot("a", {0, 1}, {0, 1}, "-").plot("b", {0, 1}, {1, 0}, "r:").plot("c", {0, 1}, {0.5, 0.5}, "--");
+  p.plot("a", {0, 1}, {0, 1}, "-")
+      .plot("b", {0, 1}, {1, 0}, "r:")
+      .plot("c", {0, 1}, {0.5, 0.5}, "--");
   EXPECT_EQ(*p.series()[0].color, cycle_color(0));
   EXPECT_EQ(*p.series()[1].color, (Color{1, 0, 0, 1}));
   EXPECT_EQ(*p.series()[2].color, cycle_color(1));

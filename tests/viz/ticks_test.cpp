@@ -47,7 +47,8 @@ TEST(LogTicks, PowersOfTenOrOneTwoFive) {
 }
 
 TEST(FormatTicks, SameDecimalsForAllAndTrueMinus) {
-  EXPECT_EQ(format_ticks({0, 0.25, 0.5, 0.75, 1}), (Strings{"0.00", "0.25", "0.50", "0.75", "1.00"}));
+  EXPECT_EQ(format_ticks({0, 0.25, 0.5, 0.75, 1}),
+            (Strings{"0.00", "0.25", "0.50", "0.75", "1.00"}));
   EXPECT_EQ(format_ticks({0, 10, 20}), (Strings{"0", "10", "20"}));
   EXPECT_EQ(format_ticks({-1, -0.5, 0}), (Strings{"\u22121.0", "\u22120.5", "0.0"}));
 }

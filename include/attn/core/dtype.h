@@ -37,12 +37,26 @@ constexpr std::string_view dtype_name(DType dt) {
 constexpr bool is_floating(DType dt) { return dt == DType::f32 || dt == DType::f64; }
 
 // The DType of a C++ element type.
-template <class T> struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = DType::f32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };
-template <> struct dtype_of<std::int32_t> { static constexpr DType value = DType::i32; };
-template <> struct dtype_of<std::int64_t> { static constexpr DType value = DType::i64; };
-template <class T> inline constexpr DType dtype_v = dtype_of<T>::value;
+template <class T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::f64;
+};
+template <>
+struct dtype_of<std::int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct dtype_of<std::int64_t> {
+  static constexpr DType value = DType::i64;
+};
+template <class T>
+inline constexpr DType dtype_v = dtype_of<T>::value;
 
 // Dtype dispatch, in one place. `fn` is a lambda templated on the element
 // type: dispatch_float(dt, "softmax", [&]<class T>() { ... });
@@ -53,8 +67,8 @@ decltype(auto) dispatch_float(DType dt, std::string_view op, Fn&& fn) {
     case DType::f64: return fn.template operator()<double>();
     default: break;
   }
-  throw DTypeError(fmt::format("{}: expected a floating dtype (f32 or f64), got {}", op,
-                               dtype_name(dt)));
+  throw DTypeError(
+      fmt::format("{}: expected a floating dtype (f32 or f64), got {}", op, dtype_name(dt)));
 }
 
 template <class Fn>
@@ -64,8 +78,8 @@ decltype(auto) dispatch_int(DType dt, std::string_view op, Fn&& fn) {
     case DType::i64: return fn.template operator()<std::int64_t>();
     default: break;
   }
-  throw DTypeError(fmt::format("{}: expected an integer dtype (i32 or i64), got {}", op,
-                               dtype_name(dt)));
+  throw DTypeError(
+      fmt::format("{}: expected an integer dtype (i32 or i64), got {}", op, dtype_name(dt)));
 }
 
 template <class Fn>

@@ -51,9 +51,9 @@ class InternalError : public Error {
 
 // ATTN_CHECK(cond, ErrorType, "fmt {}", args...): throw ErrorType with the
 // formatted message when cond is false.
-#define ATTN_CHECK(cond, ErrorType, ...)                \
-  do {                                                  \
-    if (!(cond)) [[unlikely]] {                         \
-      throw ErrorType(::fmt::format(__VA_ARGS__));      \
-    }                                                   \
+#define ATTN_CHECK(cond, ErrorType, ...)           \
+  do {                                             \
+    if (!(cond)) [[unlikely]] {                    \
+      throw ErrorType(::fmt::format(__VA_ARGS__)); \
+    }                                              \
   } while (false)

@@ -36,7 +36,10 @@ inline float philox_uniform(std::uint64_t seed, std::uint64_t offset, std::uint6
 class Generator {
  public:
   explicit Generator(std::uint64_t seed = 0) : seed_(seed) {}
-  void manual_seed(std::uint64_t seed) { seed_ = seed; offset_ = 0; }
+  void manual_seed(std::uint64_t seed) {
+    seed_ = seed;
+    offset_ = 0;
+  }
   std::uint64_t seed() const { return seed_; }
   std::uint64_t offset() const { return offset_; }
   void set_offset(std::uint64_t offset) { offset_ = offset; }

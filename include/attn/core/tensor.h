@@ -96,7 +96,7 @@ class Tensor {
 
   // ---- views and copies (attn/ops, differentiable) ----
   Tensor reshape(const Shape& shape) const;  // a view when possible, else a copy; one -1 allowed
-  Tensor view(const Shape& shape) const;     // a view; throws if the strides do not allow it
+  Tensor view(const Shape& shape) const;  // a view; throws if the strides do not allow it
   Tensor permute(const std::vector<std::int64_t>& dims) const;
   Tensor transpose(std::int64_t d0, std::int64_t d1) const;
   Tensor narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const;
@@ -108,7 +108,7 @@ class Tensor {
   Tensor expand(const Shape& shape) const;  // broadcast view; -1 keeps a dim
   Tensor flatten(std::int64_t start_dim = 0, std::int64_t end_dim = -1) const;
   Tensor contiguous() const;  // *this if already contiguous
-  Tensor clone() const;       // always a fresh contiguous copy
+  Tensor clone() const;  // always a fresh contiguous copy
   Tensor to(DType dtype) const;
 
   // PyTorch-style text: tensor([[1.0000, 2.0000], ...])

@@ -38,9 +38,9 @@ struct NmtOptions {
 
 struct NmtData {
   Vocab src_vocab, tgt_vocab;
-  TokenArray src, tgt;              // training pairs
+  TokenArray src, tgt;  // training pairs
   TokenArray valid_src, valid_tgt;  // evaluation pairs (may be empty)
-  ParallelCorpus valid_text;        // evaluation pairs as tokens
+  ParallelCorpus valid_text;  // evaluation pairs as tokens
 };
 
 // Reads `path` (plain or gzip), checks UTF-8, preprocesses and tokenizes as

@@ -25,11 +25,13 @@ using TensorMap = std::map<std::string, Tensor>;
 using Metadata = std::map<std::string, std::string>;
 
 // Writes atomically; tensors in name order, data 8-byte aligned.
-void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata = {});
+void save_safetensors(const std::string& path, const TensorMap& tensors,
+                      const Metadata& metadata = {});
 
 TensorMap load_safetensors(const std::string& path, Metadata* metadata = nullptr);
 
 // The same, from bytes already in memory (`what` names them in errors).
-TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Metadata* metadata = nullptr);
+TensorMap parse_safetensors(std::string_view bytes, const std::string& what,
+                            Metadata* metadata = nullptr);
 
 }  // namespace attn::io

@@ -12,7 +12,7 @@ namespace attn::nn {
 Tensor nw_average_pooling(const Tensor& y_train, std::int64_t n_queries);
 
 struct NWResult {
-  Tensor y_hat;              // (n_queries)
+  Tensor y_hat;  // (n_queries)
   Tensor attention_weights;  // (n_queries, n_train)
 };
 

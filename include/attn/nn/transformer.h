@@ -24,10 +24,10 @@ struct TransformerConfig {
   std::int64_t ffn_num_hiddens = 64;
   double dropout = 0.1;
   std::int64_t max_len = 1000;  // of the positional encoding
-  bool use_bias = false;        // of the attention projections (d2l: false)
-  Shape norm_shape;             // of every LayerNorm; empty means {num_hiddens}
+  bool use_bias = false;  // of the attention projections (d2l: false)
+  Shape norm_shape;  // of every LayerNorm; empty means {num_hiddens}
   Shape layer_norm_shape() const { return norm_shape.empty() ? Shape{num_hiddens} : norm_shape; }
-  void validate() const;        // ValueError naming the first bad field
+  void validate() const;  // ValueError naming the first bad field
 };
 
 // dense2(relu(dense1(X))): (B, T, in) -> (B, T, out)

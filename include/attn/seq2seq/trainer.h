@@ -20,8 +20,8 @@ struct Progress {
   std::int64_t epoch = 0, num_epochs = 0;  // epoch counts from 1
   std::int64_t batch = 0, num_batches = 0;
   double epoch_loss = 0;  // mean loss per token so far in this epoch
-  double tokens = 0;      // tokens seen since training began
-  double seconds = 0;     // since training began
+  double tokens = 0;  // tokens seen since training began
+  double seconds = 0;  // since training began
 };
 
 struct TrainResult {
@@ -44,7 +44,7 @@ TrainResult train_seq2seq(nn::EncoderDecoder& net, const data::NmtData& data,
                           const std::function<void(const Progress&)>& on_epoch = {});
 
 // Teacher-forced loss per token on (src, tgt) pairs, without dropout.
-double evaluate_loss(nn::EncoderDecoder& net, const data::TokenArray& src, const data::TokenArray& tgt,
-                     std::int64_t bos, std::int64_t batch_size = 256);
+double evaluate_loss(nn::EncoderDecoder& net, const data::TokenArray& src,
+                     const data::TokenArray& tgt, std::int64_t bos, std::int64_t batch_size = 256);
 
 }  // namespace attn::seq2seq

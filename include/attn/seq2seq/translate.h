@@ -10,10 +10,10 @@
 namespace attn::seq2seq {
 
 struct Translation {
-  std::string source;                 // as given
-  data::Tokens source_tokens;         // after d2l's preprocessing
-  data::Tokens tokens;                // predicted, without <eos>
-  std::string text;                   // tokens joined by ' '
+  std::string source;  // as given
+  data::Tokens source_tokens;  // after d2l's preprocessing
+  data::Tokens tokens;  // predicted, without <eos>
+  std::string text;  // tokens joined by ' '
 };
 
 // Translates every sentence in one batch. Each sentence is preprocessed as

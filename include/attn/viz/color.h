@@ -28,8 +28,8 @@ Color cycle_color(int index);
 // (11 samples gave 13/255 near the yellow end; interpolating in OKLab instead
 // of sRGB was not closer).
 enum class Colormap {
-  reds,     // white to dark red, d2l's default for attention weights
-  blues,    // white to dark blue
+  reds,  // white to dark red, d2l's default for attention weights
+  blues,  // white to dark blue
   viridis,  // dark purple to yellow, perceptually uniform
 };
 

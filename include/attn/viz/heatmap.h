@@ -25,11 +25,11 @@
 namespace attn::viz {
 
 struct HeatmapOptions {
-  std::string xlabel = "Keys";     // under each column of panels
+  std::string xlabel = "Keys";  // under each column of panels
   std::string ylabel = "Queries";  // left of each row of panels
-  std::vector<std::string> titles{};      // empty, or one per column ("Head 1", ...), above the top row
+  std::vector<std::string> titles{};  // empty, or one per column ("Head 1", ...), above the top row
   std::vector<std::string> row_labels{};  // empty, or one per row ("Layer 1", ...), at the far left
-  std::string title{};                    // optional title over the whole figure
+  std::string title{};  // optional title over the whole figure
   // Tick labels: empty for integer indices (0, 1, ...), else one per key
   // (xticklabels, K of them) or per query (yticklabels, Q of them), e.g. tokens.
   // Long x labels are rotated to read upwards.

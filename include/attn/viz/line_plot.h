@@ -2,7 +2,8 @@
 //
 //   LinePlot plot({.xlabel = "Row (position)", .width = 430, .height = 200});
 //   for (int j = 6; j < 10; ++j)
-//     plot.plot(fmt::format("Col {}", j), positions, P_col[j], fmts[j - 6]);   // "-", "m--", "g-.", "r:"
+//     plot.plot(fmt::format("Col {}", j), positions, P_col[j], fmts[j - 6]);   // "-", "m--",
+//     "g-.", "r:"
 //   plot.save("out/positional");
 //
 // Axis ranges are automatic (the data plus a 5% margin, as matplotlib does)
@@ -31,14 +32,23 @@ struct Series {
   LineStyle line = LineStyle::solid;
   Marker marker = Marker::none;
   std::optional<Color> color{};  // default: the next colour of the tab10 cycle
-  double line_width = 1.5;     // points
-  double marker_size = 6;      // points (diameter)
-  double alpha = 1;            // opacity of line and markers
+  double line_width = 1.5;  // points
+  double marker_size = 6;  // points (diameter)
+  double alpha = 1;  // opacity of line and markers
 };
 
 enum class LegendLocation {
-  best, upper_right, upper_left, lower_left, lower_right,
-  center_right, center_left, lower_center, upper_center, center, none
+  best,
+  upper_right,
+  upper_left,
+  lower_left,
+  lower_right,
+  center_right,
+  center_left,
+  lower_center,
+  upper_center,
+  center,
+  none
 };
 
 struct LinePlotOptions {
