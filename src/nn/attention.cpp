@@ -9,36 +9,19 @@
 
 namespace attn::nn {
 
-Tensor attention_mask(const Tensor& X, const Tensor& valid_lens, const char* op) {
-  ATTN_CHECK(X.dim() == 3, ShapeError, "{}: expected scores of shape (B, Q, K), got {}", op,
+Tensor masked_softmax(const Tensor& X, const Tensor& valid_lens) {
+  if (!valid_lens.defined()) return softmax(X);
+  ATTN_CHECK(X.dim() == 3, ShapeError, "masked_softmax: expected scores of shape (B, Q, K), got {}",
              shape_str(X.shape()));
-  const std::int64_t B = X.size(0), Q = X.size(1), K = X.size(2);
+  const std::int64_t B = X.size(0), Q = X.size(1);
   bool per_batch = valid_lens.dim() == 1 && valid_lens.size(0) == B;
   bool per_query = valid_lens.dim() == 2 && valid_lens.size(0) == B && valid_lens.size(1) == Q;
   ATTN_CHECK(per_batch || per_query, ShapeError,
-             "{}: valid_lens must have shape ({}) or ({}, {}) for scores {}, got {}", op, B, B, Q,
-             shape_str(X.shape()), shape_str(valid_lens.shape()));
-  std::vector<double> lens = to_vector<double>(valid_lens);
-  for (double v : lens)
-    ATTN_CHECK(v >= 0 && v <= static_cast<double>(K), ValueError,
-               "{}: valid length {} is outside [0, {}] (the number of keys)", op, v, K);
-  Tensor mask = Tensor::empty({B, Q, K}, X.dtype());
-  dispatch_float(X.dtype(), op, [&]<class T>() {
-    T* m = mask.data<T>();
-    for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t q = 0; q < Q; ++q) {
-        double len = per_batch ? lens[b] : lens[b * Q + q];
-        for (std::int64_t k = 0; k < K; ++k)
-          m[(b * Q + q) * K + k] = static_cast<double>(k) < len ? T(1) : T(0);
-      }
-  });
-  return mask;
-}
-
-Tensor masked_softmax(const Tensor& X, const Tensor& valid_lens) {
-  if (!valid_lens.defined()) return softmax(X);
-  Tensor mask = attention_mask(X, valid_lens, "masked_softmax");
-  return softmax(where(mask, X, -1e6));
+             "masked_softmax: valid_lens must have shape ({}) or ({}, {}) for scores {}, got {}", B,
+             B, Q, shape_str(X.shape()), shape_str(valid_lens.shape()));
+  // One length per row of scores: (B) is shared by the Q queries of each batch element.
+  Tensor lens = per_batch ? valid_lens.unsqueeze(1).expand({B, Q}) : valid_lens;
+  return masked_softmax_lengths(X, lens);
 }
 
 namespace {

@@ -123,6 +123,44 @@ void log_softmax_backward_rows(const T* g, const T* y, T* dx, std::int64_t rows,
   });
 }
 
+// Rows of length len[r]: softmax over the first len[r] entries, 0 after; a
+// row of length 0 is uniform (all its entries were masked to one value).
+template <class T>
+void masked_softmax_rows(const T* x, T* y, const std::int64_t* len, std::int64_t rows,
+                         std::int64_t d) {
+  for_rows(rows, d, [&](std::int64_t r) {
+    const T* xr = x + r * d;
+    T* yr = y + r * d;
+    const std::int64_t n = len[r];
+    if (n == 0) {
+      std::fill(yr, yr + d, T(1) / static_cast<T>(d));
+      return;
+    }
+    T m = row_max(xr, n);
+    T inv = T(1) / exp_shifted(xr, yr, n, m);
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i) yr[i] *= inv;
+    std::fill(yr + n, yr + d, T(0));
+  });
+}
+
+template <class T>
+void masked_softmax_backward_rows(const T* g, const T* y, T* dx, const std::int64_t* len,
+                                  std::int64_t rows, std::int64_t d) {
+  for_rows(rows, d, [&](std::int64_t r) {
+    const T* gr = g + r * d;
+    const T* yr = y + r * d;
+    T* o = dx + r * d;
+    const std::int64_t n = len[r];
+    T dot = 0;
+#pragma omp simd reduction(+ : dot)
+    for (std::int64_t i = 0; i < n; ++i) dot += gr[i] * yr[i];
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i) o[i] = yr[i] * (gr[i] - dot);
+    std::fill(o + n, o + d, T(0));
+  });
+}
+
 enum class Kind { softmax, log_softmax };
 
 Tensor forward(const Tensor& x, Kind kind, const char* op) {
@@ -200,6 +238,54 @@ Tensor softmax_reference(const Tensor& x) {
 
 Tensor log_softmax_reference(const Tensor& x) {
   return reference(x, Kind::log_softmax, "log_softmax_reference");
+}
+
+namespace {
+Tensor ceil_of(const Tensor& t) {
+  Tensor out = Tensor::empty(t.shape(), DType::f64);
+  copy_(out, t);
+  double* p = out.data<double>();
+  for (std::int64_t i = 0; i < out.numel(); ++i) {
+    ATTN_CHECK(std::isfinite(p[i]), ValueError, "masked_softmax: valid length {} is not finite",
+               p[i]);
+    p[i] = std::ceil(p[i]);
+  }
+  return out;
+}
+}  // namespace
+
+Tensor masked_softmax_lengths(const Tensor& x, const Tensor& lengths) {
+  const char* op = "masked_softmax";
+  ATTN_CHECK(x.dim() >= 1, ShapeError, "{}: expected scores (..., K), got a 0-dim tensor", op);
+  Shape rows_shape(x.shape().begin(), x.shape().end() - 1);
+  ATTN_CHECK(lengths.shape() == rows_shape, ShapeError,
+             "{}: lengths must have shape {} (one per row of scores {}), got {}", op,
+             shape_str(rows_shape), shape_str(x.shape()), shape_str(lengths.shape()));
+  const std::int64_t d = x.size(-1), rows = shape_numel(rows_shape);
+  // k < length for a fractional length means k < ceil(length).
+  Tensor len =
+      (is_floating(lengths.dtype()) ? ceil_of(lengths) : lengths).to(DType::i64).contiguous();
+  const std::int64_t* pl = len.data<std::int64_t>();
+  for (std::int64_t r = 0; r < rows; ++r)
+    ATTN_CHECK(pl[r] >= 0 && pl[r] <= d, ValueError,
+               "{}: valid length {} is outside [0, {}] (the number of keys)", op, pl[r], d);
+  Tensor y = dispatch_float(x.dtype(), op, [&]<class T>() {
+    Tensor xc = x.detach().contiguous();
+    Tensor out = Tensor::empty(x.shape(), x.dtype());
+    masked_softmax_rows<T>(xc.data<T>(), out.data<T>(), pl, rows, d);
+    return out;
+  });
+  Tensor yd = y.detach();
+  return record(y, op, {x}, [yd, len, rows, d](const Tensor& g, const Needs&) {
+    Tensor dx = dispatch_float(yd.dtype(), "masked_softmax", [&]<class T>() {
+      Tensor gc = g.contiguous();
+      Tensor out = Tensor::empty(yd.shape(), yd.dtype());
+      masked_softmax_backward_rows<T>(gc.data<T>(), yd.data<T>(), out.data<T>(),
+                                      len.data<std::int64_t>(), rows, d);
+      return out;
+    });
+    return Grads{dx};
+  });
 }
 
 }  // namespace attn

@@ -150,3 +150,46 @@ TEST(VecMath, ExpSimdMatchesStdExp) {
   EXPECT_TRUE(std::isnan(attn::detail::exp_simd<float>(NAN)));
   EXPECT_EQ(attn::detail::exp_simd<float>(0.0f), 1.0f);
 }
+
+// The fused length-masked softmax against its definition: softmax of the
+// scores with masked entries replaced by -1e6 (built from where and a mask).
+TEST(MaskedSoftmaxLengths, MatchesWhereReferenceForwardAndBackward) {
+  for (auto [B, Q, K] : {std::tuple{1, 1, 1}, {2, 3, 7}, {3, 5, 33}, {2, 1, 257}}) {
+    Tensor x32 = rand32({B, Q, K}, 40 + K, -4, 4);
+    Generator gen(K);
+    Tensor lens = randint(0, K + 1, {B, Q}, gen);
+    std::vector<float> m(static_cast<std::size_t>(B * Q * K));
+    auto lv = to_vector<std::int64_t>(lens);
+    for (std::int64_t r = 0; r < B * Q; ++r)
+      for (std::int64_t k = 0; k < K; ++k) m[r * K + k] = k < lv[r] ? 1.0f : 0.0f;
+    Tensor mask = from_vector(m, {B, Q, K});
+    Tensor a = x32.detach(), b = x32.detach().clone();
+    a.requires_grad_();
+    b.requires_grad_();
+    Tensor fast = masked_softmax_lengths(a, lens);
+    Tensor ref = softmax(where(mask, b, -1e6));
+    EXPECT_LT(max_abs_diff(fast, ref), 1e-6) << B << "x" << Q << "x" << K;
+    Tensor w = rand32({B, Q, K}, 7);
+    sum(mul(fast, w)).backward();
+    sum(mul(ref, w)).backward();
+    EXPECT_LT(max_abs_diff(a.grad(), b.grad()), 1e-6) << B << "x" << Q << "x" << K;
+  }
+}
+
+TEST(MaskedSoftmaxLengths, GradcheckAndErrors) {
+  Tensor x = leaf64({2, 3, 5}, 3);
+  Tensor lens = from_vector(std::vector<std::int64_t>{0, 1, 5, 2, 3, 4}, {2, 3});
+  EXPECT_GRADCHECK([&](const Inputs& v) { return masked_softmax_lengths(v[0], lens); }, {x});
+  EXPECT_GRADCHECK(
+      [&](const Inputs& v) {
+        return masked_softmax_lengths(v[0].transpose(1, 2), lens.narrow(1, 0, 1).expand({2, 5}));
+      },
+      {x});
+  EXPECT_THROW(masked_softmax_lengths(x, from_vector(std::vector<std::int64_t>{1, 2})), ShapeError);
+  EXPECT_THROW(masked_softmax_lengths(x, full({2, 3}, 6.0, DType::i64)), ValueError);
+  EXPECT_THROW(masked_softmax_lengths(x, full({2, 3}, NAN, DType::f32)), ValueError);
+  // A fractional length k < 2.5 keeps three entries, as d2l's arange(K) < valid_len.
+  Tensor y = masked_softmax_lengths(zeros({1, 1, 4}), full({1, 1}, 2.5, DType::f32));
+  EXPECT_NEAR(y.at({0, 0, 2}), 1.0 / 3.0, 1e-6);
+  EXPECT_EQ(y.at({0, 0, 3}), 0.0);
+}

@@ -20,9 +20,6 @@ namespace attn::nn {
 // softmax over the last dim of X (B, Q, K) with keys k >= valid_len masked.
 Tensor masked_softmax(const Tensor& X, const Tensor& valid_lens);
 
-// The (B, Q, K) 0/1 mask (in X's dtype) that masked_softmax applies.
-Tensor attention_mask(const Tensor& X, const Tensor& valid_lens, const char* op);
-
 // Additive (Bahdanau) attention: score(q, k) = w_v^T tanh(W_q q + W_k k).
 // Parameters W_q.weight (num_hiddens, query_size), W_k.weight
 // (num_hiddens, key_size), w_v.weight (1, num_hiddens), no biases.

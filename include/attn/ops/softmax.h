@@ -19,6 +19,15 @@ Tensor softmax(const Tensor& x);
 // dx = g - exp(y) * sum_k g_k
 Tensor log_softmax(const Tensor& x);
 
+// Softmax over the last dim where row r sees only its first lengths[r]
+// entries — d2l's masked_softmax, fused. x: (..., K); lengths: x's shape
+// without the last dim (any dtype), each in [0, K]. The result equals
+// softmax(where(k < length, x, -1e6)): masked entries are exactly 0 and a row
+// of length 0 is uniform (1/K). As in d2l, masked entries (and every entry of
+// a length-0 row) were replaced by a constant, so their gradient is 0.
+// dx_j = y_j (g_j - sum_k g_k y_k) for j < length, else 0
+Tensor masked_softmax_lengths(const Tensor& x, const Tensor& lengths);
+
 // Plain reference kernels (one scalar loop per row, no autograd), kept to
 // check the fast kernels against.
 Tensor softmax_reference(const Tensor& x);
