@@ -84,7 +84,14 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   for (const auto& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    for (double v : to_vector<double>(g)) total += v * v;
+    Tensor gc = g.contiguous();
+    dispatch_float(gc.dtype(), "clip_grad_norm", [&]<class T>() {
+      const T* pg = gc.data<T>();
+      double s = 0.0;
+#pragma omp simd reduction(+ : s)
+      for (std::int64_t i = 0; i < gc.numel(); ++i) s += static_cast<double>(pg[i]) * pg[i];
+      total += s;
+    });
   }
   double norm = std::sqrt(total);
   if (norm > max_norm) {
