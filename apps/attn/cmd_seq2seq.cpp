@@ -3,6 +3,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -199,9 +201,19 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   save_attention_figures(maps, c.num_heads, (out / "attention").string());
 
   if (!a.metrics_json.empty()) {
+    // Latency of greedy translation of one sentence: the median of 51 runs.
+    std::vector<double> ms;
+    for (int i = 0; i < 51; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      seq2seq::translate_greedy(net, data.src_vocab, data.tgt_vocab, {"i'm home ."}, a.num_steps);
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::nth_element(ms.begin(), ms.begin() + 25, ms.end());
     nlohmann::ordered_json m = {{"final_loss", r.final_loss},     {"tokens_per_s", r.tokens_per_s},
-                                {"train_seconds", r.seconds},     {"peak_rss_mib", peak_rss_mib()},
-                                {"epoch_losses", r.epoch_losses}, {"translations", tr_json}};
+                                {"train_seconds", r.seconds},     {"translate_ms", ms[25]},
+                                {"peak_rss_mib", peak_rss_mib()}, {"epoch_losses", r.epoch_losses},
+                                {"translations", tr_json}};
     io::write_file_atomic(a.metrics_json, m.dump(2) + "\n");
   }
   fmt::print("model: {}/ (config.json, model.safetensors, src_vocab.txt, tgt_vocab.txt)\n", a.out);
