@@ -8,7 +8,9 @@
 // Fast kernel: the input is made contiguous once and viewed as (rows, D); each
 // row is three vectorized passes (max; exp and sum, written into y; scale),
 // rows split over OpenMP threads when the tensor is large. The backward saves
-// only y (detached) and is one more pass of the same kind.
+// only y (detached) and is one more pass of the same kind. softmax and the
+// length-masked softmax (d2l's masked_softmax) share one kernel: plain softmax
+// is every row at its full length.
 #include "attn/ops/softmax.h"
 
 #include <algorithm>
@@ -60,23 +62,19 @@ T sum_exp_shifted(const T* x, std::int64_t d, T m) {
   return s;
 }
 
+// Row lengths for the masked kernels: all d, or one per row from an array.
+inline auto full_rows(std::int64_t d) {
+  return [d](std::int64_t) { return d; };
+}
+inline auto row_lengths(const std::int64_t* len) {
+  return [len](std::int64_t r) { return len[r]; };
+}
+
 // Runs f(row) for every row, in parallel when the work is large.
 template <class F>
 void for_rows(std::int64_t rows, std::int64_t d, F f) {
 #pragma omp parallel for schedule(static) if (rows > 1 && rows * d >= kParallelGrain)
   for (std::int64_t r = 0; r < rows; ++r) f(r);
-}
-
-template <class T>
-void softmax_rows(const T* x, T* y, std::int64_t rows, std::int64_t d) {
-  for_rows(rows, d, [&](std::int64_t r) {
-    const T* xr = x + r * d;
-    T* yr = y + r * d;
-    T m = row_max(xr, d);
-    T inv = T(1) / exp_shifted(xr, yr, d, m);
-#pragma omp simd
-    for (std::int64_t i = 0; i < d; ++i) yr[i] *= inv;
-  });
 }
 
 template <class T>
@@ -90,21 +88,6 @@ void log_softmax_rows(const T* x, T* y, std::int64_t rows, std::int64_t d) {
     T ls = std::log(sum_exp_shifted(xr, d, m));
 #pragma omp simd
     for (std::int64_t i = 0; i < d; ++i) yr[i] = (xr[i] - m) - ls;
-  });
-}
-
-// dx = y * (g - sum(g * y))
-template <class T>
-void softmax_backward_rows(const T* g, const T* y, T* dx, std::int64_t rows, std::int64_t d) {
-  for_rows(rows, d, [&](std::int64_t r) {
-    const T* gr = g + r * d;
-    const T* yr = y + r * d;
-    T* o = dx + r * d;
-    T dot = 0;
-#pragma omp simd reduction(+ : dot)
-    for (std::int64_t i = 0; i < d; ++i) dot += gr[i] * yr[i];
-#pragma omp simd
-    for (std::int64_t i = 0; i < d; ++i) o[i] = yr[i] * (gr[i] - dot);
   });
 }
 
@@ -123,15 +106,15 @@ void log_softmax_backward_rows(const T* g, const T* y, T* dx, std::int64_t rows,
   });
 }
 
-// Rows of length len[r]: softmax over the first len[r] entries, 0 after; a
-// row of length 0 is uniform (all its entries were masked to one value).
-template <class T>
-void masked_softmax_rows(const T* x, T* y, const std::int64_t* len, std::int64_t rows,
-                         std::int64_t d) {
+// Row r sees its first len(r) entries: softmax over them, 0 after; a row of
+// length 0 is uniform (all its entries were masked to one value). Plain
+// softmax is the case len(r) = d.
+template <class T, class Len>
+void masked_softmax_rows(const T* x, T* y, Len len, std::int64_t rows, std::int64_t d) {
   for_rows(rows, d, [&](std::int64_t r) {
     const T* xr = x + r * d;
     T* yr = y + r * d;
-    const std::int64_t n = len[r];
+    const std::int64_t n = len(r);
     if (n == 0) {
       std::fill(yr, yr + d, T(1) / static_cast<T>(d));
       return;
@@ -144,14 +127,15 @@ void masked_softmax_rows(const T* x, T* y, const std::int64_t* len, std::int64_t
   });
 }
 
-template <class T>
-void masked_softmax_backward_rows(const T* g, const T* y, T* dx, const std::int64_t* len,
-                                  std::int64_t rows, std::int64_t d) {
+// dx = y * (g - sum(g * y)) over the first len(r) entries, 0 after.
+template <class T, class Len>
+void masked_softmax_backward_rows(const T* g, const T* y, T* dx, Len len, std::int64_t rows,
+                                  std::int64_t d) {
   for_rows(rows, d, [&](std::int64_t r) {
     const T* gr = g + r * d;
     const T* yr = y + r * d;
     T* o = dx + r * d;
-    const std::int64_t n = len[r];
+    const std::int64_t n = len(r);
     T dot = 0;
 #pragma omp simd reduction(+ : dot)
     for (std::int64_t i = 0; i < n; ++i) dot += gr[i] * yr[i];
@@ -170,7 +154,7 @@ Tensor forward(const Tensor& x, Kind kind, const char* op) {
     std::int64_t d = row_len(x);
     std::int64_t rows = d == 0 ? 0 : x.numel() / d;
     if (kind == Kind::softmax)
-      softmax_rows<T>(xc.data<T>(), y.data<T>(), rows, d);
+      masked_softmax_rows<T>(xc.data<T>(), y.data<T>(), full_rows(d), rows, d);
     else
       log_softmax_rows<T>(xc.data<T>(), y.data<T>(), rows, d);
     return y;
@@ -184,7 +168,8 @@ Tensor backward(const Tensor& g, const Tensor& y, Kind kind, const char* op) {
     std::int64_t d = row_len(y);
     std::int64_t rows = d == 0 ? 0 : y.numel() / d;
     if (kind == Kind::softmax)
-      softmax_backward_rows<T>(gc.data<T>(), y.data<T>(), dx.data<T>(), rows, d);
+      masked_softmax_backward_rows<T>(gc.data<T>(), y.data<T>(), dx.data<T>(), full_rows(d), rows,
+                                      d);
     else
       log_softmax_backward_rows<T>(gc.data<T>(), y.data<T>(), dx.data<T>(), rows, d);
     return dx;
@@ -272,7 +257,7 @@ Tensor masked_softmax_lengths(const Tensor& x, const Tensor& lengths) {
   Tensor y = dispatch_float(x.dtype(), op, [&]<class T>() {
     Tensor xc = x.detach().contiguous();
     Tensor out = Tensor::empty(x.shape(), x.dtype());
-    masked_softmax_rows<T>(xc.data<T>(), out.data<T>(), pl, rows, d);
+    masked_softmax_rows<T>(xc.data<T>(), out.data<T>(), row_lengths(pl), rows, d);
     return out;
   });
   Tensor yd = y.detach();
@@ -281,7 +266,7 @@ Tensor masked_softmax_lengths(const Tensor& x, const Tensor& lengths) {
       Tensor gc = g.contiguous();
       Tensor out = Tensor::empty(yd.shape(), yd.dtype());
       masked_softmax_backward_rows<T>(gc.data<T>(), yd.data<T>(), out.data<T>(),
-                                      len.data<std::int64_t>(), rows, d);
+                                      row_lengths(len.data<std::int64_t>()), rows, d);
       return out;
     });
     return Grads{dx};
