@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <numbers>
 
 #include "attn/core/error.h"
@@ -135,44 +136,42 @@ void draw_page(cairo_t* cr, const FigureSize& size,
 
 }  // namespace
 
+namespace {
+// Owners of cairo objects: released on every path out, exceptions included.
+struct SurfaceDeleter {
+  void operator()(cairo_surface_t* s) const { cairo_surface_destroy(s); }
+};
+struct ContextDeleter {
+  void operator()(cairo_t* cr) const { cairo_destroy(cr); }
+};
+using Surface = std::unique_ptr<cairo_surface_t, SurfaceDeleter>;
+using Context = std::unique_ptr<cairo_t, ContextDeleter>;
+}  // namespace
+
 FigureSize measure(const std::function<FigureSize(Canvas&)>& draw) {
-  cairo_surface_t* surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 1, 1);
-  cairo_t* cr = cairo_create(surface);
+  Surface surface(cairo_image_surface_create(CAIRO_FORMAT_RGB24, 1, 1));
+  Context cr(cairo_create(surface.get()));
   FigureSize size;
-  try {
-    Canvas canvas(cr);
+  {
+    Canvas canvas(cr.get());
     size = draw(canvas);
-  } catch (...) {
-    cairo_destroy(cr);
-    cairo_surface_destroy(surface);
-    throw;
   }
-  cairo_status_t status = cairo_status(cr);
-  cairo_destroy(cr);
-  cairo_surface_destroy(surface);
-  check_cairo(status, "measuring");
+  check_cairo(cairo_status(cr.get()), "measuring");
   return size;
 }
 
 std::string render_svg(const FigureSize& size, const std::function<FigureSize(Canvas&)>& draw) {
   std::string out;
-  cairo_surface_t* surface =
-      cairo_svg_surface_create_for_stream(append_to_string, &out, size.width, size.height);
-  check_cairo(cairo_surface_status(surface), "creating the SVG surface");
-  cairo_svg_surface_set_document_unit(surface, CAIRO_SVG_UNIT_PT);
-  cairo_t* cr = cairo_create(surface);
-  try {
-    draw_page(cr, size, draw);
-  } catch (...) {
-    cairo_destroy(cr);
-    cairo_surface_destroy(surface);
-    throw;
+  Surface surface(
+      cairo_svg_surface_create_for_stream(append_to_string, &out, size.width, size.height));
+  check_cairo(cairo_surface_status(surface.get()), "creating the SVG surface");
+  cairo_svg_surface_set_document_unit(surface.get(), CAIRO_SVG_UNIT_PT);
+  {
+    Context cr(cairo_create(surface.get()));
+    draw_page(cr.get(), size, draw);
   }
-  cairo_destroy(cr);
-  cairo_surface_finish(surface);
-  cairo_status_t status = cairo_surface_status(surface);
-  cairo_surface_destroy(surface);
-  check_cairo(status, "writing the SVG");
+  cairo_surface_finish(surface.get());
+  check_cairo(cairo_surface_status(surface.get()), "writing the SVG");
   // cairo numbers the page group from a process-wide counter (<g id="surface8">);
   // pin it so that the same figure always gives the same bytes.
   const std::string marker = "<g id=\"surface";
@@ -194,21 +193,15 @@ std::string render_png(const FigureSize& size, double scale,
   const int h = std::max(1, static_cast<int>(std::ceil(size.height * scale - 1e-6)));
   ATTN_CHECK(static_cast<double>(w) * h <= 2.5e8, ValueError,
              "Figure::png: the picture would be {} x {} pixels; use a smaller scale", w, h);
-  cairo_surface_t* surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, w, h);
-  check_cairo(cairo_surface_status(surface), "creating the PNG surface");
-  cairo_t* cr = cairo_create(surface);
-  cairo_scale(cr, scale, scale);
-  try {
-    draw_page(cr, size, draw);
-  } catch (...) {
-    cairo_destroy(cr);
-    cairo_surface_destroy(surface);
-    throw;
+  Surface surface(cairo_image_surface_create(CAIRO_FORMAT_RGB24, w, h));
+  check_cairo(cairo_surface_status(surface.get()), "creating the PNG surface");
+  {
+    Context cr(cairo_create(surface.get()));
+    cairo_scale(cr.get(), scale, scale);
+    draw_page(cr.get(), size, draw);
   }
-  cairo_destroy(cr);
   std::string out;
-  cairo_status_t status = cairo_surface_write_to_png_stream(surface, append_to_string, &out);
-  cairo_surface_destroy(surface);
+  cairo_status_t status = cairo_surface_write_to_png_stream(surface.get(), append_to_string, &out);
   check_cairo(status, "encoding the PNG");
   return out;
 }
