@@ -63,30 +63,22 @@ void save_attention_figures(const seq2seq::AttentionMaps& maps, std::int64_t num
   for (std::int64_t h = 1; h <= num_heads; ++h) titles.push_back(fmt::format("Head {}", h));
   for (std::size_t l = 1; l <= maps.encoder.size(); ++l)
     row_labels.push_back(fmt::format("Layer {}", l));
-  viz::Heatmaps(grid(maps.encoder), {.xlabel = "Key positions",
-                                     .ylabel = "Query positions",
-                                     .titles = titles,
-                                     .row_labels = row_labels,
-                                     .title = "Encoder self-attention",
-                                     .xticklabels = maps.source_tokens,
-                                     .yticklabels = maps.source_tokens})
-      .save(stem + "-encoder");
-  viz::Heatmaps(grid(maps.decoder_self), {.xlabel = "Key positions",
-                                          .ylabel = "Query positions",
-                                          .titles = titles,
-                                          .row_labels = row_labels,
-                                          .title = "Decoder self-attention",
-                                          .xticklabels = maps.target_tokens,
-                                          .yticklabels = maps.target_tokens})
-      .save(stem + "-decoder-self");
-  viz::Heatmaps(grid(maps.decoder_cross), {.xlabel = "Key positions",
-                                           .ylabel = "Query positions",
-                                           .titles = titles,
-                                           .row_labels = row_labels,
-                                           .title = "Encoder-decoder attention",
-                                           .xticklabels = maps.source_tokens,
-                                           .yticklabels = maps.target_tokens})
-      .save(stem + "-decoder-cross");
+  auto draw = [&](const std::vector<Tensor>& layers, const char* title, const data::Tokens& keys,
+                  const data::Tokens& queries, const char* suffix) {
+    viz::Heatmaps(grid(layers), {.xlabel = "Key positions",
+                                 .ylabel = "Query positions",
+                                 .titles = titles,
+                                 .row_labels = row_labels,
+                                 .title = title,
+                                 .xticklabels = keys,
+                                 .yticklabels = queries})
+        .save(stem + suffix);
+  };
+  draw(maps.encoder, "Encoder self-attention", maps.source_tokens, maps.source_tokens, "-encoder");
+  draw(maps.decoder_self, "Decoder self-attention", maps.target_tokens, maps.target_tokens,
+       "-decoder-self");
+  draw(maps.decoder_cross, "Encoder-decoder attention", maps.source_tokens, maps.target_tokens,
+       "-decoder-cross");
 }
 
 // ---- train ----
