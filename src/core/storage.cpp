@@ -1,10 +1,17 @@
-// Storage: 64-byte aligned buffers, with a cache of large freed blocks.
+// Storage: 64-byte aligned buffers, with caches of freed blocks.
 //
-// glibc serves blocks over its mmap threshold with fresh pages, so every large
-// op output would be page-faulted and zeroed by the kernel: that halves the
-// speed of memory-bound ops. Freed blocks of 1 MiB or more are kept here by
-// exact size (training repeats the same shapes every step) and handed out
-// again, up to kCacheLimit bytes in all.
+// Large blocks: glibc serves blocks over its mmap threshold with fresh pages,
+// so every large op output would be page-faulted and zeroed by the kernel:
+// that halves the speed of memory-bound ops. Freed blocks of 1 MiB or more are
+// kept here by exact size (training repeats the same shapes every step) and
+// handed out again, up to kCacheLimit bytes in all.
+//
+// Small blocks: a decoding step makes a few hundred tensors of a few hundred
+// bytes each, and glibc's aligned malloc and free (with the consolidation of
+// its fast bins) cost more than the arithmetic. Blocks of up to kSmallMax
+// bytes are rounded up to a power of two and kept on per-thread free lists,
+// up to kSmallLimit bytes per thread; a block freed by another thread than
+// the one that made it simply joins that thread's lists.
 #include "attn/core/storage.h"
 
 #include <cstdlib>
@@ -52,6 +59,48 @@ BlockCache& cache() {
   return *c;
 }
 
+constexpr std::size_t kSmallMax = std::size_t(1) << 16;
+constexpr std::size_t kSmallLimit = std::size_t(16) << 20;
+constexpr int kSmallClasses = 11;  // 64 B .. 64 KiB
+
+// Per-thread lists of free small blocks, one per power-of-two size class. The
+// state is plain data reached through a pointer, so a Storage destroyed after
+// the thread's destructors ran (a static tensor) still finds it: `closed`
+// then sends its block straight back to the heap.
+struct SmallCache {
+  std::vector<void*> lists[kSmallClasses];
+  std::size_t cached = 0;
+};
+thread_local SmallCache* t_small = nullptr;
+thread_local bool t_small_closed = false;
+
+struct SmallCacheOwner {
+  ~SmallCacheOwner() {
+    if (t_small != nullptr) {
+      for (auto& list : t_small->lists)
+        for (void* p : list) std::free(p);
+      delete t_small;
+      t_small = nullptr;
+    }
+    t_small_closed = true;
+  }
+};
+thread_local SmallCacheOwner t_small_owner;
+
+int small_class(std::size_t size) {  // size in (0, kSmallMax]
+  int c = 0;
+  while ((Storage::kAlignment << c) < size) ++c;
+  return c;
+}
+
+SmallCache* small_cache() {
+  if (t_small == nullptr && !t_small_closed) {
+    (void)&t_small_owner;  // constructs the owner, which frees the lists at thread exit
+    t_small = new SmallCache();
+  }
+  return t_small;
+}
+
 std::size_t rounded_size(std::size_t nbytes) {
   std::size_t r = (nbytes + Storage::kAlignment - 1) / Storage::kAlignment * Storage::kAlignment;
   return r == 0 ? Storage::kAlignment : r;
@@ -63,14 +112,36 @@ Storage::Storage(std::size_t nbytes) : nbytes_(nbytes) {
   static const bool threads_ready = (init_threads_from_env(), true);
   (void)threads_ready;
   std::size_t size = rounded_size(nbytes);
-  if (size >= kCacheMin) data_ = cache().take(size);
+  if (size <= kSmallMax) {
+    const int c = small_class(size);
+    SmallCache* sc = small_cache();
+    if (sc != nullptr && !sc->lists[c].empty()) {
+      data_ = sc->lists[c].back();
+      sc->lists[c].pop_back();
+      sc->cached -= Storage::kAlignment << c;
+      return;
+    }
+    size = Storage::kAlignment << c;
+  } else if (size >= kCacheMin) {
+    data_ = cache().take(size);
+  }
   if (data_ == nullptr) data_ = std::aligned_alloc(kAlignment, size);
   if (data_ == nullptr) throw std::bad_alloc();
 }
 
 Storage::~Storage() {
   std::size_t size = rounded_size(nbytes_);
-  if (size >= kCacheMin && cache().give(size, data_)) return;
+  if (size <= kSmallMax) {
+    const int c = small_class(size);
+    SmallCache* sc = small_cache();
+    if (sc != nullptr && sc->cached + (Storage::kAlignment << c) <= kSmallLimit) {
+      sc->lists[c].push_back(data_);
+      sc->cached += Storage::kAlignment << c;
+      return;
+    }
+  } else if (size >= kCacheMin && cache().give(size, data_)) {
+    return;
+  }
   std::free(data_);
 }
 
