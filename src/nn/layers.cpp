@@ -27,8 +27,7 @@ Linear::Linear(std::int64_t in, std::int64_t out, bool has_bias, DType dtype)
 Tensor Linear::forward(const Tensor& x) const {
   ATTN_CHECK(x.dim() >= 1 && x.size(-1) == in_features, ShapeError,
              "Linear: expected input (..., {}), got {}", in_features, shape_str(x.shape()));
-  Tensor y = matmul(x, weight.transpose(0, 1));
-  return bias.defined() ? add(y, bias) : y;
+  return linear(x, weight, bias);
 }
 
 Embedding::Embedding(std::int64_t n, std::int64_t d, DType dtype)

@@ -53,6 +53,9 @@ namespace {
 constexpr std::int64_t kSmallGemmWork = 64 * 64 * 64;
 // Below this many multiply-adds in total, everything runs on one thread.
 constexpr std::int64_t kMinParallelWork = 64 * 1024;
+// Below this many multiply-adds in total, plain loops beat oneDNN's fixed cost
+// per call (the products of one decoding step: 1 x 32 @ 32 x 32 and the like).
+constexpr std::int64_t kTinyWork = 1 << 15;
 
 Shape batch_of(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
 
@@ -339,7 +342,11 @@ void run_gemms(const Operand& A, const Operand& B, const Shape& batch, std::int6
   const std::int64_t nb = shape_numel(batch);
   std::int64_t ld_rows = A.ld;
   bool ok = true;
-  if (nb == 1 || (shared_by_batch(B.t) && foldable_rows(A, batch, K, ld_rows))) {
+  if (nb * M * N * K <= kTinyWork) {
+    const std::vector<std::int64_t> oa = batch_offsets(A.t, batch), ob = batch_offsets(B.t, batch);
+    for (std::int64_t i = 0; i < nb; ++i)
+      gemm_loops(A.trans, B.trans, M, N, K, pa + oa[i], A.ld, pb + ob[i], B.ld, pc + i * M * N, N);
+  } else if (nb == 1 || (shared_by_batch(B.t) && foldable_rows(A, batch, K, ld_rows))) {
     // Item 0 of every operand starts at its first element.
     ok = gemm(A.trans, B.trans, nb * M, N, K, pa, ld_rows, pb, B.ld, pc, N);
   } else if (std::is_same_v<T, float> && batched_primitive(A, B, batch, M, N, K, out)) {
@@ -408,6 +415,54 @@ void set_matmul_batched_primitive(bool on) { g_batched_primitive = on; }
 }  // namespace detail
 
 Tensor matmul(const Tensor& a, const Tensor& b) { return differentiable_product(a, b, "matmul"); }
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  ATTN_CHECK(x.defined() && weight.defined(), ValueError, "linear: undefined operand");
+  ATTN_CHECK(weight.dim() == 2, ShapeError, "linear: expected a weight (out, in), got {}",
+             shape_str(weight.shape()));
+  const std::int64_t N = weight.size(0), K = weight.size(1);
+  ATTN_CHECK(x.dim() >= 1 && x.size(-1) == K, ShapeError,
+             "linear: expected input (..., {}) for weight {}, got {}", K,
+             shape_str(weight.shape()), shape_str(x.shape()));
+  ATTN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == N), ShapeError,
+             "linear: expected a bias ({}) for weight {}, got {}", N, shape_str(weight.shape()),
+             shape_str(bias.shape()));
+  ATTN_CHECK(!bias.defined() || bias.dtype() == weight.dtype(), DTypeError,
+             "linear: bias is {}, weight is {}", dtype_name(bias.dtype()),
+             dtype_name(weight.dtype()));
+  const bool vector_in = x.dim() == 1;
+  Tensor y = product(vector_in ? x.unsqueeze(0) : x, weight.transpose(0, 1), "linear");
+  if (vector_in) y = y.squeeze(0);
+  if (bias.defined() && y.numel() > 0) {
+    Tensor bc = bias.detach().contiguous();
+    dispatch_float(y.dtype(), "linear", [&]<class T>() {
+      const T* b = bc.data<T>();
+      T* out = y.data<T>();
+      const std::int64_t rows = y.numel() / N;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        T* row = out + r * N;
+#pragma omp simd
+        for (std::int64_t j = 0; j < N; ++j) row[j] += b[j];
+      }
+    });
+  }
+  const bool needs = x.requires_grad() || weight.requires_grad() ||
+                     (bias.defined() && bias.requires_grad());
+  if (!autograd::grad_enabled() || !needs) return y;
+  Tensor xd = x.detach(), wd = weight.detach();
+  std::vector<Tensor> inputs = {x, weight};
+  if (bias.defined()) inputs.push_back(bias);
+  return record(y, "linear", inputs, [xd, wd, N, K](const Tensor& g, const Needs& n) {
+    Grads grads(n.size());
+    if (n[0]) grads[0] = matmul(g.dim() == 1 ? g.unsqueeze(0) : g, wd).reshape(xd.shape());
+    if (n[1] || (n.size() > 2 && n[2])) {
+      Tensor g2 = g.reshape({-1, N});
+      if (n[1]) grads[1] = matmul(g2.transpose(0, 1), xd.reshape({-1, K}));
+      if (n.size() > 2 && n[2]) grads[2] = sum_to(g2, Shape{N});
+    }
+    return grads;
+  });
+}
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   ATTN_CHECK(a.defined() && b.defined(), ValueError, "bmm: undefined operand");

@@ -319,3 +319,49 @@ TEST(Matmul, ErrorsNameOpAndShapes) {
   EXPECT_THROW(matmul(zeros({2, 3}), zeros({4, 5})), ShapeError);
   EXPECT_THROW(matmul(zeros({2, 3}, DType::i32), zeros({3, 4}, DType::i32)), DTypeError);
 }
+
+// linear(x, W, b) against the unfused definition, on both sides of the tiny
+// threshold (plain loops below it, oneDNN above) and for 1-, 2- and 3-D inputs.
+TEST(Linear, MatchesMatmulPlusBiasOnOddSizes) {
+  std::uint64_t seed = 100;
+  for (const Shape& xs : std::vector<Shape>{{7}, {1, 3}, {5, 33}, {3, 11, 65}, {2, 129, 33}})
+    for (std::int64_t n : {1, 7, 65, 201}) {
+      const std::int64_t k = xs.back();
+      Tensor x = rand32(xs, seed++), w = rand32({n, k}, seed++), b = rand32({n}, seed++);
+      Tensor x2 = x.dim() == 1 ? x.unsqueeze(0) : x;
+      Tensor ref = add(matmul_reference(x2, w.transpose(0, 1)), b);
+      Tensor y = linear(x, w, b);
+      Shape expect = xs;
+      expect.back() = n;
+      ASSERT_EQ(y.shape(), expect);
+      auto vy = to_vector<float>(y), vr = to_vector<float>(ref);
+      for (std::size_t i = 0; i < vy.size(); ++i)
+        ASSERT_NEAR(vy[i], vr[i], 1e-4 * (1 + std::fabs(vr[i]))) << shape_str(xs) << " n " << n;
+      auto vn = to_vector<float>(linear(x, w));
+      auto vm = to_vector<float>(matmul_reference(x2, w.transpose(0, 1)));
+      for (std::size_t i = 0; i < vn.size(); ++i) ASSERT_NEAR(vn[i], vm[i], 1e-4 * (1 + std::fabs(vm[i])));
+    }
+}
+
+TEST(Linear, Gradcheck) {
+  auto with_bias = [](const std::vector<Tensor>& v) { return linear(v[0], v[1], v[2]); };
+  auto without = [](const std::vector<Tensor>& v) { return linear(v[0], v[1]); };
+  for (const Shape& xs : std::vector<Shape>{{5}, {3, 5}, {2, 3, 5}}) {
+    Tensor x = leaf64(xs, 1), w = leaf64({4, 5}, 2), b = leaf64({4}, 3);
+    EXPECT_GRADCHECK(with_bias, {x, w, b});
+    EXPECT_GRADCHECK(without, {x, w});
+  }
+  // A transposed (non-contiguous) input.
+  Tensor xt = leaf64({5, 3}, 4), w = leaf64({2, 3}, 5), b = leaf64({2}, 6);
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return linear(v[0].transpose(0, 1).transpose(0, 1), v[1], v[2]); },
+                   {xt, w, b});
+}
+
+TEST(Linear, Errors) {
+  EXPECT_EQ(error_of([] { linear(zeros({2, 3}), zeros({4, 5})); }),
+            "linear: expected input (..., 5) for weight [4, 5], got [2, 3]");
+  EXPECT_EQ(error_of([] { linear(zeros({2, 5}), zeros({4, 5}), zeros({3})); }),
+            "linear: expected a bias (4) for weight [4, 5], got [3]");
+  EXPECT_EQ(error_of([] { linear(zeros({2, 5}), zeros({5})); }),
+            "linear: expected a weight (out, in), got [5]");
+}

@@ -25,6 +25,12 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // a (B, M, K) @ b (B, K, N) -> (B, M, N): strictly 3-D, equal batch sizes.
 Tensor bmm(const Tensor& a, const Tensor& b);
 
+// The affine map of a Linear layer: x (..., K), weight (N, K), bias (N) or
+// undefined -> y (..., N) = x @ weight^T + bias, one GEMM over the rows of x
+// with the bias added in the same pass (one op, one node). Differentiable:
+//   dx = g @ weight,  dweight = g_rows^T @ x_rows,  dbias = sum over rows of g.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
 // The documented reference: the same product as matmul, computed with plain
 // loops over the strided inputs, accumulating in double (f32 or f64; result
 // in the inputs' dtype). No autograd. For tests and benchmarks.
