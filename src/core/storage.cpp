@@ -12,6 +12,9 @@
 // bytes are rounded up to a power of two and kept on per-thread free lists,
 // up to kSmallLimit bytes per thread; a block freed by another thread than
 // the one that made it simply joins that thread's lists.
+//
+// Under AddressSanitizer both caches are off, so that a use of a freed
+// buffer is still reported.
 #include "attn/core/storage.h"
 
 #include <cstdlib>
@@ -24,6 +27,12 @@
 
 namespace attn {
 namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kCaching = false;
+#else
+constexpr bool kCaching = true;
+#endif
 
 constexpr std::size_t kCacheMin = 1 << 20;
 constexpr std::size_t kCacheLimit = std::size_t(1) << 30;
@@ -112,7 +121,9 @@ Storage::Storage(std::size_t nbytes) : nbytes_(nbytes) {
   static const bool threads_ready = (init_threads_from_env(), true);
   (void)threads_ready;
   std::size_t size = rounded_size(nbytes);
-  if (size <= kSmallMax) {
+  if (!kCaching) {
+    // plain aligned_alloc below
+  } else if (size <= kSmallMax) {
     const int c = small_class(size);
     SmallCache* sc = small_cache();
     if (sc != nullptr && !sc->lists[c].empty()) {
@@ -131,7 +142,9 @@ Storage::Storage(std::size_t nbytes) : nbytes_(nbytes) {
 
 Storage::~Storage() {
   std::size_t size = rounded_size(nbytes_);
-  if (size <= kSmallMax) {
+  if (!kCaching) {
+    // plain free below
+  } else if (size <= kSmallMax) {
     const int c = small_class(size);
     SmallCache* sc = small_cache();
     if (sc != nullptr && sc->cached + (Storage::kAlignment << c) <= kSmallLimit) {
