@@ -43,6 +43,7 @@ int attention_scoring(const Options& o) {
 
   queries = normal(0, 1, {2, 1, 2});
   nn::DotProductAttention dot(0.5);
+  nn::KeepAttentionWeights keep;  // the heatmap below needs the weights
   dot.eval();
   fmt::print("DotProductAttention(dropout=0.5)\n{}\n\n",
              dot.forward(queries, keys, values, valid_lens).str());

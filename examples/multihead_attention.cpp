@@ -13,6 +13,8 @@ int multihead_attention(const Options& o) {
   nn::MultiHeadAttention attention(num_hiddens, num_hiddens, num_hiddens, num_hiddens, num_heads,
                                    0.5);
   attention.eval();
+  // The chapter prints and draws the weights: take the materialized path.
+  nn::KeepAttentionWeights keep;
   fmt::print("MultiHeadAttention(100, 100, 100, 100, num_heads=5, dropout=0.5): {} parameters\n",
              attention.num_parameters());
   const std::int64_t batch_size = 2, num_queries = 4, num_kvpairs = 6;

@@ -1,13 +1,24 @@
 #include "attn/nn/attention.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "attn/autograd/node.h"
+#include "attn/ops/attention.h"
 #include "attn/ops/elementwise.h"
 #include "attn/ops/index.h"
 #include "attn/ops/matmul.h"
 #include "attn/ops/softmax.h"
 
 namespace attn::nn {
+
+namespace {
+thread_local int t_keep_weights = 0;
+}  // namespace
+
+KeepAttentionWeights::KeepAttentionWeights() { ++t_keep_weights; }
+KeepAttentionWeights::~KeepAttentionWeights() { --t_keep_weights; }
+bool attention_weights_kept() { return t_keep_weights > 0; }
 
 Tensor masked_softmax(const Tensor& X, const Tensor& valid_lens) {
   if (!valid_lens.defined()) return softmax(X);
@@ -62,17 +73,94 @@ DotProductAttention::DotProductAttention(double p) {
   dropout = register_module("dropout", std::make_shared<Dropout>(p));
 }
 
+namespace {
+
+void check_heads(const Tensor& q, const Tensor& k, const Tensor& v) {
+  ATTN_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, ShapeError,
+             "DotProductAttention: expected queries, keys and values all 3-D (batch, steps, "
+             "features) or all 4-D (batch, steps, heads, features), got {}, {}, {}",
+             shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
+  ATTN_CHECK(q.size(0) == k.size(0) && k.size(0) == v.size(0) && q.size(2) == k.size(2) &&
+                 k.size(2) == v.size(2) && k.size(1) == v.size(1) && q.size(3) == k.size(3),
+             ShapeError,
+             "DotProductAttention: queries {}, keys {} and values {} do not agree in batch, "
+             "steps, heads or features",
+             shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
+}
+
+// (B, T, H, d) -> (B * H, T, d): d2l's transpose_qkv layout.
+Tensor heads_to_rows(const Tensor& x) {
+  return x.permute({0, 2, 1, 3}).reshape({-1, x.size(1), x.size(3)});
+}
+
+// The one length mask of the materialized path: valid_lens (rows) or (rows, Q)
+// combined with the causal limit q + 1 + (K - Q), as (rows, Q) i64.
+Tensor combined_lengths(const Tensor& valid_lens, bool causal, std::int64_t rows, std::int64_t Q,
+                        std::int64_t K) {
+  if (!causal) return valid_lens;
+  Tensor out = Tensor::empty({rows, Q}, DType::i64);
+  std::int64_t* p = out.data<std::int64_t>();
+  Tensor lens = valid_lens.defined() ? valid_lens.to(DType::f64).contiguous() : Tensor();
+  const double* l = lens.defined() ? lens.data<double>() : nullptr;
+  const bool per_row = lens.defined() && lens.dim() == 1;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t q = 0; q < Q; ++q) {
+      std::int64_t c = std::clamp<std::int64_t>(q + 1 + (K - Q), 0, K);
+      if (l != nullptr)
+        c = std::min(c, static_cast<std::int64_t>(std::ceil(per_row ? l[r] : l[r * Q + q])));
+      p[r * Q + q] = c;
+    }
+  return out;
+}
+
+}  // namespace
+
 Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                                    const Tensor& valid_lens) {
-  check_qkv(queries, keys, values, "DotProductAttention");
-  ATTN_CHECK(queries.size(2) == keys.size(2), ShapeError,
-             "DotProductAttention: queries {} and keys {} must have the same feature size",
-             shape_str(queries.shape()), shape_str(keys.shape()));
-  double d = static_cast<double>(queries.size(2));
-  Tensor scores = div(bmm(queries, keys.transpose(1, 2)), std::sqrt(d));
-  Tensor weights = masked_softmax(scores, valid_lens);
+                                    const Tensor& valid_lens, bool causal) {
+  const bool heads = queries.dim() == 4;
+  if (heads) {
+    check_heads(queries, keys, values);
+  } else {
+    check_qkv(queries, keys, values, "DotProductAttention");
+    ATTN_CHECK(queries.size(2) == keys.size(2), ShapeError,
+               "DotProductAttention: queries {} and keys {} must have the same feature size",
+               shape_str(queries.shape()), shape_str(keys.shape()));
+  }
+  const bool training = dropout->is_training() && dropout->p > 0;
+  if (!attention_weights_kept()) {
+    attention_weights = Tensor();
+    AttentionOptions opt;
+    opt.valid_lens = valid_lens;
+    opt.causal = causal;
+    opt.dropout = dropout->p;
+    opt.training = dropout->is_training();
+    const bool grad = autograd::grad_enabled() &&
+                      (queries.requires_grad() || keys.requires_grad() || values.requires_grad());
+    if (!grad && !training && queries.size(1) <= 8)
+      return attention_decode(queries, keys, values, opt);
+    return scaled_dot_product_attention(queries, keys, values, opt);
+  }
+  // The materialized path, d2l's formulation, over (rows, Q, K) scores.
+  const std::int64_t B = queries.size(0), Q = queries.size(1), K = keys.size(1);
+  const std::int64_t H = heads ? queries.size(2) : 1;
+  Tensor q = heads ? heads_to_rows(queries) : queries;
+  Tensor k = heads ? heads_to_rows(keys) : keys;
+  Tensor v = heads ? heads_to_rows(values) : values;
+  Tensor lens = valid_lens;
+  if (heads && lens.defined()) {
+    ATTN_CHECK(lens.dim() >= 1 && lens.size(0) == B, ShapeError,
+               "DotProductAttention: valid_lens {} does not match batch size {}",
+               shape_str(lens.shape()), B);
+    lens = repeat_interleave(lens, H, 0);
+  }
+  lens = combined_lengths(lens, causal, B * H, Q, K);
+  double d = static_cast<double>(q.size(2));
+  Tensor scores = div(bmm(q, k.transpose(1, 2)), std::sqrt(d));
+  Tensor weights = masked_softmax(scores, lens);
   attention_weights = weights.detach();
-  return bmm(dropout->forward(weights), values);
+  Tensor out = bmm(dropout->forward(weights), v);
+  if (!heads) return out;
+  return out.reshape({B, H, Q, out.size(2)}).permute({0, 2, 1, 3}).contiguous();
 }
 
 Tensor transpose_qkv(const Tensor& X, std::int64_t num_heads) {
@@ -105,33 +193,40 @@ MultiHeadAttention::MultiHeadAttention(std::int64_t key_size, std::int64_t query
   W_o = register_module("W_o", std::make_shared<Linear>(hiddens, hiddens, bias));
 }
 
+namespace {
+// (B, T, num_hiddens) -> (B, T, heads, num_hiddens / heads), a view when x is contiguous.
+Tensor split_heads(const Tensor& x, std::int64_t heads) {
+  return x.reshape({x.size(0), x.size(1), heads, -1});
+}
+}  // namespace
+
 std::pair<Tensor, Tensor> MultiHeadAttention::project_kv(const Tensor& keys, const Tensor& values) {
-  return {transpose_qkv(W_k->forward(keys), num_heads),
-          transpose_qkv(W_v->forward(values), num_heads)};
+  return {split_heads(W_k->forward(keys), num_heads),
+          split_heads(W_v->forward(values), num_heads)};
 }
 
 Tensor MultiHeadAttention::attend(const Tensor& queries, const Tensor& K, const Tensor& V,
-                                  const Tensor& valid_lens) {
-  ATTN_CHECK(queries.dim() == 3 && queries.size(0) * num_heads == K.size(0), ShapeError,
+                                  const Tensor& valid_lens, bool causal) {
+  ATTN_CHECK(queries.dim() == 3 && K.dim() == 4 && queries.size(0) == K.size(0) &&
+                 K.size(2) == num_heads,
+             ShapeError,
              "MultiHeadAttention: queries {} do not match projected keys {} with {} heads",
              shape_str(queries.shape()), shape_str(K.shape()), num_heads);
-  Tensor q = transpose_qkv(W_q->forward(queries), num_heads);
-  Tensor lens;
   if (valid_lens.defined()) {
     ATTN_CHECK(valid_lens.dim() >= 1 && valid_lens.size(0) == queries.size(0), ShapeError,
                "MultiHeadAttention: valid_lens {} does not match batch size {}",
                shape_str(valid_lens.shape()), queries.size(0));
-    lens = repeat_interleave(valid_lens, num_heads, 0);
   }
-  Tensor out = attention->forward(q, K, V, lens);
-  return W_o->forward(transpose_output(out, num_heads));
+  Tensor q = split_heads(W_q->forward(queries), num_heads);
+  Tensor out = attention->forward(q, K, V, valid_lens, causal);  // (B, Q, heads, d)
+  return W_o->forward(out.reshape({queries.size(0), queries.size(1), -1}));
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                                   const Tensor& valid_lens) {
+                                   const Tensor& valid_lens, bool causal) {
   check_qkv(queries, keys, values, "MultiHeadAttention");
   auto [K, V] = project_kv(keys, values);
-  return attend(queries, K, V, valid_lens);
+  return attend(queries, K, V, valid_lens, causal);
 }
 
 }  // namespace attn::nn

@@ -1,6 +1,9 @@
 #include "attn/nn/transformer.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "attn/autograd/node.h"
 
 #include "attn/ops/elementwise.h"
 #include "attn/ops/index.h"
@@ -114,34 +117,39 @@ DecoderBlock::DecoderBlock(std::int64_t key_size, std::int64_t query_size, std::
   addnorm3 = register_module("addnorm3", std::make_shared<AddNorm>(norm_shape, dropout));
 }
 
-namespace {
-// Causal valid lengths for queries at positions start..start+T-1: (B, T) = start + t + 1.
-Tensor causal_lens(std::int64_t batch, std::int64_t T, std::int64_t start) {
-  Tensor lens = Tensor::empty({batch, T}, DType::i64);
-  std::int64_t* p = lens.data<std::int64_t>();
-  for (std::int64_t b = 0; b < batch; ++b)
-    for (std::int64_t t = 0; t < T; ++t) p[b * T + t] = start + t + 1;
-  return lens;
-}
-}  // namespace
-
 Tensor DecoderBlock::forward(const Tensor& X, const Tensor& enc_outputs,
                              const Tensor& enc_valid_lens) {
   // d2l's dec_valid_lens = arange(1, T + 1).repeat(B, 1): token t sees tokens 0..t.
-  Tensor dec_valid_lens = causal_lens(X.size(0), X.size(1), 0);
-  Tensor Y = addnorm1->forward(X, attention1->forward(X, X, X, dec_valid_lens));
+  Tensor Y = addnorm1->forward(X, attention1->forward(X, X, X, Tensor(), /*causal=*/true));
   Tensor Z = addnorm2->forward(Y, attention2->forward(Y, enc_outputs, enc_outputs, enc_valid_lens));
   return addnorm3->forward(Z, ffn->forward(Z));
 }
 
+namespace {
+// Appends x (B, T, H, d) to the cache buffer `buf` (B, capacity, H, d) that
+// holds `len` steps, growing it geometrically; returns the view of the
+// len + T valid steps.
+Tensor append_to_cache(Tensor& buf, const Tensor& x, std::int64_t len) {
+  const std::int64_t T = x.size(1);
+  if (!buf.defined() || len + T > buf.size(1)) {
+    const std::int64_t old = buf.defined() ? buf.size(1) : 0;
+    const std::int64_t capacity = std::max({len + T, 2 * old, std::int64_t{16}});
+    Tensor grown = Tensor::empty({x.size(0), capacity, x.size(2), x.size(3)}, x.dtype());
+    if (len > 0) copy_(grown.narrow(1, 0, len), buf.narrow(1, 0, len));
+    buf = grown;
+  }
+  copy_(buf.narrow(1, len, T), x);
+  return buf.narrow(1, 0, len + T);
+}
+}  // namespace
+
 Tensor DecoderBlock::forward_cached(const Tensor& X, DecoderState& state) {
   auto [k, v] = attention1->project_kv(X, X);
-  Tensor& K = state.self_k[i];
-  Tensor& V = state.self_v[i];
-  K = K.defined() ? cat({K, k}, 1) : k;
-  V = V.defined() ? cat({V, v}, 1) : v;
-  Tensor lens = X.size(1) > 1 ? causal_lens(X.size(0), X.size(1), state.steps) : Tensor();
-  Tensor Y = addnorm1->forward(X, attention1->attend(X, K, V, lens));
+  Tensor K = append_to_cache(state.self_k[i], k, state.steps);
+  Tensor V = append_to_cache(state.self_v[i], v, state.steps);
+  // The new tokens sit at positions steps..steps+T-1: each sees the cache and
+  // the new tokens up to itself (causal with offset K - T).
+  Tensor Y = addnorm1->forward(X, attention1->attend(X, K, V, Tensor(), /*causal=*/true));
   if (!state.cross_k[i].defined()) {
     auto [ck, cv] = attention2->project_kv(state.enc_outputs, state.enc_outputs);
     state.cross_k[i] = ck;
@@ -186,6 +194,7 @@ Tensor TransformerDecoder::forward(const Tensor& X, const DecoderState& state) {
 }
 
 Tensor TransformerDecoder::step(const Tensor& X, DecoderState& state) {
+  autograd::NoGradGuard no_grad;  // the cache is written in place: inference only
   // The new tokens sit at positions steps, steps + 1, ... (d2l adds position
   // 0's encoding at every inference step; see docs/design.md).
   Tensor H = embed(*embedding, *pos_encoding, X, num_hiddens, state.steps);

@@ -74,6 +74,7 @@ AttentionMaps attention_maps(nn::EncoderDecoder& net, const data::Vocab& src_voc
                              std::int64_t num_steps) {
   net.eval();
   autograd::NoGradGuard no_grad;
+  nn::KeepAttentionWeights keep;  // the materialized path, which records the weights
   AttentionMaps maps;
   auto [src, len] = encode_source(src_vocab, tr.source_tokens, num_steps);
   std::int64_t valid = len.item<std::int64_t>();

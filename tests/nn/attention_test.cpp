@@ -1,6 +1,7 @@
 #include "attn/nn/attention.h"
 
 #include <cmath>
+#include <optional>
 
 #include "attn/ops/elementwise.h"
 #include "attn/ops/reduce.h"
@@ -132,6 +133,7 @@ TEST(Attention, ModulesPassGradcheckWithAndWithoutMasks) {
 TEST(MultiHeadAttention, ShapesOfTheChapter) {
   MultiHeadAttention attention(100, 100, 100, 100, 5, 0.5);
   attention.eval();
+  KeepAttentionWeights keep;
   Tensor X = ones({2, 4, 100}), Y = ones({2, 6, 100});
   Tensor out = attention.forward(X, Y, Y, lens({3, 2}));
   EXPECT_EQ(out.shape(), (Shape{2, 4, 100}));
@@ -183,5 +185,77 @@ TEST(MultiHeadAttention, Gradcheck) {
     EXPECT_GRADCHECK(
         [&](const std::vector<Tensor>& x) { return attention.forward(x[0], x[1], x[2], vl); },
         inputs);
+  }
+}
+
+namespace {
+// Output and every gradient (inputs and parameters) of MHA on one path.
+std::vector<std::vector<float>> mha_run(MultiHeadAttention& m, const Tensor& q, const Tensor& kv,
+                                        const Tensor& vl, bool causal, std::uint64_t seed) {
+  manual_seed(seed);
+  Tensor qi = q.detach(), ki = kv.detach();
+  qi.requires_grad_();
+  ki.requires_grad_();
+  for (auto& p : m.parameters()) p.zero_grad();
+  Tensor out = m.forward(qi, ki, ki, vl, causal);
+  Tensor w = attn::testing::rand32(out.shape(), 99);
+  sum(mul(out, w)).backward();
+  std::vector<std::vector<float>> r = {to_vector<float>(out), to_vector<float>(qi.grad()),
+                                       to_vector<float>(ki.grad())};
+  for (auto& p : m.parameters()) r.push_back(to_vector<float>(p.grad()));
+  return r;
+}
+}  // namespace
+
+// The fused kernels and the materialized path (KeepAttentionWeights) are two
+// routes to the same numbers: outputs, gradients and dropout masks.
+TEST(MultiHeadAttention, FusedPathEqualsMaterializedPath) {
+  MultiHeadAttention m(12, 12, 12, 16, 4, 0.3, true);
+  Tensor q = attn::testing::rand32({3, 5, 12}, 31), kv = attn::testing::rand32({3, 5, 12}, 32);
+  struct Case {
+    Tensor vl;
+    bool causal;
+    bool training;
+  };
+  std::vector<Case> cases = {{Tensor(), false, false},
+                             {lens({5, 2, 0}), false, false},
+                             {lens({1, 2, 3, 4, 5, 0, 0, 1, 5, 5, 3, 3, 3, 2, 1}, {3, 5}), false, false},
+                             {Tensor(), true, false},
+                             {lens({4, 2, 0}), true, false},
+                             {lens({5, 2, 0}), false, true},
+                             {Tensor(), true, true}};
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    SCOPED_TRACE("case " + std::to_string(c));
+    if (cases[c].training) m.train(); else m.eval();
+    auto fused = mha_run(m, q, kv, cases[c].vl, cases[c].causal, 7 + c);
+    std::vector<std::vector<float>> ref;
+    {
+      KeepAttentionWeights keep;
+      ref = mha_run(m, q, kv, cases[c].vl, cases[c].causal, 7 + c);
+      EXPECT_EQ(m.attention_weights().shape(), (Shape{12, 5, 5}));
+    }
+    m.forward(q, kv, kv, cases[c].vl, cases[c].causal);
+    EXPECT_FALSE(m.attention_weights().defined());
+    ASSERT_EQ(fused.size(), ref.size());
+    for (std::size_t t = 0; t < fused.size(); ++t) {
+      ASSERT_EQ(fused[t].size(), ref[t].size());
+      for (std::size_t i = 0; i < fused[t].size(); ++i)
+        ASSERT_NEAR(fused[t][i], ref[t][i], 1e-5 * (1 + std::fabs(ref[t][i])))
+            << "tensor " << t << " element " << i;
+    }
+  }
+}
+
+TEST(DotProductAttention, BothPathsPassGradcheckInTheHeadsLayout) {
+  DotProductAttention att(0.0);
+  Tensor q = leaf64({2, 3, 2, 4}, 41), k = leaf64({2, 5, 2, 4}, 42), v = leaf64({2, 5, 2, 3}, 43);
+  for (bool keep_weights : {false, true}) {
+    std::optional<KeepAttentionWeights> keep;
+    if (keep_weights) keep.emplace();
+    for (Tensor vl : {Tensor(), lens({5, 0}), lens({1, 2, 3, 0, 5, 4}, {2, 3})})
+      for (bool causal : {false, true})
+        EXPECT_GRADCHECK(
+            [&](const std::vector<Tensor>& x) { return att.forward(x[0], x[1], x[2], vl, causal); },
+            {q, k, v});
   }
 }

@@ -11,11 +11,31 @@
 // length is 0 becomes uniform (1/K), never NaN. Causal masking in the
 // Transformer decoder is d2l's dec_valid_lens = [1, 2, ..., T] for every row.
 // valid_lens may be any dtype; values must lie in [0, K].
+//
+// Fused or materialized. DotProductAttention (and so MultiHeadAttention and
+// the Transformer) runs the fused kernel of ops/attention.h, which never
+// stores the (Q x K) weights. Where the weights are wanted — pictures, tests,
+// the chapter's demos — a KeepAttentionWeights guard switches the same
+// modules to the materialized reference path for as long as it lives; the
+// modules then record `attention_weights` after every forward. Both paths
+// give the same outputs, gradients and dropout masks (tested).
 #pragma once
 
 #include "attn/nn/layers.h"
 
 namespace attn::nn {
+
+// While an instance lives, attention modules on this thread take the
+// materialized path and keep their attention weights (nests; thread-local).
+class KeepAttentionWeights {
+ public:
+  KeepAttentionWeights();
+  ~KeepAttentionWeights();
+  KeepAttentionWeights(const KeepAttentionWeights&) = delete;
+  KeepAttentionWeights& operator=(const KeepAttentionWeights&) = delete;
+};
+// True inside a KeepAttentionWeights scope.
+bool attention_weights_kept();
 
 // softmax over the last dim of X (B, Q, K) with keys k >= valid_len masked.
 Tensor masked_softmax(const Tensor& X, const Tensor& valid_lens);
@@ -36,15 +56,23 @@ class AdditiveAttention : public Module {
 };
 
 // Scaled dot-product attention: softmax(Q K^T / sqrt(d)) V.
-// queries (B, Q, d), keys (B, K, d), values (B, K, v) -> (B, Q, v).
+// queries (B, Q, d), keys (B, K, d), values (B, K, v) -> (B, Q, v); or the
+// heads layout of ops/attention.h: (B, Q, H, d), (B, K, H, d), (B, K, H, v)
+// -> (B, Q, H, v) with valid_lens per batch element, shared by the heads.
+// `causal`: query q also sees only keys k < q + 1 + (K - Q) (d2l's
+// dec_valid_lens when Q == K; combined with valid_lens by the minimum).
+// Without grad and dropout and with few queries (decoding against a KV
+// cache), the fused path runs ops' attention_decode.
 class DotProductAttention : public Module {
  public:
   explicit DotProductAttention(double dropout);
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                 const Tensor& valid_lens = Tensor());
+                 const Tensor& valid_lens = Tensor(), bool causal = false);
 
   std::shared_ptr<Dropout> dropout;
-  Tensor attention_weights;  // (B, Q, K), before dropout, detached
+  // (B, Q, K) — (B * H, Q, K) in the heads layout —, before dropout,
+  // detached; recorded only inside a KeepAttentionWeights scope, else undefined.
+  Tensor attention_weights;
 };
 
 // (B, T, num_hiddens) -> (B * num_heads, T, num_hiddens / num_heads): head i
@@ -57,23 +85,28 @@ Tensor transpose_output(const Tensor& X, std::int64_t num_heads);
 // W_v to num_hiddens, split into num_heads heads, run DotProductAttention on
 // all heads at once with valid_lens repeated per head (b0 x h, b1 x h, ...),
 // concatenate and project with W_o. Output (B, Q, num_hiddens).
+// The heads are views: a projection (B, T, num_hiddens) is read as
+// (B, T, num_heads, num_hiddens / num_heads), which is d2l's split without
+// its transposing copies, and the per-head repetition of valid_lens is
+// implicit; the weights kept are d2l's (B * num_heads, Q, K).
 class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(std::int64_t key_size, std::int64_t query_size, std::int64_t value_size,
                      std::int64_t num_hiddens, std::int64_t num_heads, double dropout,
                      bool bias = false);
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                 const Tensor& valid_lens = Tensor());
+                 const Tensor& valid_lens = Tensor(), bool causal = false);
 
   // The two halves of forward, for decoding with a cache: project keys and
-  // values once into heads (B * num_heads, K, num_hiddens / num_heads), then
-  // attend with any number of queries against them. valid_lens is per batch
-  // element, (B) or (B, Q), before the per-head repetition.
+  // values once into heads (B, K, num_heads, num_hiddens / num_heads), then
+  // attend with any number of queries against them (K and V may be views of
+  // a larger cache buffer). valid_lens is per batch element, (B) or (B, Q).
   std::pair<Tensor, Tensor> project_kv(const Tensor& keys, const Tensor& values);
   Tensor attend(const Tensor& queries, const Tensor& K, const Tensor& V,
-                const Tensor& valid_lens = Tensor());
+                const Tensor& valid_lens = Tensor(), bool causal = false);
 
-  // (B * num_heads, Q, K) weights of the last forward, detached.
+  // (B * num_heads, Q, K) weights of the last forward, detached (kept only
+  // inside a KeepAttentionWeights scope).
   const Tensor& attention_weights() const { return attention->attention_weights; }
 
   std::int64_t num_hiddens, num_heads;

@@ -89,6 +89,9 @@ class TransformerEncoder : public Module {
 // lengths, and per layer the KV cache — self-attention keys and values of
 // every token decoded so far, and cross-attention keys and values of the
 // encoder outputs (computed once).
+// Keys and values are in the heads layout (B, steps, heads, d); self_k and
+// self_v are buffers with room to grow (their first `steps` rows are valid),
+// written in place, so decoding with a state runs without autograd.
 struct DecoderState {
   Tensor enc_outputs, enc_valid_lens;
   std::vector<Tensor> self_k, self_v, cross_k, cross_v;
