@@ -5,6 +5,7 @@
 
 #include "attn/autograd/node.h"
 
+#include "attn/ops/dropout.h"
 #include "attn/ops/elementwise.h"
 #include "attn/ops/index.h"
 
@@ -43,7 +44,8 @@ AddNorm::AddNorm(Shape normalized_shape, double p) {
 }
 
 Tensor AddNorm::forward(const Tensor& X, const Tensor& Y) {
-  return ln->forward(add(dropout->forward(Y), X));
+  // add(dropout(Y), X) in one pass: the same numbers and dropout mask.
+  return ln->forward(dropout_add(X, Y, dropout->p, dropout->is_training()));
 }
 
 EncoderBlock::EncoderBlock(std::int64_t key_size, std::int64_t query_size, std::int64_t value_size,

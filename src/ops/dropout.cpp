@@ -19,6 +19,7 @@
 
 #include "attn/autograd/node.h"
 #include "attn/core/threads.h"
+#include "attn/ops/elementwise.h"
 
 namespace attn {
 
@@ -55,10 +56,11 @@ inline void philox_inline(std::uint64_t ctr, std::uint64_t key, std::uint32_t* o
 
 constexpr std::int64_t kChunk = 256;  // counters per chunk = 1024 elements
 
-// y_i = keep_i ? x_i * scale : 0 for i in [0, n), x and y contiguous.
+// y_i = base_i + (keep_i ? x_i * scale : 0) for i in [0, n), all contiguous;
+// base == nullptr: no base term.
 template <class T>
 void apply_mask(const T* x, T* y, std::int64_t n, std::uint64_t seed, std::uint64_t offset,
-                std::uint32_t threshold, T scale) {
+                std::uint32_t threshold, T scale, const T* base = nullptr) {
   const std::int64_t chunks = (n + 4 * kChunk - 1) / (4 * kChunk);
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)
   for (std::int64_t c = 0; c < chunks; ++c) {
@@ -71,9 +73,16 @@ void apply_mask(const T* x, T* y, std::int64_t n, std::uint64_t seed, std::uint6
     for (std::int64_t b = 0; b < blocks; ++b) philox_inline(ctr0 + b, seed, bits + 4 * b);
     const T* xs = x + e0;
     T* ys = y + e0;
+    if (base == nullptr) {
 #pragma omp simd
-    for (std::int64_t i = 0; i < len; ++i)
-      ys[i] = (bits[i] >> 8) >= threshold ? xs[i] * scale : T(0);
+      for (std::int64_t i = 0; i < len; ++i)
+        ys[i] = (bits[i] >> 8) >= threshold ? xs[i] * scale : T(0);
+    } else {
+      const T* bs = base + e0;
+#pragma omp simd
+      for (std::int64_t i = 0; i < len; ++i)
+        ys[i] = bs[i] + ((bits[i] >> 8) >= threshold ? xs[i] * scale : T(0));
+    }
   }
 }
 
@@ -113,6 +122,37 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
 
 Tensor dropout(const Tensor& x, double p, bool training) {
   return dropout(x, p, training, default_generator());
+}
+
+Tensor dropout_add(const Tensor& base, const Tensor& x, double p, bool training, Generator& gen) {
+  ATTN_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout_add: p must be in [0, 1], got {}", p);
+  ATTN_CHECK(base.shape() == x.shape() && base.dtype() == x.dtype(), ShapeError,
+             "dropout_add: base {} {} and x {} {} must have the same shape and dtype",
+             dtype_name(base.dtype()), shape_str(base.shape()), dtype_name(x.dtype()),
+             shape_str(x.shape()));
+  ATTN_CHECK(is_floating(x.dtype()), DTypeError,
+             "dropout_add: expected a floating dtype (f32 or f64), got {}", dtype_name(x.dtype()));
+  if (!training || p == 0.0 || p == 1.0) return add(base, dropout(x, p, training, gen));
+  const std::uint64_t seed = gen.seed();
+  const std::uint64_t offset = gen.reserve(static_cast<std::uint64_t>(x.numel()));
+  const auto threshold = static_cast<std::uint32_t>(std::ceil(p * 16777216.0));
+  const double scale = 1.0 / (1.0 - p);
+  Tensor y = dispatch_float(x.dtype(), "dropout_add", [&]<class T>() {
+    Tensor xc = x.detach().contiguous(), bc = base.detach().contiguous();
+    Tensor out = Tensor::empty(x.shape(), x.dtype());
+    apply_mask<T>(xc.data<T>(), out.data<T>(), x.numel(), seed, offset, threshold,
+                  static_cast<T>(scale), bc.data<T>());
+    return out;
+  });
+  return record(y, "dropout_add", {base, x},
+                [seed, offset, threshold, scale](const Tensor& g, const Needs& n) {
+                  return Grads{n[0] ? g : Tensor(),
+                               n[1] ? masked_scale(g, seed, offset, threshold, scale) : Tensor()};
+                });
+}
+
+Tensor dropout_add(const Tensor& base, const Tensor& x, double p, bool training) {
+  return dropout_add(base, x, p, training, default_generator());
 }
 
 }  // namespace attn

@@ -134,3 +134,43 @@ TEST(Dropout, RejectsPOutsideUnitInterval) {
   EXPECT_THROW(dropout(ones({3}), -0.1, false, gen), ValueError);
   EXPECT_THROW(dropout(ones({3}, DType::i64), 0.5, true, gen), DTypeError);
 }
+
+// dropout_add is add(base, dropout(x)) in one pass: bit-identical output and
+// gradients, the same generator advance.
+TEST(DropoutAdd, EqualsAddOfDropoutExactly) {
+  for (std::int64_t n : {1, 5, 1023, 4097}) {
+    for (double p : {0.0, 0.1, 0.5, 1.0}) {
+      for (bool training : {true, false}) {
+        SCOPED_TRACE(std::to_string(n) + " p " + std::to_string(p));
+        Tensor base = rand32({n, 3}, 1), x = rand32({n, 3}, 2);
+        base.requires_grad_();
+        x.requires_grad_();
+        Generator g1(5), g2(5);
+        Tensor fused = dropout_add(base, x, p, training, g1);
+        Tensor ref = add(base, dropout(x, p, training, g2));
+        EXPECT_EQ(to_vector<float>(fused), to_vector<float>(ref));
+        EXPECT_EQ(g1.offset(), g2.offset());
+        Tensor w = rand32({n, 3}, 3);
+        sum(mul(fused, w)).backward();
+        auto gb = to_vector<float>(base.grad()), gx = to_vector<float>(x.grad());
+        base.zero_grad();
+        x.zero_grad();
+        sum(mul(ref, w)).backward();
+        EXPECT_EQ(gb, to_vector<float>(base.grad()));
+        EXPECT_EQ(gx, to_vector<float>(x.grad()));
+      }
+    }
+  }
+}
+
+TEST(DropoutAdd, GradcheckAndErrors) {
+  Tensor base = leaf64({3, 7}, 1), x = leaf64({3, 7}, 2);
+  EXPECT_GRADCHECK(
+      [](const Inputs& v) {
+        Generator g(9);  // the same mask on every evaluation
+        return dropout_add(v[0], v[1], 0.4, true, g);
+      },
+      {base, x});
+  EXPECT_THROW(dropout_add(zeros({2, 3}), zeros({3, 2}), 0.1), ShapeError);
+  EXPECT_THROW(dropout_add(zeros({2, 3}), zeros({2, 3}), 1.5), ValueError);
+}

@@ -17,4 +17,11 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 // The same with default_generator().
 Tensor dropout(const Tensor& x, double p, bool training = true);
 
+// base + dropout(x, p, training, gen) in one pass (the Transformer's residual
+// connection, AddNorm): the same mask, numbers and generator use as the two
+// ops, one output tensor instead of two. base and x: same shape and dtype.
+// d base = g,  d x = dropout's backward of g.
+Tensor dropout_add(const Tensor& base, const Tensor& x, double p, bool training, Generator& gen);
+Tensor dropout_add(const Tensor& base, const Tensor& x, double p, bool training = true);
+
 }  // namespace attn
