@@ -1,0 +1,72 @@
+// attn/ops/attention.h — scaled dot-product attention, fused (FlashAttention-2
+// style, the (Q x K) scores never stored) and materialized (the reference).
+//
+// Layouts (q, k, v all of the same rank; any strides, but the last dim must
+// have stride 1, else it is copied once):
+//   3-D  q (N, Q, D), k (N, K, D), v (N, K, Dv)          N = batch * heads: d2l's
+//        layout after transpose_qkv. Output (N, Q, Dv).
+//   4-D  q (B, Q, H, D), k (B, K, H, D), v (B, K, H, Dv)  a Linear's output
+//        (B, T, H * D) reshaped, read in place. Output (B, Q, H, Dv),
+//        contiguous, so it reshapes to (B, Q, H * Dv) without a copy.
+// Dv may differ from D; D must be at least 1. f32 or f64 (all three the same).
+//
+// Semantics are d2l's DotProductAttention:
+//   scores  S = scale * q k^T                  (scale = 1 / sqrt(D) by default)
+//   weights A = masked_softmax(S, lens)        masked scores are replaced by -1e6
+//   out       = dropout(A) v
+// Query q of row n sees keys k < L(n, q), where
+//   L = min(valid_lens[n] or valid_lens[n, q]   (K when valid_lens is undefined),
+//           q + 1 + (K - Q) clamped to [0, K]   (only when causal; for Q == K
+//                                                 this is d2l's dec_valid_lens 1..T))
+// In the 4-D layout valid_lens is indexed by the batch element b and shared by
+// the H heads. As in d2l, a row with L = 0 (every score masked to the same
+// value) gets uniform weights 1/K over all K keys, so its output is the mean
+// of the values, never NaN; masked weights of other rows are exactly 0. The
+// gradient with respect to a masked score (and to every score of a row with
+// L = 0) is 0. valid_lens: (N) or (N, Q) in 3-D, (B) or (B, Q) in 4-D, any
+// dtype (a fractional length l means k < ceil(l)), every value in [0, K].
+//
+// Dropout (training and dropout > 0) drops attention weights exactly as
+// ops dropout on the (N = B * H, Q, K) weights tensor would, with the same
+// generator: element ((b * H + h) * Q + q) * K + k is kept iff its Philox
+// uniform at offset gen.reserve(N * Q * K) is >= p, and kept weights are
+// scaled by 1 / (1 - p). The fused kernel regenerates the mask per tile in the
+// forward and in the backward (nothing stored). p == 1 gives zeros; p == 0 or
+// !training reserves nothing. Q == 0 gives an empty output, K == 0 zeros.
+#pragma once
+
+#include "attn/core/rng.h"
+#include "attn/core/tensor.h"
+
+namespace attn {
+
+struct AttentionOptions {
+  Tensor valid_lens;  // undefined: no length mask
+  bool causal = false;
+  double dropout = 0.0;  // on the attention weights, in [0, 1]; used only when training
+  bool training = true;
+  Generator* generator = nullptr;  // nullptr: default_generator()
+  double scale = 0.0;  // 0: 1 / sqrt(D)
+};
+
+// The fused kernel: online softmax over key tiles, the per-row log-sum-exp
+// saved for the backward (FlashAttention-2, ref: Dao, arXiv 2307.08691).
+// Memory O(N Q + N K) besides the inputs and output. Differentiable in q, k, v.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& opt = {});
+
+// The materialized reference: bmm, masked softmax, dropout, bmm with the ops
+// of this library (autograd through them). Same arguments and result.
+Tensor scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
+                                              const AttentionOptions& opt = {});
+
+// Inference for a few new queries against a KV cache: q (B, Tq, H, D) or
+// (N, Tq, D), usually Tq = 1; k, v the cache (B, Tk, H, D) / (N, Tk, D), e.g.
+// a narrow() of a larger buffer along T. Same masks as above (causal: query i
+// sees keys < i + 1 + Tk - Tq). No autograd, no dropout (dropout > 0 with
+// training is a ValueError). Long caches with few heads are split over keys
+// and the partial softmaxes combined (flash-decoding).
+Tensor attention_decode(const Tensor& q, const Tensor& k, const Tensor& v,
+                        const AttentionOptions& opt = {});
+
+}  // namespace attn

@@ -1,0 +1,468 @@
+// Scaled dot-product attention: argument checks, the fused op with its
+// backward, the materialized reference, and the KV-cache decode step.
+//
+//   forward   S = scale q k^T, masked (d2l: -1e6, i.e. weight 0; a row of
+//             length 0 uniform), P = softmax(S), W = dropout(P), out = W v,
+//             lse = m + log l per row (m the row max, l the row sum)
+//   backward  P = exp(S - lse), dV = W^T dO, dP = (dO v^T) o Z,
+//             dS = P o (dP - D) with D = rowsum(dO o out), dQ = scale dS k,
+//             dK = scale dS^T q; dS = 0 on masked scores and rows of length 0
+//
+// The kernels (tiled, online softmax, the score matrix never stored) are in
+// attention_impl.h, compiled for AVX-512 (attention_avx512.cpp), AVX2
+// (attention_avx2.cpp) and here for portable vectors (f32 fallback and all of
+// f64). The f32 set is chosen once from the CPU's features.
+#include "attn/ops/attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string_view>
+#include <utility>
+
+#include "attn/autograd/node.h"
+#include "attn/ops/dropout.h"
+#include "attn/ops/elementwise.h"
+#include "attn/ops/matmul.h"
+#include "attn/ops/softmax.h"
+#include "ops/attention_kernel.h"
+#include "ops/vec_math.h"
+// The kernels for portable vectors (16 bytes: SSE2 on x86-64, NEON elsewhere).
+#include "ops/attention_impl.h"
+
+namespace attn {
+
+namespace detail {
+namespace {
+
+template <class T_, int W_>
+struct VecPortable {
+  using T = T_;
+  using R [[gnu::vector_size(sizeof(T_) * W_)]] = T_;
+  static constexpr int W = W_;
+  static constexpr int kMR = 4, kNV = 2;
+  static R zero() { return R{}; }
+  static R set1(T x) { return R{} + x; }
+  static R load(const T* p) {
+    R r;
+    std::memcpy(&r, p, sizeof r);
+    return r;
+  }
+  static void store(T* p, R x) { std::memcpy(p, &x, sizeof x); }
+  static R fma(R a, R b, R c) { return a * b + c; }
+  static R add(R a, R b) { return a + b; }
+  static R sub(R a, R b) { return a - b; }
+  static R mul(R a, R b) { return a * b; }
+  static R div(R a, R b) { return a / b; }
+  static R max(R a, R b) { return a > b ? a : b; }
+  static R gather(const T* p, const std::int64_t* idx) {
+    R r;
+    for (int i = 0; i < W; ++i) r[i] = p[idx[i]];
+    return r;
+  }
+  static void scatter(T* p, const std::int64_t* idx, R x) {
+    for (int i = 0; i < W; ++i) p[idx[i]] = x[i];
+  }
+  static T hsum(R x) {
+    T s = 0;
+    for (int i = 0; i < W; ++i) s += x[i];
+    return s;
+  }
+  static R exp(R x) {
+    R y;
+    for (int i = 0; i < W; ++i) y[i] = exp_simd<T>(x[i]);
+    return y;
+  }
+};
+
+const AttnKernelTable<float>* best_f32() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (const auto* t = attention_kernels_avx512();
+      t && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+    return t;
+  if (const auto* t = attention_kernels_avx2();
+      t && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return t;
+#endif
+  return attention_kernels_portable_f32();
+}
+
+std::atomic<const AttnKernelTable<float>*>& f32_kernels() {
+  static std::atomic<const AttnKernelTable<float>*> table{best_f32()};
+  return table;
+}
+
+std::atomic<std::int64_t> g_tile_br{0}, g_tile_bc{0};
+std::atomic<bool> g_small_path{true};
+
+template <class T>
+AttnTiles tiles_for(const AttnKernelTable<T>& t) {
+  AttnTiles tiles = t.tiles;
+  if (std::int64_t br = g_tile_br.load()) tiles.br = br;
+  if (std::int64_t bc = g_tile_bc.load()) tiles.bc = bc;
+  tiles.small = g_small_path.load();
+  return tiles;
+}
+
+template <class T>
+const AttnKernelTable<T>& kernels() {
+  if constexpr (std::is_same_v<T, float>)
+    return *f32_kernels().load();
+  else
+    return *attention_kernels_portable_f64();
+}
+
+}  // namespace
+
+const AttnKernelTable<float>* attention_kernels_portable_f32() {
+  static const AttnKernelTable<float> table =
+      AttnKernels<VecPortable<float, 4>>::table("portable", AttnTiles{32, 64});
+  return &table;
+}
+
+const AttnKernelTable<double>* attention_kernels_portable_f64() {
+  static const AttnKernelTable<double> table =
+      AttnKernels<VecPortable<double, 2>>::table("portable", AttnTiles{16, 32});
+  return &table;
+}
+
+bool set_attention_isa(const char* name) {
+  std::string_view n = name ? name : "";
+  const AttnKernelTable<float>* t = nullptr;
+  if (n.empty()) {
+    t = best_f32();
+  } else if (n == "portable") {
+    t = attention_kernels_portable_f32();
+  } else {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (n == "avx512" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+      t = attention_kernels_avx512();
+    if (n == "avx2" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+      t = attention_kernels_avx2();
+#endif
+  }
+  if (!t) return false;
+  f32_kernels().store(t);
+  return true;
+}
+
+const char* attention_isa() { return f32_kernels().load()->name; }
+
+void set_attention_tiles(std::int64_t br, std::int64_t bc) {
+  g_tile_br.store(std::max<std::int64_t>(br, 0));
+  g_tile_bc.store(std::max<std::int64_t>(bc, 0));
+}
+
+void set_attention_small_path(bool on) { g_small_path.store(on); }
+
+}  // namespace detail
+
+using autograd::record;
+using detail::AttnArgs;
+using detail::AttnMask;
+using detail::HeadView;
+using Grads = std::vector<Tensor>;
+using Needs = std::vector<bool>;
+
+namespace {
+
+// The checked problem: geometry, the operands read in place (last dim with
+// stride 1, no autograd), and the lengths as a contiguous i64 tensor.
+struct Problem {
+  bool four_d = false;
+  std::int64_t B = 0, H = 0, Q = 0, K = 0, D = 0, Dv = 0;
+  Tensor q, k, v;  // detached
+  Tensor lens;  // i64 (B) or (B, Q), or undefined
+  bool causal = false;
+  double scale = 1.0;
+  std::int64_t N() const { return B * H; }
+  Shape out_shape() const { return four_d ? Shape{B, Q, H, Dv} : Shape{B, Q, Dv}; }
+  AttnMask mask() const {
+    AttnMask m;
+    m.causal = causal;
+    if (lens.defined()) {
+      m.lens = lens.data<std::int64_t>();
+      m.lens_sb = lens.dim() == 2 ? Q : 1;
+      m.lens_sq = lens.dim() == 2 ? 1 : 0;
+    }
+    return m;
+  }
+};
+
+// The last dim read with stride 1, so a row is a plain array.
+Tensor rows_unit_stride(const Tensor& t) {
+  Tensor d = t.detach();
+  return d.size(-1) > 1 && d.stride(-1) != 1 ? d.contiguous() : d;
+}
+
+Tensor lengths_i64(const Tensor& lens, std::int64_t K, const char* op) {
+  Tensor out;
+  if (is_floating(lens.dtype())) {
+    out = Tensor::empty(lens.shape(), DType::f64);
+    copy_(out, lens);
+    Tensor li = Tensor::empty(lens.shape(), DType::i64);
+    const double* p = out.data<double>();
+    std::int64_t* pi = li.data<std::int64_t>();
+    for (std::int64_t i = 0; i < out.numel(); ++i) {
+      ATTN_CHECK(std::isfinite(p[i]), ValueError, "{}: valid length {} is not finite", op, p[i]);
+      ATTN_CHECK(p[i] > -1.0 && p[i] <= static_cast<double>(K), ValueError,
+                 "{}: valid length {} is outside [0, {}] (the number of keys)", op, p[i], K);
+      pi[i] = static_cast<std::int64_t>(std::ceil(p[i]));
+    }
+    out = li;
+  } else {
+    out = lens.detach().to(DType::i64).contiguous();
+  }
+  const std::int64_t* p = out.data<std::int64_t>();
+  for (std::int64_t i = 0; i < out.numel(); ++i)
+    ATTN_CHECK(p[i] >= 0 && p[i] <= K, ValueError,
+               "{}: valid length {} is outside [0, {}] (the number of keys)", op, p[i], K);
+  return out;
+}
+
+Problem prepare(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt,
+                const char* op) {
+  ATTN_CHECK(q.defined() && k.defined() && v.defined(), ValueError,
+             "{}: queries, keys and values must be defined tensors", op);
+  const bool three = q.dim() == 3 && k.dim() == 3 && v.dim() == 3;
+  const bool four = q.dim() == 4 && k.dim() == 4 && v.dim() == 4;
+  ATTN_CHECK(three || four, ShapeError,
+             "{}: expected queries, keys and values all 3-D (N, T, D) or all 4-D (B, T, H, D), "
+             "got {}, {}, {}",
+             op, shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
+  ATTN_CHECK(q.dtype() == k.dtype() && k.dtype() == v.dtype(), DTypeError,
+             "{}: queries, keys and values must have one dtype, got {}, {}, {}", op,
+             dtype_name(q.dtype()), dtype_name(k.dtype()), dtype_name(v.dtype()));
+  ATTN_CHECK(is_floating(q.dtype()), DTypeError, "{}: expected f32 or f64, got {}", op,
+             dtype_name(q.dtype()));
+  Problem p;
+  p.four_d = four;
+  const std::int64_t t_dim = 1, d_dim = four ? 3 : 2;
+  p.B = q.size(0);
+  p.H = four ? q.size(2) : 1;
+  p.Q = q.size(t_dim);
+  p.K = k.size(t_dim);
+  p.D = q.size(d_dim);
+  p.Dv = v.size(d_dim);
+  const bool heads_match = !four || (k.size(2) == p.H && v.size(2) == p.H);
+  ATTN_CHECK(k.size(0) == p.B && v.size(0) == p.B && heads_match, ShapeError,
+             "{}: batch{} sizes differ: queries {}, keys {}, values {}", op,
+             four ? " or head" : "", shape_str(q.shape()), shape_str(k.shape()),
+             shape_str(v.shape()));
+  ATTN_CHECK(v.size(t_dim) == p.K, ShapeError,
+             "{}: keys {} and values {} must have the same number of steps", op,
+             shape_str(k.shape()), shape_str(v.shape()));
+  ATTN_CHECK(k.size(d_dim) == p.D, ShapeError,
+             "{}: queries {} and keys {} must have the same feature size", op,
+             shape_str(q.shape()), shape_str(k.shape()));
+  ATTN_CHECK(p.D >= 1, ShapeError, "{}: the feature size of queries and keys must be >= 1, got {}",
+             op, shape_str(q.shape()));
+  ATTN_CHECK(opt.dropout >= 0.0 && opt.dropout <= 1.0, ValueError,
+             "{}: dropout must be in [0, 1], got {}", op, opt.dropout);
+  ATTN_CHECK(std::isfinite(opt.scale), ValueError, "{}: scale must be finite, got {}", op,
+             opt.scale);
+  p.scale = opt.scale != 0.0 ? opt.scale : 1.0 / std::sqrt(static_cast<double>(p.D));
+  p.causal = opt.causal;
+  if (opt.valid_lens.defined()) {
+    const Tensor& vl = opt.valid_lens;
+    const char* b_name = four ? "B" : "N";
+    ATTN_CHECK((vl.dim() == 1 && vl.size(0) == p.B) ||
+                   (vl.dim() == 2 && vl.size(0) == p.B && vl.size(1) == p.Q),
+               ShapeError, "{}: valid_lens must have shape ({}) or ({}, {}) ({} = {}, Q = {}), got {}",
+               op, p.B, p.B, p.Q, b_name, p.B, p.Q, shape_str(vl.shape()));
+    p.lens = lengths_i64(vl, p.K, op);
+  }
+  p.q = rows_unit_stride(q);
+  p.k = rows_unit_stride(k);
+  p.v = rows_unit_stride(v);
+  return p;
+}
+
+template <class T>
+HeadView<T> head_view(const Tensor& t, bool four_d) {
+  HeadView<T> h;
+  h.ptr = t.data<std::remove_const_t<T>>();
+  h.sb = t.stride(0);
+  h.st = t.stride(1);
+  h.sh = four_d ? t.stride(2) : 0;
+  return h;
+}
+
+template <class T>
+AttnArgs<T> make_args(const Problem& p) {
+  AttnArgs<T> a;
+  a.B = p.B;
+  a.H = p.H;
+  a.Q = p.Q;
+  a.K = p.K;
+  a.D = p.D;
+  a.Dv = p.Dv;
+  a.q = head_view<const T>(p.q, p.four_d);
+  a.k = head_view<const T>(p.k, p.four_d);
+  a.v = head_view<const T>(p.v, p.four_d);
+  a.mask = p.mask();
+  a.scale = p.scale;
+  return a;
+}
+
+struct DropoutDraw {
+  detail::AttnDropout params;
+  bool all = false;  // p == 1: every weight dropped
+};
+
+// Reserves the numbers of the (N, Q, K) weights exactly as ops dropout would.
+DropoutDraw draw_dropout(const Problem& p, const AttentionOptions& opt) {
+  DropoutDraw d;
+  if (!opt.training || opt.dropout == 0.0) return d;
+  if (opt.dropout == 1.0) {
+    d.all = true;
+    return d;
+  }
+  Generator& gen = opt.generator ? *opt.generator : default_generator();
+  d.params.on = true;
+  d.params.seed = gen.seed();
+  d.params.offset = gen.reserve(static_cast<std::uint64_t>(p.N() * p.Q * p.K));
+  d.params.threshold = static_cast<std::uint32_t>(std::ceil(opt.dropout * 16777216.0));
+  d.params.scale = 1.0 / (1.0 - opt.dropout);
+  return d;
+}
+
+// The kernel set (an AttnKernelTable<T> of the problem's dtype) and tiles of
+// one forward, kept for its backward: the small path's saved buffers are laid
+// out for the forward's vector width.
+struct Launch {
+  const void* table = nullptr;
+  detail::AttnTiles tiles;
+};
+
+template <class T>
+Launch launch() {
+  const auto& kt = detail::kernels<T>();
+  return {&kt, detail::tiles_for(kt)};
+}
+
+Grads backward(const Problem& p, const detail::AttnDropout& drop, const Tensor& out,
+               const Tensor& lse, const Tensor& saved, const Launch& l, const Tensor& g) {
+  const DType dt = p.q.dtype();
+  if (p.Q == 0 || p.K == 0)
+    return {zeros(p.q.shape(), dt), zeros(p.k.shape(), dt), zeros(p.v.shape(), dt)};
+  Tensor dq = Tensor::empty(p.q.shape(), dt), dk = Tensor::empty(p.k.shape(), dt),
+         dv = Tensor::empty(p.v.shape(), dt);
+  Tensor gc = rows_unit_stride(g);
+  dispatch_float(dt, "scaled_dot_product_attention", [&]<class T>() {
+    AttnArgs<T> a = make_args<T>(p);
+    a.o = head_view<T>(out, p.four_d);
+    a.lse = lse.data<T>();
+    a.drop = drop;
+    a.dout = head_view<const T>(gc, p.four_d);
+    a.dq = head_view<T>(dq, p.four_d);
+    a.dk = head_view<T>(dk, p.four_d);
+    a.dv = head_view<T>(dv, p.four_d);
+    a.saved = saved.defined() ? saved.data<T>() : nullptr;
+    static_cast<const detail::AttnKernelTable<T>*>(l.table)->backward(a, l.tiles);
+  });
+  return {dq, dk, dv};
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& opt) {
+  const char* op = "scaled_dot_product_attention";
+  Problem p = prepare(q, k, v, opt, op);
+  const DropoutDraw drop = draw_dropout(p, opt);
+  Shape qs = q.shape(), ks = k.shape(), vs = v.shape();
+  if (drop.all) {
+    return record(zeros(p.out_shape(), q.dtype()), op, {q, k, v},
+                  [qs, ks, vs](const Tensor& g, const Needs&) {
+                    return Grads{zeros(qs, g.dtype()), zeros(ks, g.dtype()), zeros(vs, g.dtype())};
+                  });
+  }
+  const bool need_grad = autograd::any_requires_grad({q, k, v});
+  Tensor out = p.K == 0 ? zeros(p.out_shape(), q.dtype()) : Tensor::empty(p.out_shape(), q.dtype());
+  Tensor lse = need_grad ? Tensor::empty({p.N(), p.Q}, q.dtype()) : Tensor();
+  Tensor saved;
+  Launch launched;
+  if (p.Q > 0 && p.K > 0) {
+    dispatch_float(q.dtype(), op, [&]<class T>() {
+      launched = launch<T>();
+      const auto* kt = static_cast<const detail::AttnKernelTable<T>*>(launched.table);
+      AttnArgs<T> a = make_args<T>(p);
+      a.o = head_view<T>(out, p.four_d);
+      a.lse = need_grad ? lse.data<T>() : nullptr;
+      a.drop = drop.params;
+      if (need_grad && detail::attention_small_problem(p.Q, p.K, p.D, p.Dv, launched.tiles.small)) {
+        saved = Tensor::empty(
+            {detail::attention_saved_size(p.N(), p.Q, p.K, p.D, p.Dv, kt->width)}, q.dtype());
+        a.saved = saved.data<T>();
+      }
+      kt->forward(a, launched.tiles);
+    });
+  }
+  if (!need_grad) return out;
+  Tensor od = out.detach();
+  detail::AttnDropout dp = drop.params;
+  return record(out, op, {q, k, v},
+                [p, dp, od, lse, saved, launched](const Tensor& g, const Needs&) {
+                  return backward(p, dp, od, lse, saved, launched, g);
+                });
+}
+
+Tensor scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
+                                              const AttentionOptions& opt) {
+  const char* op = "scaled_dot_product_attention_reference";
+  Problem p = prepare(q, k, v, opt, op);
+  const std::int64_t N = p.N();
+  // (B, T, H, d) -> (B * H, T, d), d2l's transpose_qkv.
+  auto to3 = [&](const Tensor& t) {
+    return p.four_d ? t.permute({0, 2, 1, 3}).reshape({N, t.size(1), t.size(3)}) : t;
+  };
+  Tensor q3 = to3(q), k3 = to3(k), v3 = to3(v);
+  Tensor scores = mul(bmm(q3, k3.transpose(1, 2)), p.scale);
+  Tensor weights;
+  if (!p.lens.defined() && !p.causal) {
+    weights = softmax(scores);
+  } else {
+    // One length per (head, query) row: d2l's valid_lens repeated over the heads.
+    Tensor rows = Tensor::empty({N, p.Q}, DType::i64);
+    std::int64_t* pr = rows.data<std::int64_t>();
+    const AttnMask mask = p.mask();
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t i = 0; i < p.Q; ++i) pr[n * p.Q + i] = mask.len(n / p.H, i, p.Q, p.K);
+    weights = masked_softmax_lengths(scores, rows);
+  }
+  Generator& gen = opt.generator ? *opt.generator : default_generator();
+  Tensor out = bmm(dropout(weights, opt.dropout, opt.training, gen), v3);
+  if (!p.four_d) return out;
+  return out.reshape({p.B, p.H, p.Q, p.Dv}).permute({0, 2, 1, 3}).contiguous();
+}
+
+Tensor attention_decode(const Tensor& q, const Tensor& k, const Tensor& v,
+                        const AttentionOptions& opt) {
+  const char* op = "attention_decode";
+  Problem p = prepare(q, k, v, opt, op);
+  ATTN_CHECK(!(opt.training && opt.dropout > 0.0), ValueError,
+             "{}: inference only, but dropout is {} with training on (set training = false)", op,
+             opt.dropout);
+  Tensor out = p.K == 0 ? zeros(p.out_shape(), q.dtype()) : Tensor::empty(p.out_shape(), q.dtype());
+  if (p.Q == 0 || p.K == 0 || p.Dv == 0) return out;
+  dispatch_float(q.dtype(), op, [&]<class T>() {
+    AttnArgs<T> a = make_args<T>(p);
+    a.o = head_view<T>(out, p.four_d);
+    detail::kernels<T>().decode(a);
+  });
+  return out;
+}
+
+}  // namespace attn
