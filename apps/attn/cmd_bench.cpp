@@ -1,0 +1,160 @@
+// attn bench <kernel> — timings of attn's kernels, printed for people or as
+// one JSON line for scripts (the peers in bench/peers print the same keys).
+//
+// attn bench attention: scaled dot-product attention on (B, T, H, D) inputs,
+// Q = K = --len, the fused kernel (default) or the materialized reference.
+// Forward under no-grad; with --backward also forward + backward. Each is run
+// once to warm up, then --repeats times; the median is reported. FLOPs follow
+// the FlashAttention convention: forward 4 B H T^2 D (halved when causal),
+// backward 2.5 times that.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attn/attn.h"
+#include "attn/ops/attention.h"
+#include "commands.h"
+#include "rss.h"
+
+namespace attn::cli {
+namespace {
+
+struct AttentionBenchOptions {
+  std::int64_t len = 1024, heads = 8, dim = 64, batch = 1;
+  bool causal = false, backward = false, reference = false, json = false;
+  int threads = 0;  // 0: the global setting
+  int repeats = 5;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Milliseconds of each of `repeats` calls of f, after one warm-up call.
+template <class F>
+double median_ms(int repeats, F f) {
+  f();
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                     .count());
+  }
+  return median(ms);
+}
+
+int run_attention(const AttentionBenchOptions& o) {
+  if (o.threads > 0) set_num_threads(o.threads);
+  const Shape shape{o.batch, o.len, o.heads, o.dim};
+  Generator gen(1);
+  Tensor q = uniform(-1, 1, shape, gen), k = uniform(-1, 1, shape, gen),
+         v = uniform(-1, 1, shape, gen), g = uniform(-1, 1, shape, gen);
+  AttentionOptions opt;
+  opt.causal = o.causal;
+  auto attend = o.reference ? scaled_dot_product_attention_reference : scaled_dot_product_attention;
+  const double flops = 4.0 * static_cast<double>(o.batch) * static_cast<double>(o.heads) *
+                       static_cast<double>(o.len) * static_cast<double>(o.len) *
+                       static_cast<double>(o.dim) / (o.causal ? 2.0 : 1.0);
+
+  const double fwd_ms = median_ms(o.repeats, [&] {
+    autograd::NoGradGuard no_grad;
+    Tensor out = attend(q, k, v, opt);
+  });
+  std::optional<double> fwdbwd_ms;
+  if (o.backward) {
+    for (const Tensor& t : {q, k, v}) t.requires_grad_();
+    fwdbwd_ms = median_ms(o.repeats, [&] {
+      Tensor out = attend(q, k, v, opt);
+      out.backward(g);
+      for (const Tensor& t : {q, k, v}) t.zero_grad();
+    });
+  }
+  const double gflops = flops / (fwd_ms * 1e6);
+  const double rss = peak_rss_mib();
+  if (o.json) {
+    nlohmann::ordered_json j = {{"kernel", o.reference ? "reference" : "fused"},
+                                {"batch", o.batch},
+                                {"len", o.len},
+                                {"heads", o.heads},
+                                {"dim", o.dim},
+                                {"causal", o.causal},
+                                {"threads", get_num_threads()},
+                                {"repeats", o.repeats},
+                                {"fwd_ms", fwd_ms},
+                                {"fwdbwd_ms", nullptr},
+                                {"gflops", gflops},
+                                {"fwdbwd_gflops", nullptr},
+                                {"peak_rss_mib", rss}};
+    if (fwdbwd_ms) {
+      j["fwdbwd_ms"] = *fwdbwd_ms;
+      j["fwdbwd_gflops"] = 3.5 * flops / (*fwdbwd_ms * 1e6);
+    }
+    fmt::print("{}\n", j.dump());
+    return 0;
+  }
+  fmt::print("attention ({}): batch {}, {} heads, length {}, head dim {}, {}, {} threads\n",
+             o.reference ? "materialized reference" : "fused", o.batch, o.heads, o.len, o.dim,
+             o.causal ? "causal" : "no mask", get_num_threads());
+  fmt::print("forward           {:10.3f} ms  {:8.1f} GFLOP/s  (median of {})\n", fwd_ms, gflops,
+             o.repeats);
+  if (fwdbwd_ms)
+    fmt::print("forward+backward  {:10.3f} ms  {:8.1f} GFLOP/s\n", *fwdbwd_ms,
+               3.5 * flops / (*fwdbwd_ms * 1e6));
+  fmt::print("peak RSS          {:10.1f} MiB\n", rss);
+  return 0;
+}
+
+void setup_bench(CLI::App& parent, Context& ctx) {
+  CLI::App* bench = parent.add_subcommand("bench", "Time attn's kernels; pick one");
+  add_registered(*bench, "bench", ctx);
+}
+
+void setup_bench_attention(CLI::App& parent, Context& ctx) {
+  CLI::App* sub = parent.add_subcommand(
+      "attention",
+      "Scaled dot-product attention on (B, T, H, D) inputs: time, GFLOP/s, peak memory");
+  auto o = std::make_shared<AttentionBenchOptions>();
+  sub->add_option("--len", o->len, "Sequence length (queries = keys)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
+      ->capture_default_str();
+  sub->add_option("--heads", o->heads, "Attention heads")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{4096}))
+      ->capture_default_str();
+  sub->add_option("--dim", o->dim, "Head dimension")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{65536}))
+      ->capture_default_str();
+  sub->add_option("--batch", o->batch, "Batch size")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
+      ->capture_default_str();
+  sub->add_flag("--causal", o->causal, "Causal mask (query i sees keys 0..i)");
+  sub->add_flag("--backward", o->backward, "Also time forward + backward");
+  sub->add_flag("--reference", o->reference,
+                "Time the materialized reference (bmm, masked softmax, bmm) instead");
+  sub->add_option("--threads", o->threads, "Threads (default: the global --threads)")
+      ->check(CLI::Range(1, 1024))
+      ->option_text("N");
+  sub->add_option("--repeats", o->repeats, "Timed runs; the median is reported")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  sub->add_flag("--json",
+                o->json,
+                "One JSON line: fwd_ms, fwdbwd_ms (null without --backward), gflops (forward), "
+                "fwdbwd_gflops, peak_rss_mib");
+  set_action(sub, ctx, [o](const Context&) { return run_attention(*o); });
+}
+
+const Registration bench_registration{"", "bench", 60, setup_bench};
+const Registration bench_attention_registration{"bench", "attention", 0, setup_bench_attention};
+
+}  // namespace
+}  // namespace attn::cli
