@@ -4,18 +4,24 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "attn/attn.h"
 #include "attn/data/nmt.h"
 #include "attn/io/atomic_file.h"
 #include "attn/seq2seq/bleu.h"
+#include "attn/seq2seq/checkpoint.h"
 #include "attn/seq2seq/model_dir.h"
 #include "attn/seq2seq/trainer.h"
 #include "attn/seq2seq/translate.h"
@@ -88,13 +94,18 @@ struct TrainArgs {
   std::string data = ATTN_DEFAULT_CORPUS;
   std::string out = "out/model";
   std::string metrics_json;
+  std::string resume;
   std::int64_t num_hiddens = 32, num_layers = 2, num_heads = 4, ffn_num_hiddens = 64;
   double dropout = 0.1;
   std::int64_t batch_size = 64, num_steps = 10, epochs = 200;
   double lr = 0.005;
   long num_examples = 600;
   double valid_fraction = 0.0;
+  std::int64_t checkpoint_every = 100;
   bool quiet = false;
+  // Filled in when the action runs: the options given on the command line
+  // ("--lr", ..., and "--seed" from the global options).
+  std::set<std::string> given;
 };
 
 const std::vector<std::pair<std::string, std::string>> kD2lTests = {
@@ -103,38 +114,248 @@ const std::vector<std::pair<std::string, std::string>> kD2lTests = {
     {"he's calm .", "il est calme ."},
     {"i'm home .", "je suis chez moi ."}};
 
-int run_train(const TrainArgs& a, const Context& ctx) {
+// Ctrl-C and `kill`: the first SIGINT or SIGTERM asks training to stop after
+// the step in progress (the trainer polls the flag, writes a checkpoint and
+// returns); a second one exits at once. Either way the checkpoint on disk is
+// whole: it is only ever replaced by an atomic rename.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_stop_signal != 0) {
+    static const char msg[] = "\nattn: interrupted again; exiting without a new checkpoint\n";
+    ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)ignored;
+    ::_exit(128 + sig);
+  }
+  g_stop_signal = sig;
+}
+
+using SigAction = struct sigaction;
+
+// Installs on_stop_signal for SIGINT and SIGTERM for its lifetime.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    SigAction sa{};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  SigAction old_int_{}, old_term_{};
+};
+
+// Files that train writes into the model directory; a crash can leave their
+// temp files (".<name>.tmp.<unique>") behind, which the next run removes.
+const std::vector<std::string> kTrainOutputs = {seq2seq::kCheckpointFile,
+                                                "model.safetensors",
+                                                "config.json",
+                                                "src_vocab.txt",
+                                                "tgt_vocab.txt",
+                                                "loss.png",
+                                                "loss.svg",
+                                                "attention-encoder.png",
+                                                "attention-encoder.svg",
+                                                "attention-decoder-self.png",
+                                                "attention-decoder-self.svg",
+                                                "attention-decoder-cross.png",
+                                                "attention-decoder-cross.svg"};
+
+void remove_stale_temp_files(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    for (const auto& out : kTrainOutputs) {
+      std::string prefix = "." + out + ".tmp.";
+      if (name.compare(0, prefix.size(), prefix) == 0 && e.is_regular_file(ec)) {
+        fs::remove(e.path(), ec);
+        break;
+      }
+    }
+  }
+}
+
+// `s` as one word for a POSIX shell.
+std::string shell_quote(const std::string& s) {
+  bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || std::strchr("/._-+,:@%", ch);
+  });
+  if (plain) return s;
+  std::string q = "'";
+  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+// A hyperparameter flag given with --resume must agree with the checkpoint.
+template <class T>
+void check_agrees(const TrainArgs& a, const char* flag, const T& given, const T& stored) {
+  if (a.given.count(flag) && !(given == stored))
+    throw CLI::ValidationError(
+        flag, fmt::format("{} differs from the checkpoint's {}; a resumed run keeps the "
+                          "hyperparameters of its checkpoint (only --data, --epochs, "
+                          "--checkpoint-every, --metrics-json and --quiet may change)",
+                          given, stored));
+}
+
+// What a run trains: from the flags (a fresh run) or from a checkpoint.
+struct TrainSetup {
+  seq2seq::RunSpec run;
+  data::NmtData data;
+  std::unique_ptr<nn::EncoderDecoder> net;
+  std::optional<seq2seq::TrainState> resume;
+  int resume_threads = 0;  // the thread count of the run that wrote the checkpoint
+  std::string out;
+};
+
+data::NmtOptions nmt_options(const seq2seq::RunSpec& run) {
+  data::NmtOptions o;
+  o.num_steps = run.model.num_steps;
+  o.num_examples = run.data.num_examples;
+  o.min_freq = run.data.min_freq;
+  o.valid_fraction = run.data.valid_fraction;
+  return o;
+}
+
+TrainSetup fresh_setup(const TrainArgs& a, const Context& ctx) {
   ATTN_CHECK(a.preset == "d2l", ValueError, "train: unknown preset '{}' (known: d2l)", a.preset);
-  data::NmtOptions dopt;
-  dopt.num_steps = a.num_steps;
-  dopt.num_examples = a.num_examples;
-  dopt.valid_fraction = a.valid_fraction;
-  data::NmtData data = data::load_data_nmt(a.data, dopt);
-  nn::TransformerConfig c;
-  c.src_vocab_size = static_cast<std::int64_t>(data.src_vocab.size());
-  c.tgt_vocab_size = static_cast<std::int64_t>(data.tgt_vocab.size());
+  TrainSetup s;
+  seq2seq::RunSpec& run = s.run;
+  run.data.path = a.data;
+  run.data.num_examples = a.num_examples;
+  run.data.valid_fraction = a.valid_fraction;
+  run.model.num_steps = a.num_steps;
+  s.data = data::load_data_nmt(a.data, nmt_options(run));
+  run.data.min_freq = nmt_options(run).min_freq;
+  // Absolute, so that --resume works from any directory.
+  run.data.path = fs::absolute(a.data).lexically_normal().string();
+  run.data.num_pairs = s.data.src.array.size(0);
+  run.data.fingerprint = seq2seq::data_fingerprint(s.data);
+  nn::TransformerConfig& c = run.model.transformer;
+  c.src_vocab_size = static_cast<std::int64_t>(s.data.src_vocab.size());
+  c.tgt_vocab_size = static_cast<std::int64_t>(s.data.tgt_vocab.size());
   c.num_hiddens = a.num_hiddens;
   c.num_layers = a.num_layers;
   c.num_heads = a.num_heads;
   c.ffn_num_hiddens = a.ffn_num_hiddens;
   c.dropout = a.dropout;
   c.max_len = std::max<std::int64_t>(1000, a.num_steps);
-  nn::EncoderDecoder net(c);
-  seq2seq::xavier_init(net, default_generator());
-  io::ensure_directory(a.out);
-  fmt::print("train: {} pairs from {} (vocab {} -> {}), {} parameters, {} threads, seed {}\n",
-             data.src.array.size(0), a.data, c.src_vocab_size, c.tgt_vocab_size,
-             net.num_parameters(), get_num_threads(), ctx.global.seed);
-  std::fflush(stdout);
+  run.train.num_epochs = a.epochs;
+  run.train.lr = a.lr;
+  run.train.batch_size = a.batch_size;
+  run.train.seed = ctx.global.seed;
+  s.net = std::make_unique<nn::EncoderDecoder>(c);
+  seq2seq::xavier_init(*s.net, default_generator());
+  s.out = a.out;
+  return s;
+}
 
-  seq2seq::TrainOptions t;
-  t.num_epochs = a.epochs;
-  t.lr = a.lr;
-  t.batch_size = a.batch_size;
-  t.seed = ctx.global.seed;
+TrainSetup resume_setup(const TrainArgs& a, const Context& ctx) {
+  fs::path dir(a.resume);
+  ATTN_CHECK(fs::is_directory(dir), IOError, "cannot resume: model directory '{}' does not exist",
+             a.resume);
+  fs::path path = dir / seq2seq::kCheckpointFile;
+  ATTN_CHECK(fs::exists(path), IOError, "cannot resume: '{}' does not exist", path.string());
+  seq2seq::Checkpoint ck = seq2seq::load_checkpoint(path.string());
+  seq2seq::RunSpec& run = ck.run;
+  const nn::TransformerConfig& c = run.model.transformer;
+  if (a.given.count("--out")) {
+    std::error_code e1, e2;
+    if (fs::weakly_canonical(a.out, e1) != fs::weakly_canonical(dir, e2))
+      throw CLI::ValidationError("--out", fmt::format("--out {} is not the directory of --resume "
+                                                      "{} (a resumed run writes there)",
+                                                      a.out, a.resume));
+  }
+  check_agrees(a, "--seed", ctx.global.seed, run.train.seed);
+  check_agrees(a, "--lr", a.lr, run.train.lr);
+  check_agrees(a, "--batch-size", a.batch_size, run.train.batch_size);
+  check_agrees(a, "--num-steps", a.num_steps, run.model.num_steps);
+  check_agrees(a, "--num-examples", a.num_examples, run.data.num_examples);
+  check_agrees(a, "--valid-fraction", a.valid_fraction, run.data.valid_fraction);
+  check_agrees(a, "--num-hiddens", a.num_hiddens, c.num_hiddens);
+  check_agrees(a, "--num-layers", a.num_layers, c.num_layers);
+  check_agrees(a, "--num-heads", a.num_heads, c.num_heads);
+  check_agrees(a, "--ffn-num-hiddens", a.ffn_num_hiddens, c.ffn_num_hiddens);
+  check_agrees(a, "--dropout", a.dropout, c.dropout);
+  if (a.given.count("--epochs")) {
+    if (a.epochs < ck.state.epoch + (ck.state.batch > 0 ? 1 : 0))
+      throw CLI::ValidationError(
+          "--epochs", fmt::format("--epochs {} is fewer than the {} epochs the checkpoint has "
+                                  "already begun",
+                                  a.epochs, ck.state.epoch + (ck.state.batch > 0 ? 1 : 0)));
+    run.train.num_epochs = a.epochs;
+  }
+  if (a.given.count("--data")) run.data.path = a.data;
+
+  TrainSetup s;
+  s.data = data::load_data_nmt(run.data.path, nmt_options(run));
+  ATTN_CHECK(seq2seq::data_fingerprint(s.data) == run.data.fingerprint &&
+                 s.data.src.array.size(0) == run.data.num_pairs,
+             IOError,
+             "cannot resume: the training pairs read from '{}' differ from those the checkpoint "
+             "'{}' was trained on",
+             run.data.path, path.string());
+  s.net = std::make_unique<nn::EncoderDecoder>(c);
+  s.resume = seq2seq::restore_checkpoint(ck, *s.net);
+  s.run = run;
+  s.resume_threads = run.threads;
+  s.out = a.resume;
+  return s;
+}
+
+int run_train(const TrainArgs& a, const Context& ctx) {
+  // Handled from here to the end of training; afterwards (the outputs) a
+  // signal ends the process as usual: the final checkpoint is already saved.
+  std::optional<StopSignals> signals(std::in_place);
+  TrainSetup s = a.resume.empty() ? fresh_setup(a, ctx) : resume_setup(a, ctx);
+  seq2seq::RunSpec& run = s.run;
+  run.threads = get_num_threads();
+  const nn::TransformerConfig& c = run.model.transformer;
+  nn::EncoderDecoder& net = *s.net;
+  data::NmtData& data = s.data;
+  const fs::path out(s.out);
+  const std::string checkpoint_path = (out / seq2seq::kCheckpointFile).string();
+  io::ensure_directory(out);
+  remove_stale_temp_files(out);
+
+  const std::int64_t num_batches =
+      (run.data.num_pairs + run.train.batch_size - 1) / run.train.batch_size;
+  if (s.resume) {
+    const auto& st = *s.resume;
+    if (st.epoch == run.train.num_epochs)
+      fmt::print("train: {} is at the end of training (step {}, epoch {}); writing the outputs\n",
+                 checkpoint_path, st.step, st.epoch);
+    else
+      fmt::print("train: resuming {} after step {} of {} (epoch {}/{}, batch {}/{})\n",
+                 checkpoint_path, st.step, num_batches * run.train.num_epochs, st.epoch + 1,
+                 run.train.num_epochs, st.batch, num_batches);
+    if (s.resume_threads != run.threads)
+      fmt::print(
+          "train: note: the checkpoint was written with {} threads, this run has {}; only the "
+          "same thread count gives losses bit-identical to a run that never stopped\n",
+          s.resume_threads, run.threads);
+  }
+  fmt::print("train: {} pairs from {} (vocab {} -> {}), {} parameters, {} threads, seed {}\n",
+             data.src.array.size(0), run.data.path, c.src_vocab_size, c.tgt_vocab_size,
+             net.num_parameters(), run.threads, run.train.seed);
+  std::fflush(stdout);
+  // The model directory is complete (config, vocabularies, weights) before the
+  // first checkpoint, and always holds a loadable model.
+  seq2seq::save_model(s.out, net, run.model, data.src_vocab, data.tgt_vocab);
+
   const bool tty = isatty(STDERR_FILENO) && !a.quiet;
-  const std::int64_t every = std::max<std::int64_t>(1, a.epochs / 10);
-  auto on_batch = [&](const seq2seq::Progress& p) {
+  const std::int64_t every = std::max<std::int64_t>(1, run.train.num_epochs / 10);
+  seq2seq::TrainHooks hooks;
+  hooks.on_batch = [&](const seq2seq::Progress& p) {
     if (!tty) return;
     double done =
         (static_cast<double>(p.epoch - 1) + static_cast<double>(p.batch) / p.num_batches) /
@@ -146,24 +367,42 @@ int run_train(const TrainArgs& a, const Context& ctx) {
                std::string(width - filled, '.'), p.epoch_loss, p.tokens / std::max(p.seconds, 1e-9),
                duration(eta));
   };
-  auto on_epoch = [&](const seq2seq::Progress& p) {
+  hooks.on_epoch = [&](const seq2seq::Progress& p) {
     if (tty || a.quiet || (p.epoch % every != 0 && p.epoch != p.num_epochs)) return;
     fmt::print("  epoch {}/{}: loss {:.4f}, {:.0f} tokens/s, {:.1f} s\n", p.epoch, p.num_epochs,
                p.epoch_loss, p.tokens / std::max(p.seconds, 1e-9), p.seconds);
     std::fflush(stdout);
   };
-  seq2seq::TrainResult r = seq2seq::train_seq2seq(net, data, t, on_batch, on_epoch);
+  hooks.checkpoint_every = a.checkpoint_every;
+  hooks.on_checkpoint = [&](const seq2seq::TrainState& st) {
+    seq2seq::save_checkpoint(checkpoint_path, net, run, st);
+  };
+  hooks.should_stop = [] { return g_stop_signal != 0; };
+  seq2seq::TrainResult r =
+      seq2seq::train_seq2seq(net, data, run.train, hooks, s.resume ? &*s.resume : nullptr);
+  if (!r.stopped) signals.reset();
   if (tty) fmt::print(stderr, "\n");
+  if (r.stopped) {
+    const int sig = g_stop_signal;
+    seq2seq::save_model(s.out, net, run.model, data.src_vocab, data.tgt_vocab);
+    std::fflush(stdout);
+    fmt::print(stderr,
+               "attn: {} after step {} of {}; checkpoint saved in {}; resume with: attn train "
+               "--resume {}\n",
+               sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)", r.steps,
+               num_batches * run.train.num_epochs, checkpoint_path, shell_quote(s.out));
+    return 128 + sig;
+  }
   fmt::print("loss {:.3f}, {:.1f} tokens/sec, {:.1f} s\n", r.final_loss, r.tokens_per_s, r.seconds);
 
-  seq2seq::ModelConfig mc{c, a.num_steps};
-  seq2seq::save_model(a.out, net, mc, data.src_vocab, data.tgt_vocab);
+  seq2seq::save_model(s.out, net, run.model, data.src_vocab, data.tgt_vocab);
+  const std::int64_t num_steps = run.model.num_steps;
 
   // d2l's four test sentences.
   std::vector<std::string> eng;
   for (const auto& [e, _] : kD2lTests) eng.push_back(e);
   auto translations =
-      seq2seq::translate_greedy(net, data.src_vocab, data.tgt_vocab, eng, a.num_steps);
+      seq2seq::translate_greedy(net, data.src_vocab, data.tgt_vocab, eng, num_steps);
   nlohmann::ordered_json tr_json = nlohmann::ordered_json::array();
   int exact = 0;
   for (std::size_t i = 0; i < kD2lTests.size(); ++i) {
@@ -178,7 +417,6 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   fmt::print("{} of {} translated exactly\n", exact, kD2lTests.size());
 
   // Pictures: the loss curve and every attention map of the last sentence.
-  fs::path out(a.out);
   viz::LinePlot loss_plot({.xlabel = "epoch",
                            .ylabel = "loss",
                            .legend = viz::LegendLocation::upper_right,
@@ -188,8 +426,8 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   for (std::size_t e = 1; e <= r.epoch_losses.size(); ++e) epochs.push_back(static_cast<double>(e));
   loss_plot.plot("train", epochs, r.epoch_losses, "-");
   loss_plot.save(out / "loss");
-  auto maps = seq2seq::attention_maps(net, data.src_vocab, data.tgt_vocab, translations.back(),
-                                      a.num_steps);
+  auto maps =
+      seq2seq::attention_maps(net, data.src_vocab, data.tgt_vocab, translations.back(), num_steps);
   save_attention_figures(maps, c.num_heads, (out / "attention").string());
 
   if (!a.metrics_json.empty()) {
@@ -197,36 +435,66 @@ int run_train(const TrainArgs& a, const Context& ctx) {
     std::vector<double> ms;
     for (int i = 0; i < 51; ++i) {
       auto t0 = std::chrono::steady_clock::now();
-      seq2seq::translate_greedy(net, data.src_vocab, data.tgt_vocab, {"i'm home ."}, a.num_steps);
+      seq2seq::translate_greedy(net, data.src_vocab, data.tgt_vocab, {"i'm home ."}, num_steps);
       ms.push_back(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     std::nth_element(ms.begin(), ms.begin() + 25, ms.end());
     nlohmann::ordered_json m = {{"final_loss", r.final_loss},     {"tokens_per_s", r.tokens_per_s},
                                 {"train_seconds", r.seconds},     {"translate_ms", ms[25]},
-                                {"peak_rss_mib", peak_rss_mib()}, {"epoch_losses", r.epoch_losses},
-                                {"translations", tr_json}};
+                                {"peak_rss_mib", peak_rss_mib()}, {"steps", r.steps},
+                                {"epoch_losses", r.epoch_losses}, {"translations", tr_json}};
     io::write_file_atomic(a.metrics_json, m.dump(2) + "\n");
   }
-  fmt::print("model: {}/ (config.json, model.safetensors, src_vocab.txt, tgt_vocab.txt)\n", a.out);
+  fmt::print(
+      "model: {}/ (config.json, model.safetensors, src_vocab.txt, tgt_vocab.txt, "
+      "checkpoint.safetensors)\n",
+      s.out);
   fmt::print(
       "pictures: {0}/loss.png, {0}/attention-encoder.png, {0}/attention-decoder-self.png, "
       "{0}/attention-decoder-cross.png (and .svg)\n",
-      a.out);
+      s.out);
   return 0;
 }
+
+constexpr const char* kTrainFooter =
+    "Checkpoints: OUT/checkpoint.safetensors holds the model, Adam's state, the step,\n"
+    "epoch and batch, the random-number state, the losses so far and every\n"
+    "hyperparameter. It is written before the first step, every --checkpoint-every\n"
+    "steps and at the end, each time atomically: a crash at any moment leaves the\n"
+    "previous checkpoint whole.\n"
+    "\n"
+    "Resume: 'attn train --resume DIR' continues from DIR's checkpoint with its\n"
+    "hyperparameters and seed and ends as a run that never stopped would (with the\n"
+    "same --threads, bit-identical losses and model). With --resume these may be\n"
+    "given: --data (the same corpus elsewhere; it is checked), --epochs (to train\n"
+    "longer), --checkpoint-every, --metrics-json, --quiet; any other hyperparameter\n"
+    "flag must agree with the checkpoint.\n"
+    "\n"
+    "Ctrl-C (SIGINT) or SIGTERM: training finishes the step in progress, writes a\n"
+    "checkpoint and the model, prints how to resume and exits with 130 (SIGINT) or\n"
+    "143 (SIGTERM). A second signal exits at once; the last checkpoint stays whole.";
 
 void setup_train(CLI::App& parent, Context& ctx) {
   auto a = std::make_shared<TrainArgs>();
   CLI::App* sub = parent.add_subcommand("train",
                                         "Train d2l's Transformer on English-French pairs, "
                                         "translate d2l's test sentences, save the model");
+  sub->footer(kTrainFooter);
   sub->add_option("--preset", a->preset, "Hyperparameter preset (d2l: the book's 10.7 settings)")
       ->check(CLI::IsMember({"d2l"}));
   sub->add_option("--data", a->data,
                   "Parallel corpus, 'english<TAB>french' per line, plain or gzip")
       ->capture_default_str();
   sub->add_option("--out", a->out, "Model directory to write")->capture_default_str();
+  sub->add_option("--resume", a->resume,
+                  "Continue the training whose checkpoint is in this model directory")
+      ->option_text("DIR");
+  sub->add_option("--checkpoint-every", a->checkpoint_every,
+                  "Write a checkpoint every N optimizer steps (0: only at the start, the end "
+                  "and on Ctrl-C)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1'000'000'000}))
+      ->capture_default_str();
   sub->add_option("--epochs", a->epochs, "Passes over the data")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
@@ -265,8 +533,15 @@ void setup_train(CLI::App& parent, Context& ctx) {
   sub->add_option("--metrics-json", a->metrics_json,
                   "Write loss, speed, memory and translations as JSON here");
   sub->add_flag("--quiet", a->quiet, "No progress output");
-  set_action(sub, ctx, [a](const Context& c) {
-    if (a->num_hiddens % a->num_heads != 0)
+  const CLI::Option* seed = parent.get_option_no_throw("--seed");
+  set_action(sub, ctx, [a, sub, seed](const Context& c) {
+    a->given.clear();
+    for (const CLI::Option* o : sub->get_options())
+      if (o->count() > 0) a->given.insert(o->get_name());
+    if (seed && seed->count() > 0) a->given.insert("--seed");
+    if (a->given.count("--resume") && a->resume.empty())
+      throw CLI::ValidationError("--resume", "needs a model directory");
+    if (a->resume.empty() && a->num_hiddens % a->num_heads != 0)
       throw CLI::ValidationError("--num-heads", fmt::format("{} does not divide --num-hiddens {}",
                                                             a->num_heads, a->num_hiddens));
     return run_train(*a, c);

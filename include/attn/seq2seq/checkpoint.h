@@ -1,0 +1,87 @@
+// attn/seq2seq/checkpoint.h — training checkpoints: everything `attn train
+// --resume` needs to continue exactly where training stopped.
+//
+// A checkpoint is one safetensors file (in a model directory:
+// DIR/checkpoint.safetensors), written atomically — temp file, fsync, rename,
+// fsync of the directory — so a crash at any moment leaves either the previous
+// checkpoint or the new one, whole. Its tensors:
+//   <name>                  every model parameter under its d2l name, F32
+//   adam.exp_avg.<name>     Adam's first moment of that parameter, F32
+//   adam.exp_avg_sq.<name>  Adam's second moment, F32
+//   train.step_loss         F64 (steps): the summed masked cross-entropy of each step
+//   train.step_tokens       F64 (steps): the target tokens of each step's batch
+// and its __metadata__ {"format": "attn-checkpoint", "checkpoint": JSON}, the
+// JSON an object of
+//   "format_version": 1
+//   "model":  the model's config.json object (model_dir.h)
+//   "data":   {"path", "num_examples", "min_freq", "valid_fraction",
+//              "num_pairs", "fingerprint"}  (the corpus and how it was cut)
+//   "train":  {"num_epochs", "lr", "batch_size", "grad_clip", "seed"}
+//   "state":  {"step", "epoch", "batch", "shuffle_offset", "rng_seed",
+//              "rng_offset", "adam_steps", "seconds"}  (TrainState)
+//   "threads": the thread count of the run (losses are bit-identical only
+//              with the same count)
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "attn/data/nmt.h"
+#include "attn/io/safetensors.h"
+#include "attn/seq2seq/model_dir.h"
+#include "attn/seq2seq/trainer.h"
+
+namespace attn::seq2seq {
+
+inline constexpr const char* kCheckpointFile = "checkpoint.safetensors";
+
+// The corpus of a run and how it was cut (num_steps is the model config's).
+struct DataSpec {
+  std::string path;
+  long num_examples = 600;
+  int min_freq = 2;
+  double valid_fraction = 0.0;
+  std::int64_t num_pairs = 0;  // training pairs
+  std::uint64_t fingerprint = 0;  // data_fingerprint() of the training data
+};
+
+// What stays the same for a whole run.
+struct RunSpec {
+  ModelConfig model;
+  DataSpec data;
+  TrainOptions train;
+  int threads = 0;
+};
+
+struct Checkpoint {
+  RunSpec run;
+  TrainState state;  // without Adam's moments: restore_checkpoint puts them in
+  io::TensorMap parameters;  // d2l name -> parameter
+  io::TensorMap exp_avg, exp_avg_sq;  // d2l name -> Adam's moment of that parameter
+};
+
+// A 64-bit FNV-1a hash of the training data: both vocabularies' tokens and
+// the training arrays and lengths. Resuming on data with another fingerprint
+// would not continue the same run.
+std::uint64_t data_fingerprint(const data::NmtData& data);
+
+// Writes `net` and `state` as a checkpoint to `path` (atomically).
+void save_checkpoint(const std::string& path, const nn::EncoderDecoder& net, const RunSpec& run,
+                     const TrainState& state);
+
+// Reads a checkpoint and checks it before anything is built from it: the file
+// (as io::load_safetensors), the format, every metadata key (present, of its
+// type and range), the model config (as config_from_json), the parameters
+// (as check_weights, and F32), one Adam moment pair per parameter, of its
+// shape, finite (the second moment not negative), the step records (one per
+// step, finite, tokens positive whole numbers), no other tensor, and the
+// state's consistency (step = epoch x batches per epoch + batch, Adam's step
+// count = step, epoch within num_epochs). Every problem is an IOError of one
+// line naming the file and the key or tensor.
+Checkpoint load_checkpoint(const std::string& path);
+
+// Copies the checkpoint's parameters into `net` (a model of c.run.model) and
+// returns the state to resume from, Adam's moments in net.parameters() order.
+TrainState restore_checkpoint(const Checkpoint& c, nn::EncoderDecoder& net);
+
+}  // namespace attn::seq2seq

@@ -1,0 +1,367 @@
+#include "attn/seq2seq/checkpoint.h"
+
+#include <charconv>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "attn/data/text.h"
+
+namespace attn::seq2seq {
+
+namespace {
+
+constexpr const char* kFormat = "attn-checkpoint";
+const std::string kExpAvg = "adam.exp_avg.";
+const std::string kExpAvgSq = "adam.exp_avg_sq.";
+const std::string kStepLoss = "train.step_loss";
+const std::string kStepTokens = "train.step_tokens";
+
+// FNV-1a, 64 bits.
+struct Fnv1a {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  void add(const void* data, std::size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
+  }
+  void add(std::int64_t v) { add(&v, sizeof v); }
+  void add(const Tensor& t) {
+    Tensor c = t.contiguous();
+    add(c.numel());
+    add(c.raw_data(), static_cast<std::size_t>(c.numel()) * dtype_size(c.dtype()));
+  }
+};
+
+std::string hex64(std::uint64_t v) { return fmt::format("{:016x}", v); }
+
+// A JSON value for an error message: short and on one line.
+std::string describe(const nlohmann::json& v) {
+  if (v.is_array()) return fmt::format("a list of {} items", v.size());
+  if (v.is_object()) return fmt::format("an object of {} keys", v.size());
+  return data::printable_excerpt(v.dump());
+}
+
+// Parses the metadata JSON, refusing a key given twice in any object.
+nlohmann::json parse_strict(const std::string& text, const std::string& what) {
+  std::vector<std::set<std::string>> open;
+  std::string duplicate;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(
+        text, [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+          using E = nlohmann::json::parse_event_t;
+          if (event == E::object_start) open.emplace_back();
+          if (event == E::object_end && !open.empty()) open.pop_back();
+          if (event == E::key && !open.empty()) {
+            const auto& k = parsed.get_ref<const std::string&>();
+            if (!open.back().insert(k).second && duplicate.empty()) duplicate = k;
+          }
+          return true;
+        });
+  } catch (const nlohmann::json::exception& e) {
+    throw IOError(fmt::format("'{}': the checkpoint metadata is not valid JSON: {}", what,
+                              data::printable_excerpt(e.what(), 200)));
+  }
+  ATTN_CHECK(duplicate.empty(), IOError, "'{}': checkpoint metadata key \"{}\" appears twice", what,
+             data::printable_excerpt(duplicate));
+  return j;
+}
+
+// Typed access to one object of the metadata ("state", "train", ...), with
+// errors that name the file and the key.
+class Fields {
+ public:
+  Fields(const nlohmann::json& root, const char* section, const std::string& what)
+      : section_(section), what_(what) {
+    ATTN_CHECK(root.contains(section), IOError, "'{}': checkpoint metadata lacks \"{}\"", what,
+               section);
+    j_ = &root[section];
+    ATTN_CHECK(j_->is_object(), IOError, "'{}': checkpoint \"{}\" must be an object, got {}", what,
+               section, describe(*j_));
+  }
+
+  const nlohmann::json& get(const char* key) const {
+    ATTN_CHECK(j_->contains(key), IOError, "'{}': checkpoint \"{}\" lacks \"{}\"", what_, section_,
+               key);
+    return (*j_)[key];
+  }
+  std::int64_t integer(const char* key, std::int64_t lo, std::int64_t hi) const {
+    const auto& v = get(key);
+    ATTN_CHECK(v.is_number_integer(), IOError,
+               "'{}': checkpoint \"{}.{}\" must be an integer, got {}", what_, section_, key,
+               describe(v));
+    bool in_range = v.is_number_unsigned()
+                        ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) &&
+                              static_cast<std::int64_t>(v.get<std::uint64_t>()) >= lo
+                        : v.get<std::int64_t>() >= lo && v.get<std::int64_t>() <= hi;
+    ATTN_CHECK(in_range, IOError, "'{}': checkpoint \"{}.{}\" = {} is outside [{}, {}]", what_,
+               section_, key, describe(v), lo, hi);
+    return v.get<std::int64_t>();
+  }
+  std::uint64_t unsigned64(const char* key) const {
+    const auto& v = get(key);
+    ATTN_CHECK(v.is_number_unsigned(), IOError,
+               "'{}': checkpoint \"{}.{}\" must be a whole number in [0, 2^64), got {}", what_,
+               section_, key, describe(v));
+    return v.get<std::uint64_t>();
+  }
+  // A finite number in [lo, hi] (lo excluded when open_lo).
+  double number(const char* key, double lo, double hi, bool open_lo = false) const {
+    const auto& v = get(key);
+    ATTN_CHECK(v.is_number(), IOError, "'{}': checkpoint \"{}.{}\" must be a number, got {}", what_,
+               section_, key, describe(v));
+    double x = v.get<double>();
+    ATTN_CHECK(std::isfinite(x) && (open_lo ? x > lo : x >= lo) && x <= hi, IOError,
+               "'{}': checkpoint \"{}.{}\" = {} is outside {}{}, {}]", what_, section_, key, x,
+               open_lo ? "(" : "[", lo, hi);
+    return x;
+  }
+  std::string string(const char* key) const {
+    const auto& v = get(key);
+    ATTN_CHECK(v.is_string() && !v.get_ref<const std::string&>().empty(), IOError,
+               "'{}': checkpoint \"{}.{}\" must be a non-empty string, got {}", what_, section_,
+               key, describe(v));
+    return v.get<std::string>();
+  }
+
+ private:
+  const nlohmann::json* j_ = nullptr;
+  const char* section_;
+  const std::string& what_;
+};
+
+// The index of the first NaN or infinity (or, with non_negative, negative
+// value) of an F32 tensor, or -1.
+std::int64_t first_bad(const Tensor& c, bool non_negative) {
+  const float* p = c.data<float>();
+  for (std::int64_t i = 0; i < c.numel(); ++i)
+    if (!std::isfinite(p[i]) || (non_negative && p[i] < 0)) return i;
+  return -1;
+}
+
+}  // namespace
+
+std::uint64_t data_fingerprint(const data::NmtData& d) {
+  Fnv1a h;
+  for (const data::Vocab* v : {&d.src_vocab, &d.tgt_vocab}) {
+    h.add(static_cast<std::int64_t>(v->size()));
+    for (const auto& tok : v->tokens()) {
+      h.add(static_cast<std::int64_t>(tok.size()));
+      h.add(tok.data(), tok.size());
+    }
+  }
+  for (const data::TokenArray* a : {&d.src, &d.tgt}) {
+    h.add(a->array);
+    h.add(a->valid_len);
+  }
+  return h.h;
+}
+
+void save_checkpoint(const std::string& path, const nn::EncoderDecoder& net, const RunSpec& run,
+                     const TrainState& s) {
+  auto named = net.named_parameters();
+  ATTN_CHECK(s.exp_avg.size() == named.size() && s.exp_avg_sq.size() == named.size(), ValueError,
+             "save_checkpoint: {} and {} Adam moments for {} parameters", s.exp_avg.size(),
+             s.exp_avg_sq.size(), named.size());
+  io::TensorMap tensors;
+  for (std::size_t k = 0; k < named.size(); ++k) {
+    const auto& [name, p] = named[k];
+    tensors.emplace(name, p.detach());
+    tensors.emplace(kExpAvg + name, s.exp_avg[k]);
+    tensors.emplace(kExpAvgSq + name, s.exp_avg_sq[k]);
+  }
+  tensors.emplace(kStepLoss, from_vector(s.step_loss));
+  tensors.emplace(kStepTokens, from_vector(s.step_tokens));
+
+  const DataSpec& d = run.data;
+  const TrainOptions& t = run.train;
+  nlohmann::ordered_json j = {
+      {"format_version", 1},
+      {"model", nlohmann::ordered_json::parse(config_to_json(run.model))},
+      {"data",
+       {{"path", d.path},
+        {"num_examples", d.num_examples},
+        {"min_freq", d.min_freq},
+        {"valid_fraction", d.valid_fraction},
+        {"num_pairs", d.num_pairs},
+        {"fingerprint", hex64(d.fingerprint)}}},
+      {"train",
+       {{"num_epochs", t.num_epochs},
+        {"lr", t.lr},
+        {"batch_size", t.batch_size},
+        {"grad_clip", t.grad_clip},
+        {"seed", t.seed}}},
+      {"state",
+       {{"step", s.step},
+        {"epoch", s.epoch},
+        {"batch", s.batch},
+        {"shuffle_offset", s.shuffle_offset},
+        {"rng_seed", s.rng_seed},
+        {"rng_offset", s.rng_offset},
+        {"adam_steps", s.adam_steps},
+        {"seconds", s.seconds}}},
+      {"threads", run.threads},
+  };
+  // A corpus path that is not UTF-8 is stored with U+FFFD in place of its bad
+  // bytes (a resume then needs --data).
+  std::string text = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  io::save_safetensors(path, tensors, {{"format", kFormat}, {"checkpoint", text}});
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  io::Metadata meta;
+  io::TensorMap tensors = io::load_safetensors(path, &meta);
+  const std::string& what = path;
+  auto format = meta.find("format");
+  ATTN_CHECK(format != meta.end() && format->second == kFormat, IOError,
+             "'{}': not an attn checkpoint (its metadata lacks \"format\": \"{}\")", what, kFormat);
+  auto text = meta.find("checkpoint");
+  ATTN_CHECK(text != meta.end(), IOError, "'{}': the checkpoint metadata lacks \"checkpoint\"",
+             what);
+  nlohmann::json j = parse_strict(text->second, what);
+  ATTN_CHECK(j.is_object(), IOError, "'{}': the checkpoint metadata must be a JSON object, got {}",
+             what, describe(j));
+  ATTN_CHECK(j.contains("format_version") && j["format_version"].is_number_integer() &&
+                 j["format_version"].get<std::int64_t>() == 1,
+             IOError, "'{}': unknown checkpoint \"format_version\" (expected 1)", what);
+
+  Checkpoint c;
+  RunSpec& run = c.run;
+  ATTN_CHECK(j.contains("model") && j["model"].is_object(), IOError,
+             "'{}': the checkpoint metadata lacks the \"model\" object", what);
+  run.model = config_from_json(j["model"].dump(), what);
+
+  Fields d(j, "data", what);
+  run.data.path = d.string("path");
+  run.data.num_examples = static_cast<long>(d.integer("num_examples", 0, 100'000'000));
+  run.data.min_freq = static_cast<int>(d.integer("min_freq", 1, 1'000'000));
+  run.data.valid_fraction = d.number("valid_fraction", 0.0, 0.99);
+  run.data.num_pairs = d.integer("num_pairs", 1, std::int64_t{1} << 31);
+  {
+    std::string fp = d.string("fingerprint");
+    std::uint64_t v = 0;
+    auto [end, ec] = std::from_chars(fp.data(), fp.data() + fp.size(), v, 16);
+    ATTN_CHECK(fp.size() == 16 && ec == std::errc() && end == fp.data() + fp.size(), IOError,
+               "'{}': checkpoint \"data.fingerprint\" must be 16 hex digits, got {}", what,
+               data::printable_excerpt(fp));
+    run.data.fingerprint = v;
+  }
+
+  Fields t(j, "train", what);
+  run.train.num_epochs = t.integer("num_epochs", 1, 1'000'000);
+  run.train.lr = t.number("lr", 0.0, 1e6, true);
+  run.train.batch_size = t.integer("batch_size", 1, std::int64_t{1} << 31);
+  run.train.grad_clip = t.number("grad_clip", 0.0, 1e300, true);
+  run.train.seed = t.unsigned64("seed");
+  ATTN_CHECK(j.contains("threads") && j["threads"].is_number_integer() &&
+                 j["threads"].get<std::int64_t>() >= 0 &&
+                 j["threads"].get<std::int64_t>() <= 1 << 20,
+             IOError, "'{}': checkpoint \"threads\" must be a whole number", what);
+  run.threads = j["threads"].get<int>();
+
+  Fields s(j, "state", what);
+  TrainState& st = c.state;
+  const std::int64_t num_batches =
+      (run.data.num_pairs + run.train.batch_size - 1) / run.train.batch_size;
+  st.epoch = s.integer("epoch", 0, run.train.num_epochs);
+  st.batch = s.integer("batch", 0, num_batches - 1);
+  ATTN_CHECK(st.epoch < run.train.num_epochs || st.batch == 0, IOError,
+             "'{}': checkpoint \"state.batch\" = {} after the last epoch", what, st.batch);
+  st.step = s.integer("step", 0, std::int64_t{1} << 50);
+  ATTN_CHECK(st.step == st.epoch * num_batches + st.batch, IOError,
+             "'{}': checkpoint \"state.step\" = {} does not match epoch {} x {} batches + batch {}",
+             what, st.step, st.epoch, num_batches, st.batch);
+  st.adam_steps = s.integer("adam_steps", 0, std::int64_t{1} << 50);
+  ATTN_CHECK(st.adam_steps == st.step, IOError,
+             "'{}': checkpoint \"state.adam_steps\" = {} differs from \"state.step\" = {}", what,
+             st.adam_steps, st.step);
+  st.shuffle_offset = s.unsigned64("shuffle_offset");
+  st.rng_seed = s.unsigned64("rng_seed");
+  st.rng_offset = s.unsigned64("rng_offset");
+  st.seconds = s.number("seconds", 0.0, 1e12);
+
+  // The parameters: every tensor that is not Adam's or a step record.
+  auto starts_with = [](const std::string& s, const std::string& p) {
+    return s.compare(0, p.size(), p) == 0;
+  };
+  for (auto& [name, tensor] : tensors) {
+    if (name == kStepLoss || name == kStepTokens || starts_with(name, kExpAvg) ||
+        starts_with(name, kExpAvgSq))
+      continue;
+    ATTN_CHECK(tensor.dtype() == DType::f32, IOError, "'{}': tensor '{}' must be F32, got {}", what,
+               data::printable_excerpt(name, 80), dtype_name(tensor.dtype()));
+    c.parameters.emplace(name, tensor);
+  }
+  check_weights(run.model, c.parameters, what);
+
+  // Adam's moments: a pair for every parameter, of its shape, finite (the
+  // second moment also not negative).
+  std::size_t used = c.parameters.size();
+  for (const auto& [name, p] : c.parameters) {
+    for (const std::string* prefix : {&kExpAvg, &kExpAvgSq}) {
+      auto it = tensors.find(*prefix + name);
+      ATTN_CHECK(it != tensors.end(), IOError, "'{}': tensor '{}{}' (Adam's state) is missing",
+                 what, *prefix, name);
+      const Tensor& m = it->second;
+      ATTN_CHECK(m.dtype() == DType::f32 && m.shape() == p.shape(), IOError,
+                 "'{}': tensor '{}{}' must be F32 of shape {}, got {} of shape {}", what, *prefix,
+                 name, shape_str(p.shape()), dtype_name(m.dtype()), shape_str(m.shape()));
+      Tensor mc = m.contiguous();
+      std::int64_t bad = first_bad(mc, /*non_negative=*/prefix == &kExpAvgSq);
+      ATTN_CHECK(bad < 0, IOError, "'{}': tensor '{}{}' holds {} at index {}", what, *prefix, name,
+                 mc.data<float>()[bad], bad);
+      (prefix == &kExpAvg ? c.exp_avg : c.exp_avg_sq).emplace(name, m);
+      ++used;
+    }
+  }
+
+  // The step records.
+  for (const std::string* name : {&kStepLoss, &kStepTokens}) {
+    auto it = tensors.find(*name);
+    ATTN_CHECK(it != tensors.end(), IOError, "'{}': tensor '{}' is missing", what, *name);
+    const Tensor& r = it->second;
+    ATTN_CHECK(r.dtype() == DType::f64 && r.dim() == 1 && r.size(0) == st.step, IOError,
+               "'{}': tensor '{}' must be F64 of shape ({}) (one per step), got {} of shape {}",
+               what, *name, st.step, dtype_name(r.dtype()), shape_str(r.shape()));
+    std::vector<double> v = to_vector<double>(r);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      bool ok = *name == kStepLoss ? std::isfinite(v[i]) && v[i] >= 0
+                                   : std::isfinite(v[i]) && v[i] >= 1 && v[i] == std::floor(v[i]);
+      ATTN_CHECK(ok, IOError, "'{}': tensor '{}' holds {} at step {}", what, *name, v[i], i + 1);
+    }
+    (*name == kStepLoss ? st.step_loss : st.step_tokens) = std::move(v);
+    ++used;
+  }
+  if (used != tensors.size()) {
+    for (const auto& [name, _] : tensors) {
+      bool known = c.parameters.count(name) || name == kStepLoss || name == kStepTokens;
+      for (const std::string* prefix : {&kExpAvg, &kExpAvgSq})
+        known = known ||
+                (starts_with(name, *prefix) && c.parameters.count(name.substr(prefix->size())));
+      ATTN_CHECK(known, IOError, "'{}': unexpected tensor '{}'", what,
+                 data::printable_excerpt(name, 80));
+    }
+  }
+  return c;
+}
+
+TrainState restore_checkpoint(const Checkpoint& c, nn::EncoderDecoder& net) {
+  try {
+    net.load_state_dict(c.parameters);
+  } catch (const Error& e) {
+    throw ValueError(fmt::format("restore_checkpoint: {}", e.what()));
+  }
+  TrainState s = c.state;
+  s.exp_avg.clear();
+  s.exp_avg_sq.clear();
+  for (const auto& [name, p] : net.named_parameters()) {
+    auto m = c.exp_avg.find(name), v = c.exp_avg_sq.find(name);
+    ATTN_CHECK(m != c.exp_avg.end() && v != c.exp_avg_sq.end(), ValueError,
+               "restore_checkpoint: no Adam state for parameter '{}'", name);
+    s.exp_avg.push_back(m->second);
+    s.exp_avg_sq.push_back(v->second);
+  }
+  return s;
+}
+
+}  // namespace attn::seq2seq
