@@ -3,7 +3,7 @@
 #   make run        install what is missing, build, run the main job
 #   make test       install what is missing, build, run every test
 #
-# More: make build | asan | test-asan | bench | clean | help
+# More: make build | asan | test-asan | fuzz | bench | clean | help
 # The build itself lives in CMakePresets.json (presets release, debug, asan).
 
 SHELL := /bin/bash
@@ -12,11 +12,12 @@ SHELL := /bin/bash
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 ATTN_NUM_THREADS ?= 2
 BENCH_ARGS ?=
+FUZZ_SECONDS ?= 60
 RELEASE_DIR := build/release
 ASAN_DIR := build/asan
 ATTN := ./$(RELEASE_DIR)/attn
 
-.PHONY: all help deps configure build test asan test-asan bench run clean
+.PHONY: all help deps configure build test asan test-asan fuzz bench run clean
 
 all: build
 
@@ -26,6 +27,7 @@ help:
 	@echo "make build      configure and build the release preset into $(RELEASE_DIR)"
 	@echo "make asan       build the ASan+UBSan preset into $(ASAN_DIR)"
 	@echo "make test-asan  build and run every test under ASan+UBSan"
+	@echo "make fuzz       build the libFuzzer targets (clang) into build/fuzz, run each for FUZZ_SECONDS=$(FUZZ_SECONDS)"
 	@echo "make bench      build, then run every benchmark (ATTN_NUM_THREADS=$(ATTN_NUM_THREADS), BENCH_ARGS=...)"
 	@echo "make deps       install the Debian packages (scripts/install-deps.sh)"
 	@echo "make clean      remove build/"
@@ -53,6 +55,11 @@ asan: deps $(ASAN_DIR)/build.ninja
 
 test-asan: asan
 	ctest --preset asan
+
+# The fuzz targets (fuzz/): safetensors, config.json, corpus; each runs for
+# FUZZ_SECONDS and the run fails on a finding (scripts/fuzz.sh).
+fuzz: deps
+	bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
 bench: build
 	@shopt -s nullglob; benches=($(RELEASE_DIR)/bench/*_bench); \

@@ -21,6 +21,9 @@ packages=(
   libcairo2-dev        # heatmaps and plots (SVG, PNG)
   fonts-dejavu-core    # a font for cairo's text
   libopenblas-dev      # a peer in the matmul benchmark
+  clang                # the fuzz targets (make fuzz): libFuzzer needs clang
+  libclang-rt-dev      # libFuzzer and clang's sanitizer runtimes (only recommended by clang)
+  libomp-dev           # OpenMP for clang builds
 )
 
 missing=()

@@ -9,6 +9,8 @@ namespace attn::data {
 
 std::vector<std::int64_t> truncate_pad(std::vector<std::int64_t> line, std::int64_t num_steps,
                                        std::int64_t pad) {
+  ATTN_CHECK(num_steps >= 0, ValueError, "truncate_pad: num_steps must not be negative, got {}",
+             num_steps);
   line.resize(static_cast<std::size_t>(num_steps), pad);
   return line;
 }
@@ -36,21 +38,46 @@ TokenArray build_array_nmt(const std::vector<Tokens>& lines, const Vocab& vocab,
   return out;
 }
 
+namespace {
+
+// Lines 0..num_examples of `text` (all when num_examples <= 0): d2l's loop reads
+// no further, and preprocessing and checks are line by line.
+std::string_view first_lines(std::string_view text, long num_examples) {
+  if (num_examples <= 0) return text;
+  std::size_t pos = 0;
+  for (long i = 0; i <= num_examples && pos != std::string_view::npos; ++i) {
+    pos = text.find('\n', pos);
+    if (pos != std::string_view::npos) ++pos;
+  }
+  return pos == std::string_view::npos ? text : text.substr(0, pos);
+}
+
+ParallelCorpus tokenize_checked(std::string_view text, long num_examples, std::string_view what) {
+  std::string_view used = first_lines(text, num_examples);
+  check_utf8(used, what);
+  ParallelCorpus corpus = tokenize_nmt(preprocess_nmt(used), num_examples, what);
+  ATTN_CHECK(!corpus.source.empty(), IOError, "{} holds no sentence pairs", what);
+  return corpus;
+}
+
+}  // namespace
+
+ParallelCorpus read_parallel_corpus(const std::string& path, long num_examples) {
+  return tokenize_checked(read_text_file(path), num_examples, quote_path(path));
+}
+
 NmtData load_data_nmt(const std::string& path, const NmtOptions& o) {
   ATTN_CHECK(o.valid_fraction >= 0 && o.valid_fraction < 1, ValueError,
              "load_data_nmt: valid_fraction must be in [0, 1), got {}", o.valid_fraction);
-  std::string raw = read_text_file(path);
-  if (o.num_examples > 0) {  // only the lines d2l reads: preprocessing is line by line
-    std::size_t pos = 0;
-    for (long i = 0; i <= o.num_examples && pos != std::string::npos; ++i) {
-      pos = raw.find('\n', pos);
-      if (pos != std::string::npos) ++pos;
-    }
-    if (pos != std::string::npos) raw.resize(pos);
-  }
-  check_utf8(raw, path);
-  ParallelCorpus all = tokenize_nmt(preprocess_nmt(raw), o.num_examples, path);
-  ATTN_CHECK(!all.source.empty(), IOError, "'{}' holds no sentence pairs", path);
+  return make_data_nmt(read_text_file(path), quote_path(path), o);
+}
+
+NmtData make_data_nmt(std::string_view text, std::string_view what, const NmtOptions& o) {
+  ATTN_CHECK(o.valid_fraction >= 0 && o.valid_fraction < 1, ValueError,
+             "load_data_nmt: valid_fraction must be in [0, 1), got {}", o.valid_fraction);
+  ATTN_CHECK(o.num_steps > 0, ValueError, "load_data_nmt: num_steps must be positive, got {}",
+             o.num_steps);
+  ParallelCorpus all = tokenize_checked(text, o.num_examples, what);
   std::size_t n = all.source.size();
   std::size_t n_valid =
       static_cast<std::size_t>(std::floor(static_cast<double>(n) * o.valid_fraction));
@@ -90,6 +117,8 @@ std::vector<std::vector<std::int64_t>> shuffled_batches(std::int64_t n, std::int
 }
 
 Tensor take_rows(const Tensor& t, const std::vector<std::int64_t>& index) {
+  ATTN_CHECK(t.dim() >= 1, ShapeError, "take_rows: expected a tensor with rows, got shape {}",
+             shape_str(t.shape()));
   Tensor c = t.contiguous();
   Shape shape = c.shape();
   std::int64_t row = c.numel() / std::max<std::int64_t>(shape[0], 1);

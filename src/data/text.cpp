@@ -4,39 +4,98 @@
 #include <wctype.h>
 #include <zlib.h>
 
-#include <cerrno>
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <new>
 
 #include "attn/core/error.h"
+#include "attn/io/read_file.h"
 
 namespace attn::data {
 
-std::string read_text_file(const std::string& path) {
-  errno = 0;
-  gzFile f = gzopen(path.c_str(), "rb");  // reads plain files as they are
-  ATTN_CHECK(f != nullptr, IOError, "cannot open '{}': {}", path,
-             errno ? std::strerror(errno) : "out of memory");
+std::string quote_path(std::string_view path) { return fmt::format("'{}'", path); }
+
+std::string printable_excerpt(std::string_view line, std::size_t max) {
+  std::size_t n = std::min(line.size(), max);
+  while (n > 0 && n < line.size() && (static_cast<unsigned char>(line[n]) & 0xC0) == 0x80) --n;
   std::string out;
-  char buf[1 << 16];
-  for (;;) {
-    int n = gzread(f, buf, sizeof buf);
-    if (n < 0) {
-      int err = 0;
-      std::string msg = gzerror(f, &err);
-      if (err == Z_ERRNO) msg = std::strerror(errno);
-      gzclose(f);
-      throw IOError(fmt::format("cannot read '{}': {}", path, msg));
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < n; ++i) {
+    unsigned char c = static_cast<unsigned char>(line[i]);
+    out += c < 0x20 || c == 0x7F ? '?' : static_cast<char>(c);
   }
-  gzclose(f);
-  ATTN_CHECK(!out.empty(), IOError, "'{}' is empty", path);
+  if (n < line.size()) out += "...";
   return out;
 }
 
+std::string read_file_bytes(const std::string& path) {
+  return io::read_file_bytes(path, kMaxTextBytes);
+}
+
+namespace {
+
+bool is_gzip(std::string_view bytes) {
+  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1F &&
+         static_cast<unsigned char>(bytes[1]) == 0x8B;
+}
+
+// Every gzip member of `in`, decompressed and concatenated.
+std::string gunzip(std::string_view in, std::string_view what) {
+  z_stream zs{};
+  ATTN_CHECK(inflateInit2(&zs, 16 + MAX_WBITS) == Z_OK, IOError,
+             "{}: cannot start gzip decompression", what);
+  struct Ender {
+    z_stream* zs;
+    ~Ender() { inflateEnd(zs); }
+  } ender{&zs};
+  std::string out;
+  char buf[1 << 16];
+  std::size_t pos = 0;  // bytes of `in` consumed
+  for (;;) {
+    // zlib counts in 32 bits: feed at most 1 GiB at a time.
+    const std::size_t chunk = std::min<std::size_t>(in.size() - pos, std::size_t{1} << 30);
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data() + pos));
+    zs.avail_in = static_cast<uInt>(chunk);
+    zs.next_out = reinterpret_cast<Bytef*>(buf);
+    zs.avail_out = sizeof buf;
+    int ret = inflate(&zs, Z_NO_FLUSH);
+    pos += chunk - zs.avail_in;
+    out.append(buf, sizeof buf - zs.avail_out);
+    ATTN_CHECK(out.size() <= kMaxTextBytes, IOError,
+               "{}: decompresses to more than attn reads ({} bytes)", what, kMaxTextBytes);
+    if (ret == Z_STREAM_END) {
+      if (pos == in.size()) break;
+      ATTN_CHECK(is_gzip(in.substr(pos)), IOError,
+                 "{}: {} bytes after the end of the gzip data are not gzip data", what,
+                 in.size() - pos);
+      ATTN_CHECK(inflateReset(&zs) == Z_OK, IOError, "{}: cannot restart gzip decompression", what);
+      continue;
+    }
+    if (ret == Z_OK) continue;
+    if (ret == Z_BUF_ERROR && pos == in.size())
+      throw IOError(
+          fmt::format("{}: truncated gzip data (the compressed stream ends early)", what));
+    if (ret == Z_MEM_ERROR) throw std::bad_alloc();
+    throw IOError(fmt::format("{}: corrupt gzip data ({})", what,
+                              zs.msg != nullptr ? zs.msg : "inflate failed"));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string decode_text(std::string_view bytes, std::string_view what) {
+  std::string text = is_gzip(bytes) ? gunzip(bytes, what) : std::string(bytes);
+  ATTN_CHECK(!text.empty(), IOError, "{} is empty", what);
+  return text;
+}
+
+std::string read_text_file(const std::string& path) {
+  return decode_text(read_file_bytes(path), quote_path(path));
+}
+
 void check_utf8(std::string_view s, std::string_view what) {
-  std::size_t line = 1, i = 0, n = s.size();
+  std::size_t line = 1, line_start = 0, i = 0, n = s.size();
   while (i < n) {
     unsigned char c = static_cast<unsigned char>(s[i]);
     std::size_t len = c < 0x80           ? 1
@@ -55,9 +114,15 @@ void check_utf8(std::string_view s, std::string_view what) {
       ok = !(len == 2 && cp < 0x80) && !(len == 3 && cp < 0x800) && !(len == 4 && cp < 0x10000) &&
            !(cp >= 0xD800 && cp <= 0xDFFF) && cp <= 0x10FFFF;
     }
-    ATTN_CHECK(ok, IOError, "{}: invalid UTF-8 at line {}, byte {}", what, line, i);
-    if (c == '\n') ++line;
+    ATTN_CHECK(ok, IOError, "{} line {}: invalid UTF-8 at byte {} of the line (0x{:02X})", what,
+               line, i - line_start + 1, c);
+    ATTN_CHECK(c != 0, IOError, "{} line {}: a NUL byte at byte {} of the line: not a text file",
+               what, line, i - line_start + 1);
     i += len;
+    if (c == '\n') {
+      ++line;
+      line_start = i;
+    }
   }
 }
 
@@ -166,11 +231,14 @@ ParallelCorpus tokenize_nmt(std::string_view text, long num_examples, std::strin
     if (end == std::string_view::npos) end = text.size();
     std::string_view line = text.substr(start, end - start);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    ATTN_CHECK(line.size() <= kMaxLineBytes, IOError,
+               "{} line {}: {} bytes long, more than the limit of {} bytes per line", what, i + 1,
+               line.size(), kMaxLineBytes);
     if (!line.empty()) {
       std::size_t tab = line.find('\t');
       ATTN_CHECK(tab != std::string_view::npos, IOError,
-                 "{}: line {} has no tab between source and target: '{}'", what, i + 1,
-                 line.substr(0, 60));
+                 "{} line {}: no tab between source and target: '{}'", what, i + 1,
+                 printable_excerpt(line));
       std::size_t tab2 = line.find('\t', tab + 1);
       std::string_view src = line.substr(0, tab);
       std::string_view tgt =

@@ -1,11 +1,9 @@
 #include "attn/data/vocab.h"
 
-#include <unistd.h>
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
 
 #include "attn/core/error.h"
+#include "attn/io/atomic_file.h"
 
 namespace attn::data {
 
@@ -68,37 +66,52 @@ std::vector<std::string> Vocab::to_tokens(const std::vector<std::int64_t>& indic
   return out;
 }
 
-void Vocab::save(const std::string& path) const {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    ATTN_CHECK(f.good(), IOError, "Vocab::save: cannot write '{}'", path);
-    for (const auto& t : idx_to_token_) f << t << '\n';
-    f.flush();
-    ATTN_CHECK(f.good(), IOError, "Vocab::save: cannot write '{}'", path);
+std::string Vocab::to_text() const {
+  std::string out;
+  for (std::size_t i = 0; i < idx_to_token_.size(); ++i) {
+    ATTN_CHECK(idx_to_token_[i].find('\n') == std::string::npos, ValueError,
+               "Vocab: token {} holds a newline and cannot be saved", i);
+    out += idx_to_token_[i];
+    out += '\n';
   }
-  ATTN_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, IOError,
-             "Vocab::save: cannot rename '{}' to '{}'", tmp, path);
+  return out;
 }
 
-Vocab Vocab::load(const std::string& path) {
-  std::string text = read_text_file(path);
-  check_utf8(text, path);
-  ATTN_CHECK(text.back() == '\n', IOError, "'{}': truncated vocabulary (no final newline)", path);
+void Vocab::save(const std::string& path) const { io::write_file_atomic(path, to_text()); }
+
+Vocab Vocab::load(const std::string& path, const std::vector<std::string>& required) {
+  return parse(read_text_file(path), quote_path(path), required);
+}
+
+Vocab Vocab::parse(std::string_view text, std::string_view what,
+                   const std::vector<std::string>& required) {
+  ATTN_CHECK(!text.empty(), IOError, "{} is empty", what);
+  check_utf8(text, what);
   std::vector<std::string> tokens;
+  std::unordered_map<std::string_view, std::size_t> line_of;  // token -> its line (1-based)
   std::size_t start = 0;
   while (start < text.size()) {
     std::size_t end = text.find('\n', start);
-    tokens.push_back(text.substr(start, end - start));
+    const std::size_t line = tokens.size() + 1;
+    ATTN_CHECK(end != std::string_view::npos, IOError,
+               "{} line {}: no final newline: truncated vocabulary?", what, line);
+    std::string_view tok = text.substr(start, end - start);
+    ATTN_CHECK(tok.size() <= kMaxLineBytes, IOError,
+               "{} line {}: {} bytes long, more than the limit of {} bytes per token", what, line,
+               tok.size(), kMaxLineBytes);
+    if (line == 1) {
+      ATTN_CHECK(tok == "<unk>", IOError, "{} line 1: a vocabulary must start with <unk>{}", what,
+                 tok == "<unk>\r" ? " (this file has Windows line endings)" : "");
+    }
+    auto [it, fresh] = line_of.emplace(tok, line);
+    ATTN_CHECK(fresh, IOError, "{} line {}: token '{}' appears twice (first at line {})", what,
+               line, printable_excerpt(tok), it->second);
+    tokens.emplace_back(tok);
     start = end + 1;
   }
-  ATTN_CHECK(!tokens.empty() && tokens[0] == "<unk>", IOError,
-             "'{}': a vocabulary must start with <unk>", path);
-  try {
-    return from_tokens(std::move(tokens));
-  } catch (const ValueError& e) {
-    throw IOError(fmt::format("'{}': {}", path, e.what()));
-  }
+  for (const auto& r : required)
+    ATTN_CHECK(line_of.count(r), IOError, "{}: the reserved token {} is missing", what, r);
+  return from_tokens(std::move(tokens));
 }
 
 }  // namespace attn::data

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "attn/io/atomic_file.h"
+#include "attn/io/read_file.h"
 
 static_assert(std::endian::native == std::endian::little,
               "attn's safetensors I/O assumes a little-endian host");
@@ -15,6 +15,28 @@ namespace attn::io {
 namespace {
 
 constexpr std::uint64_t kMaxHeader = 100'000'000;  // as the reference implementation
+constexpr std::size_t kMaxRank = 32;
+
+// A name or JSON value for an error message: at most `max` bytes, control
+// characters as '?', so that a hostile header cannot flood or break the line.
+std::string excerpt(std::string_view s, std::size_t max = 80) {
+  std::size_t n = std::min(s.size(), max);
+  while (n > 0 && n < s.size() && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    out += c < 0x20 || c == 0x7F ? '?' : static_cast<char>(c);
+  }
+  if (n < s.size()) out += "...";
+  return out;
+}
+
+// A JSON value for an error message, without recursing into deep nesting.
+std::string describe(const nlohmann::json& v) {
+  if (v.is_array()) return fmt::format("a list of {} items", v.size());
+  if (v.is_object()) return fmt::format("an object of {} keys", v.size());
+  return excerpt(v.dump());
+}
 
 const char* dtype_tag(DType dt) {
   switch (dt) {
@@ -42,14 +64,14 @@ bool parse_dtype(const std::string& tag, DType& dt) {
 
 }  // namespace
 
-void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata) {
+std::string serialize_safetensors(const TensorMap& tensors, const Metadata& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::uint64_t offset = 0;
   std::vector<Tensor> order;
   for (const auto& [name, t] : tensors) {
     ATTN_CHECK(!name.empty() && name != "__metadata__", ValueError,
-               "save_safetensors: invalid tensor name '{}'", name);
+               "save_safetensors: invalid tensor name '{}'", excerpt(name));
     Tensor c = t.contiguous();
     std::uint64_t nbytes = static_cast<std::uint64_t>(c.numel()) * dtype_size(c.dtype());
     header[name] = {{"dtype", dtype_tag(c.dtype())},
@@ -61,15 +83,17 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
   std::string json = header.dump();
   while ((8 + json.size()) % 8 != 0) json += ' ';
   std::uint64_t n = json.size();
-  char len[8];
-  std::memcpy(len, &n, 8);
-  AtomicFile f(path);
-  f.write(std::string_view(len, 8));
-  f.write(json);
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &n, 8);
+  out.reserve(8 + json.size() + offset);
+  out += json;
   for (const auto& t : order)
-    f.write(std::string_view(static_cast<const char*>(t.raw_data()),
-                             t.numel() * dtype_size(t.dtype())));
-  f.commit();
+    out.append(static_cast<const char*>(t.raw_data()), t.numel() * dtype_size(t.dtype()));
+  return out;
+}
+
+void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata) {
+  write_file_atomic(path, serialize_safetensors(tensors, metadata));
 }
 
 TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Metadata* metadata) {
@@ -97,7 +121,7 @@ TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Met
         json_text.begin(), json_text.end(),
         [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
           if (depth == 1 && event == nlohmann::json::parse_event_t::key) {
-            std::string k = parsed.get<std::string>();
+            const std::string& k = parsed.get_ref<const std::string&>();
             if (std::find(names.begin(), names.end(), k) != names.end() && duplicate.empty())
               duplicate = k;
             names.push_back(k);
@@ -105,11 +129,11 @@ TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Met
           return true;
         });
   } catch (const nlohmann::json::exception& e) {
-    throw IOError(
-        fmt::format("'{}': the safetensors header is not valid JSON: {}", what, e.what()));
+    throw IOError(fmt::format("'{}': the safetensors header is not valid JSON: {}", what,
+                              excerpt(e.what(), 300)));
   }
   ATTN_CHECK(duplicate.empty(), IOError,
-             "'{}': tensor '{}' appears twice in the safetensors header", what, duplicate);
+             "'{}': tensor '{}' appears twice in the safetensors header", what, excerpt(duplicate));
   ATTN_CHECK(header.is_object(), IOError, "'{}': the safetensors header is not a JSON object",
              what);
 
@@ -126,44 +150,50 @@ TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Met
                  what);
       for (auto& [k, v] : info.items()) {
         ATTN_CHECK(v.is_string(), IOError, "'{}': __metadata__ value of '{}' is not a string", what,
-                   k);
+                   excerpt(k));
         if (metadata) (*metadata)[k] = v.get<std::string>();
       }
       continue;
     }
+    const std::string tensor = excerpt(name);
+    ATTN_CHECK(!name.empty(), IOError, "'{}': a tensor with an empty name", what);
     ATTN_CHECK(info.is_object() && info.contains("dtype") && info.contains("shape") &&
                    info.contains("data_offsets"),
-               IOError, "'{}': tensor '{}' needs dtype, shape and data_offsets", what, name);
+               IOError, "'{}': tensor '{}' needs dtype, shape and data_offsets", what, tensor);
     Entry e{name, DType::f32, {}, 0, 0};
     const auto& dt = info["dtype"];
     ATTN_CHECK(dt.is_string() && parse_dtype(dt.get<std::string>(), e.dtype), IOError,
                "'{}': tensor '{}' has unsupported dtype {} (attn reads F32, F64, I32, I64)", what,
-               name, dt.dump());
+               tensor, describe(dt));
     const auto& shape = info["shape"];
     ATTN_CHECK(shape.is_array(), IOError, "'{}': tensor '{}' has a shape that is not a list", what,
-               name);
+               tensor);
+    ATTN_CHECK(shape.size() <= kMaxRank, IOError,
+               "'{}': tensor '{}' has {} dimensions, more than the {} attn reads", what, tensor,
+               shape.size(), kMaxRank);
     std::uint64_t numel = 1;
     for (const auto& d : shape) {
       ATTN_CHECK(d.is_number_unsigned() && d.get<std::uint64_t>() < (1ULL << 40), IOError,
-                 "'{}': tensor '{}' has an invalid dimension {}", what, name, d.dump());
+                 "'{}': tensor '{}' has an invalid dimension {}", what, tensor, describe(d));
       std::uint64_t v = d.get<std::uint64_t>();
       ATTN_CHECK(v == 0 || numel <= (1ULL << 50) / v, IOError,
-                 "'{}': tensor '{}' is impossibly large", what, name);
+                 "'{}': tensor '{}' is impossibly large", what, tensor);
       numel *= v;
       e.shape.push_back(static_cast<std::int64_t>(v));
     }
     const auto& off = info["data_offsets"];
     ATTN_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
                    off[1].is_number_unsigned(),
-               IOError, "'{}': tensor '{}' has invalid data_offsets {}", what, name, off.dump());
+               IOError, "'{}': tensor '{}' has invalid data_offsets ({}; expected [begin, end])",
+               what, tensor, describe(off));
     e.begin = off[0].get<std::uint64_t>();
     e.end = off[1].get<std::uint64_t>();
     ATTN_CHECK(e.begin <= e.end && e.end <= data.size(), IOError,
                "'{}': tensor '{}' claims bytes [{}, {}) but the data section has {} bytes", what,
-               name, e.begin, e.end, data.size());
+               tensor, e.begin, e.end, data.size());
     ATTN_CHECK(e.end - e.begin == numel * dtype_size(e.dtype), IOError,
                "'{}': tensor '{}' of shape {} and dtype {} needs {} bytes but data_offsets give {}",
-               what, name, shape_str(e.shape), dtype_tag(e.dtype), numel * dtype_size(e.dtype),
+               what, tensor, shape_str(e.shape), dtype_tag(e.dtype), numel * dtype_size(e.dtype),
                e.end - e.begin);
     entries.push_back(std::move(e));
   }
@@ -176,9 +206,9 @@ TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Met
   std::uint64_t pos = 0;
   for (const Entry* e : sorted) {
     ATTN_CHECK(e->begin >= pos, IOError, "'{}': tensor '{}' overlaps another tensor's bytes", what,
-               e->name);
+               excerpt(e->name));
     ATTN_CHECK(e->begin == pos, IOError, "'{}': a hole of {} bytes before tensor '{}'", what,
-               e->begin - pos, e->name);
+               e->begin - pos, excerpt(e->name));
     pos = e->end;
   }
   ATTN_CHECK(pos == data.size(), IOError,
@@ -195,11 +225,7 @@ TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Met
 }
 
 TensorMap load_safetensors(const std::string& path, Metadata* metadata) {
-  std::ifstream f(path, std::ios::binary);
-  ATTN_CHECK(f.good(), IOError, "cannot open '{}': {}", path, std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  ATTN_CHECK(!f.bad(), IOError, "cannot read '{}'", path);
-  return parse_safetensors(bytes, path, metadata);
+  return parse_safetensors(read_file_bytes(path), path, metadata);
 }
 
 }  // namespace attn::io

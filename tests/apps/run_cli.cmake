@@ -2,11 +2,31 @@
 #   -DATTN=<exe> -DARGS="<args>" -DRC=<exit code>
 #   -DSTDOUT_RE / -DSTDERR_RE: regexes joined by @@, each must match
 #   -DSTDERR_LINES=<n>: stderr must have exactly n lines (empty: not checked)
+#   -DABSENT=<paths or globs joined by @@>: removed before the run, and nothing
+#            may match them afterwards (a failing command writes nothing)
+# Any AddressSanitizer/UBSan/LeakSanitizer report on stderr fails the test,
+# whatever the exit code.
 separate_arguments(args UNIX_COMMAND "${ARGS}")
+string(REPLACE "@@" ";" absent "${ABSENT}")
+foreach(pattern IN LISTS absent)
+  file(GLOB stale LIST_DIRECTORIES true "${pattern}")
+  if(stale)
+    file(REMOVE_RECURSE ${stale})
+  endif()
+endforeach()
 execute_process(COMMAND "${ATTN}" ${args}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 
 set(failed "")
+foreach(pattern IN LISTS absent)
+  file(GLOB written LIST_DIRECTORIES true "${pattern}")
+  if(written)
+    string(APPEND failed "written although the command failed: ${written}\n")
+  endif()
+endforeach()
+if(err MATCHES "(AddressSanitizer|UndefinedBehaviorSanitizer|LeakSanitizer|runtime error: )")
+  string(APPEND failed "a sanitizer report on stderr\n")
+endif()
 if(NOT "${rc}" STREQUAL "${RC}")
   string(APPEND failed "exit code: expected ${RC}, got ${rc}\n")
 endif()

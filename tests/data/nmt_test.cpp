@@ -33,11 +33,10 @@ TEST(Tokenize, ReadsNumExamplesPlusOneLines) {
   EXPECT_EQ(c.target[0], (Tokens{"va", "!"}));
   EXPECT_THROW(tokenize_nmt("go .\tva !\nno tab here\n", 0, "test"), IOError);
   try {
-    tokenize_nmt("go .\tva !\nno tab here\n", 0, "corpus.txt");
+    tokenize_nmt("go .\tva !\nno tab here\n", 0, "'corpus.txt'");
     FAIL();
   } catch (const IOError& e) {
-    EXPECT_STREQ(e.what(),
-                 "corpus.txt: line 2 has no tab between source and target: 'no tab here'");
+    EXPECT_STREQ(e.what(), "'corpus.txt' line 2: no tab between source and target: 'no tab here'");
   }
 }
 
@@ -87,12 +86,48 @@ TEST(Nmt, WholeCorpusSourceVocabularyIs10012) {
   EXPECT_EQ(d.tgt_vocab.size(), 17851u);
 }
 
+namespace {
+std::string corpus_error(const std::string& path, const NmtOptions& o = {}) {
+  try {
+    load_data_nmt(path, o);
+  } catch (const IOError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+}  // namespace
+
 TEST(Nmt, BadCorporaAreClearErrors) {
-  EXPECT_THROW(load_data_nmt("/nonexistent/fra.txt", {}), IOError);
-  EXPECT_THROW(load_data_nmt(write_temp("c_empty.txt", ""), {}), IOError);
-  EXPECT_THROW(load_data_nmt(write_temp("c_notab.txt", "hello\n"), {}), IOError);
-  EXPECT_THROW(load_data_nmt(write_temp("c_utf8.txt", "go.\tva \xFF!\n"), {}), IOError);
-  EXPECT_THROW(load_data_nmt(write_temp("c_blank.txt", "\n\n"), {}), IOError);
+  EXPECT_EQ(corpus_error("/nonexistent/fra.txt"),
+            "cannot open '/nonexistent/fra.txt': No such file or directory");
+  std::string p = write_temp("c_empty.txt", "");
+  EXPECT_EQ(corpus_error(p), "'" + p + "' is empty");
+  p = write_temp("c_notab.txt", "go .\tva !\nhello\n");
+  EXPECT_EQ(corpus_error(p), "'" + p + "' line 2: no tab between source and target: 'hello'");
+  p = write_temp("c_utf8.txt", "go.\tva \xFF!\n");
+  EXPECT_EQ(corpus_error(p), "'" + p + "' line 1: invalid UTF-8 at byte 8 of the line (0xFF)");
+  p = write_temp("c_blank.txt", "\n\n");
+  EXPECT_EQ(corpus_error(p), "'" + p + "' holds no sentence pairs");
+  p = write_temp("c_huge.txt", "go .\tva !\n" + std::string(kMaxLineBytes + 10, 'x') + "\tx\n");
+  EXPECT_EQ(corpus_error(p), "'" + p +
+                                 "' line 2: 65548 bytes long, more than the limit of 65536 "
+                                 "bytes per line");
+  // Only the lines d2l reads are checked: a bad line after them is not read.
+  p = write_temp("c_late.txt", "go .\tva !\nhi .\tsalut !\nno tab\n");
+  NmtOptions one;
+  one.num_examples = 1;
+  EXPECT_EQ(corpus_error(p, one), "no error");
+  EXPECT_NE(corpus_error(p).find("line 3: no tab"), std::string::npos);
+}
+
+TEST(Nmt, ReadParallelCorpusChecksLikeTraining) {
+  auto c = read_parallel_corpus(kCorpus, 9);
+  EXPECT_EQ(c.source.size(), 10u);
+  EXPECT_EQ(c.source[0], (Tokens{"go", "."}));
+  std::string p = write_temp("e_blank.txt", "\r\n");
+  EXPECT_THROW(read_parallel_corpus(p, 0), IOError);
+  EXPECT_THROW(read_parallel_corpus(write_temp("e_nul.txt", std::string("a\tb\0\n", 5)), 0),
+               IOError);
 }
 
 TEST(Nmt, ShuffledBatchesArePermutationsFromTheSeed) {

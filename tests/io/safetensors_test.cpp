@@ -100,3 +100,99 @@ TEST(Safetensors, RejectsEveryLie) {
       std::string::npos);
   EXPECT_THROW(load_safetensors("/nonexistent/model.safetensors"), IOError);
 }
+
+TEST(Safetensors, HostileHeadersGiveShortOneLineErrors) {
+  // An empty name, too many dimensions, values nested deep.
+  EXPECT_EQ(
+      error_of(bytes_with_header(R"({"":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}})", "")),
+      "'m.safetensors': a tensor with an empty name");
+  std::string rank33 = "[";
+  for (int i = 0; i < 33; ++i) rank33 += i ? ",1" : "1";
+  rank33 += "]";
+  EXPECT_EQ(error_of(bytes_with_header(
+                R"({"x":{"dtype":"F32","shape":)" + rank33 + R"(,"data_offsets":[0,4]}})",
+                std::string(4, '\0'))),
+            "'m.safetensors': tensor 'x' has 33 dimensions, more than the 32 attn reads");
+  std::string deep = std::string(5000, '[') + std::string(5000, ']');
+  EXPECT_EQ(error_of(bytes_with_header(
+                R"({"x":{"dtype":)" + deep + R"(,"shape":[1],"data_offsets":[0,4]}})",
+                std::string(4, '\0'))),
+            "'m.safetensors': tensor 'x' has unsupported dtype a list of 1 items (attn reads F32, "
+            "F64, I32, I64)");
+  // A name with a newline and 200 bytes: cut, and the newline shown as '?'.
+  std::string name = "a\\n" + std::string(200, 'b');
+  std::string err = error_of(
+      bytes_with_header(R"({")" + name + R"(":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})",
+                        std::string(4, '\0')));
+  EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+  EXPECT_NE(err.find("tensor 'a?" + std::string(78, 'b') + "...' of shape [2]"), std::string::npos)
+      << err;
+  // Offsets that are not [begin, end].
+  EXPECT_EQ(
+      error_of(bytes_with_header(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4,8]}})",
+                                 std::string(8, '\0'))),
+      "'m.safetensors': tensor 'x' has invalid data_offsets (a list of 3 items; expected "
+      "[begin, end])");
+  EXPECT_EQ(
+      error_of(bytes_with_header(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})", "")),
+      "'m.safetensors': tensor 'x' has invalid data_offsets (a list of 2 items; expected "
+      "[begin, end])");
+  // Offsets near 2^64 do not wrap around.
+  EXPECT_NE(
+      error_of(
+          bytes_with_header(
+              R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[18446744073709551612,0]}})", ""))
+          .find("claims bytes [18446744073709551612, 0)"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of(bytes_with_header(R"({"x":{"dtype":"F32","shape":[1099511627775,1099511627775],)"
+                                 R"("data_offsets":[0,4]}})",
+                                 std::string(4, '\0')))
+          .find("impossibly large"),
+      std::string::npos);
+  // JSON errors are one line too, even for a control character in the header.
+  err = error_of(bytes_with_header("{\"x\n", ""));
+  EXPECT_NE(err.find("the safetensors header is not valid JSON"), std::string::npos);
+  EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+}
+
+TEST(Safetensors, SerializeIsWhatSaveWritesAndParseReadsBack) {
+  TensorMap m;
+  m["w"] = arange(0.0, 6.0, 1.0, DType::f32).reshape({2, 3});
+  m["n"] = arange(3, DType::i64);
+  std::string bytes = serialize_safetensors(m, {{"format", "pt"}});
+  std::string path = ::testing::TempDir() + "ser.safetensors";
+  save_safetensors(path, m, {{"format", "pt"}});
+  EXPECT_EQ(attn::testing::read_file(path), bytes);
+  Metadata meta;
+  TensorMap r = parse_safetensors(bytes, "x", &meta);
+  EXPECT_EQ(meta.at("format"), "pt");
+  EXPECT_EQ(to_vector<double>(r.at("w")), to_vector<double>(m.at("w")));
+  EXPECT_THROW(serialize_safetensors({{"", m.at("w")}}), ValueError);
+}
+
+TEST(Safetensors, LoadNamesTheFileForEveryReadError) {
+  std::string dir = ::testing::TempDir();
+  try {
+    load_safetensors(dir);
+    FAIL();
+  } catch (const IOError& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot read '" + dir + "': it is a directory");
+  }
+  try {
+    load_safetensors("/nonexistent/model.safetensors");
+    FAIL();
+  } catch (const IOError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "cannot open '/nonexistent/model.safetensors': No such file or directory");
+  }
+  std::string empty = dir + "empty.safetensors";
+  std::ofstream(empty, std::ios::binary).flush();
+  try {
+    load_safetensors(empty);
+    FAIL();
+  } catch (const IOError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "'" + empty + "': not a safetensors file (0 bytes, too short for the header length)");
+  }
+}

@@ -1,7 +1,9 @@
 #include "attn/seq2seq/model_dir.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "attn/autograd/node.h"
 #include "attn/data/nmt.h"
@@ -83,7 +85,9 @@ TEST(ModelDir, BadDirectoriesAreClearErrors) {
   other.transformer.ffn_num_hiddens = 12;
   std::ofstream(d / "config.json") << config_to_json(other);
   std::string err = load_error(dir);
-  EXPECT_NE(err.find("encoder.blks.block0.ffn.dense1.weight"), std::string::npos) << err;
+  EXPECT_EQ(err, "'" + (d / "model.safetensors").string() +
+                     "': tensor 'encoder.blks.block1.ffn.dense1.weight' has shape [16, 8] but "
+                     "config.json (num_layers 2, ffn_num_hiddens 12, num_hiddens 8) needs [12, 8]");
   // Bad config values.
   std::ofstream(d / "config.json") << "{\"format\": \"attn-transformer\"";
   EXPECT_NE(load_error(dir).find("not valid JSON"), std::string::npos);
@@ -99,6 +103,196 @@ TEST(ModelDir, BadDirectoriesAreClearErrors) {
   // Vocabulary size that disagrees with the config.
   std::ofstream(d / "config.json") << good;
   std::ofstream(d / "src_vocab.txt", std::ios::app) << "extra\n";
-  EXPECT_NE(load_error(dir).find("src_vocab.txt has 8 tokens but config.json says 7"),
-            std::string::npos);
+  EXPECT_EQ(load_error(dir), "'" + (d / "src_vocab.txt").string() +
+                                 "': 8 tokens but config.json says src_vocab_size = 7");
+}
+
+namespace {
+std::string config_error(const std::string& text) {
+  try {
+    config_from_json(text, "c.json");
+  } catch (const IOError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// The fixture's config.json with `key`'s value replaced by `value` (or the key
+// removed when value is empty).
+std::string with(const std::string& key, const std::string& value) {
+  Fixture f;
+  std::string text = config_to_json(f.config);
+  std::size_t k = text.find("\"" + key + "\": ");
+  std::size_t end = text.find_first_of(",\n", k);
+  if (value.empty()) {
+    std::size_t line = text.rfind('\n', k);
+    return text.erase(line, end - line + 1);
+  }
+  std::size_t begin = k + key.size() + 4;
+  return text.replace(begin, end - begin, value);
+}
+}  // namespace
+
+TEST(ModelConfigJson, EveryBadValueNamesTheKey) {
+  Fixture f;
+  EXPECT_EQ(config_error(config_to_json(f.config)), "no error");
+  EXPECT_EQ(config_error("").rfind("'c.json': not valid JSON: ", 0), 0u);
+  EXPECT_EQ(config_error("[1, 2]"), "'c.json': expected a JSON object, got a list of 2 items");
+  EXPECT_EQ(config_error("{\"format\": 1}"),
+            "'c.json': \"format\" must be \"attn-transformer\", got 1");
+  EXPECT_EQ(config_error("{}"), "'c.json': missing \"format\"");
+  EXPECT_EQ(config_error(with("num_heads", "")), "'c.json': missing \"num_heads\"");
+  EXPECT_EQ(config_error(with("num_layers", "\"two\"")),
+            "'c.json': \"num_layers\" must be an integer, got \"two\"");
+  EXPECT_EQ(config_error(with("num_layers", "2.5")),
+            "'c.json': \"num_layers\" must be an integer, got 2.5");
+  EXPECT_EQ(config_error(with("num_hiddens", "-8")),
+            "'c.json': \"num_hiddens\" = -8 is outside [1, 65536]");
+  EXPECT_EQ(config_error(with("num_heads", "0")),
+            "'c.json': \"num_heads\" = 0 is outside [1, 65536]");
+  // A value past int64's range is reported as written, not wrapped around.
+  EXPECT_EQ(config_error(with("num_hiddens", "18446744073709551615")),
+            "'c.json': \"num_hiddens\" = 18446744073709551615 is outside [1, 65536]");
+  EXPECT_EQ(config_error(with("num_heads", "3")),
+            "'c.json': \"num_hiddens\" = 8 is not divisible by \"num_heads\" = 3");
+  EXPECT_EQ(config_error(with("num_steps", "1001")),
+            "'c.json': \"num_steps\" = 1001 is outside [1, 1000]");
+  EXPECT_EQ(config_error(with("dropout", "1")), "'c.json': \"dropout\" = 1 is outside [0, 1)");
+  EXPECT_EQ(config_error(with("dropout", "null")),
+            "'c.json': \"dropout\" must be a number, got null");
+  EXPECT_EQ(config_error(with("use_bias", "")),
+            "'c.json': \"use_bias\" must be true or false (missing)");
+  std::string wide = with("max_len", "2000");
+  wide.replace(wide.find("\"num_hiddens\": 8"), 16, "\"num_hiddens\": 65536");
+  EXPECT_EQ(config_error(wide),
+            "'c.json': \"max_len\" x \"num_hiddens\" = 2000 x 65536 positional-encoding entries, "
+            "more than the limit of 67108864");
+  EXPECT_EQ(config_error(with("format_version", "2")),
+            "'c.json': \"format_version\" = 2 is outside [1, 1]");
+  std::string twice = config_to_json(f.config);
+  twice.insert(twice.find('{') + 1, "\"num_layers\": 7,");
+  EXPECT_EQ(config_error(twice), "'c.json': \"num_layers\" appears twice");
+}
+
+class ModelDirFiles : public attn::testing::TempDirTest {
+ protected:
+  void SetUp() override {
+    TempDirTest::SetUp();
+    dir = (dir_ / "model").string();
+    save_model(dir, *f.net, f.config, f.src, f.tgt);
+  }
+  void write(const std::string& name, const std::string& bytes) {
+    std::ofstream(fs::path(dir) / name, std::ios::binary | std::ios::trunc) << bytes;
+  }
+  void rewrite_weights(const std::function<void(io::TensorMap&)>& change) {
+    std::string path = (fs::path(dir) / "model.safetensors").string();
+    io::TensorMap m = io::load_safetensors(path);
+    change(m);
+    io::save_safetensors(path, m);
+  }
+  std::string weights() const { return (fs::path(dir) / "model.safetensors").string(); }
+  Fixture f;
+  std::string dir;
+};
+
+TEST_F(ModelDirFiles, WeightsThatLieAboutTheConfigAreNamed) {
+  EXPECT_EQ(load_error(dir), "no error");
+  rewrite_weights(
+      [](io::TensorMap& m) { m.at("decoder.dense.bias").data<float>()[3] = std::nanf(""); });
+  EXPECT_EQ(load_error(dir), "'" + weights() +
+                                 "': tensor 'decoder.dense.bias' holds NaN at index 3: the weights "
+                                 "are corrupt");
+  save_model(dir, *f.net, f.config, f.src, f.tgt);
+  rewrite_weights([](io::TensorMap& m) { m.erase("decoder.blks.block1.ffn.dense1.weight"); });
+  EXPECT_EQ(
+      load_error(dir).rfind(
+          "'" + weights() + "': tensor 'decoder.blks.block1.ffn.dense1.weight' is missing", 0),
+      0u);
+  save_model(dir, *f.net, f.config, f.src, f.tgt);
+  rewrite_weights([](io::TensorMap& m) { m.erase("decoder.blks.block0.addnorm2.ln.bias"); });
+  EXPECT_EQ(load_error(dir), "'" + weights() +
+                                 "': load_state_dict: missing parameter "
+                                 "'decoder.blks.block0.addnorm2.ln.bias'");
+  save_model(dir, *f.net, f.config, f.src, f.tgt);
+  rewrite_weights([](io::TensorMap& m) { m["extra"] = zeros({2}); });
+  EXPECT_EQ(load_error(dir), "'" + weights() + "': load_state_dict: unexpected parameter 'extra'");
+  save_model(dir, *f.net, f.config, f.src, f.tgt);
+  rewrite_weights([](io::TensorMap& m) { m["encoder.embedding.weight"] = arange(56, DType::i64); });
+  EXPECT_EQ(load_error(dir),
+            "'" + weights() + "': tensor 'encoder.embedding.weight' must be F32 or F64, not i64");
+  // A config far larger than the weights: named by the first tensor that shows it.
+  save_model(dir, *f.net, f.config, f.src, f.tgt);
+  ModelConfig big = f.config;
+  big.transformer.num_hiddens = 65536;
+  big.transformer.max_len = 1000;
+  write("config.json", config_to_json(big));
+  EXPECT_EQ(load_error(dir),
+            "'" + weights() +
+                "': tensor 'encoder.embedding.weight' has shape [7, 8] but "
+                "config.json (src_vocab_size 7, num_hiddens 65536) needs [7, 65536]");
+  ModelConfig deep = f.config;
+  deep.transformer.num_layers = 1000;
+  write("config.json", config_to_json(deep));
+  EXPECT_EQ(
+      load_error(dir).rfind(
+          "'" + weights() + "': tensor 'encoder.blks.block999.ffn.dense1.weight' is missing", 0),
+      0u);
+}
+
+TEST_F(ModelDirFiles, CheckWeightsBoundsTheModelBeforeAllocatingIt) {
+  io::TensorMap m = io::load_safetensors(weights());
+  // Every tensor that shows a size is right, but the other blocks are gone:
+  // fewer parameters than the config needs.
+  ModelConfig c = f.config;
+  io::TensorMap lying;
+  for (const char* name :
+       {"encoder.embedding.weight", "decoder.embedding.weight", "decoder.dense.weight",
+        "encoder.blks.block1.ffn.dense1.weight", "decoder.blks.block1.ffn.dense1.weight"})
+    lying[name] = m.at(name);
+  try {
+    check_weights(c, lying, "w.safetensors");
+    FAIL();
+  } catch (const IOError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              fmt::format("'w.safetensors': holds {} parameters but config.json's sizes need at "
+                          "least {}",
+                          7 * 8 + 8 * 8 * 2 + 16 * 8 * 2, min_num_parameters(c.transformer)));
+  }
+  EXPECT_NO_THROW(check_weights(c, m, "w.safetensors"));
+  EXPECT_LE(min_num_parameters(c.transformer), f.net->num_parameters());
+  EXPECT_GE(2 * min_num_parameters(c.transformer), f.net->num_parameters());
+}
+
+TEST_F(ModelDirFiles, BadVocabulariesAndDirectories) {
+  write("tgt_vocab.txt", "<unk>\n<pad>\n<bos>\nw\nx\ny\nz\nv\n");
+  EXPECT_EQ(load_error(dir), "'" + (fs::path(dir) / "tgt_vocab.txt").string() +
+                                 "': the reserved token <eos> is missing");
+  write("tgt_vocab.txt", "");
+  EXPECT_EQ(load_error(dir), "'" + (fs::path(dir) / "tgt_vocab.txt").string() + "' is empty");
+  write("config.json", "");
+  EXPECT_EQ(load_error(dir), "'" + (fs::path(dir) / "config.json").string() + "' is empty");
+  std::string file = (dir_ / "a-file").string();
+  std::ofstream(file) << "x";
+  EXPECT_EQ(load_error(file), "model directory '" + file + "' is not a directory");
+}
+
+TEST_F(ModelDirFiles, SaveWritesAllFilesOrNone) {
+  EXPECT_EQ(names(), (std::vector<std::string>{"model"}));
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"config.json", "model.safetensors", "src_vocab.txt",
+                                             "tgt_vocab.txt"}));
+  // A vocabulary that cannot be written: nothing is written, and the new
+  // directory is removed again.
+  data::Vocab bad = data::Vocab::from_tokens({"<unk>", "<pad>", "<bos>", "<eos>", "a\nb"});
+  std::string fresh = (dir_ / "fresh").string();
+  EXPECT_THROW(save_model(fresh, *f.net, f.config, f.src, bad), ValueError);
+  EXPECT_FALSE(fs::exists(fresh));
+  // Over an existing model: it stays as it was, with no temp file beside it.
+  std::string before = attn::testing::read_file(fs::path(dir) / "src_vocab.txt");
+  data::Vocab other({{"p", "q", "r"}}, 1, data::kReservedTokens);
+  EXPECT_THROW(save_model(dir, *f.net, f.config, other, bad), ValueError);
+  EXPECT_EQ(attn::testing::read_file(fs::path(dir) / "src_vocab.txt"), before);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 4);
 }

@@ -45,7 +45,17 @@ struct NmtData {
 
 // Reads `path` (plain or gzip), checks UTF-8, preprocesses and tokenizes as
 // d2l's load_data_nmt, builds both vocabularies from the training pairs.
+// IOErrors name the file (and the line): missing, empty, truncated or
+// corrupt gzip, invalid UTF-8, a line without a tab or longer than
+// kMaxLineBytes, no sentence pairs at all.
 NmtData load_data_nmt(const std::string& path, const NmtOptions& options);
+
+// The same from text already read and decompressed (`what` names it in errors).
+NmtData make_data_nmt(std::string_view text, std::string_view what, const NmtOptions& options);
+
+// A corpus to evaluate on: read (plain or gzip), checked, preprocessed and
+// tokenized as above, without vocabularies; at least one pair or an IOError.
+ParallelCorpus read_parallel_corpus(const std::string& path, long num_examples);
 
 // Shuffled mini-batches of row indices, reproducible from the generator
 // (a Fisher–Yates shuffle each epoch; the last batch may be short).

@@ -1,18 +1,50 @@
 // attn/data/text.h — reading corpora and d2l's text preprocessing.
+//
+// Errors are IOErrors of one line that name the file (and the line, where
+// there is one): "'fra.txt' line 12: no tab between source and target: 'hello'".
+// Functions that take a `path` quote it themselves; functions that take a
+// `what` print it as given (file readers pass the quoted path, the CLI passes
+// labels such as "translate: input").
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace attn::data {
 
-// The whole file as bytes; gzip-compressed files (by their magic bytes) are
-// decompressed. Throws IOError naming the path when it is missing,
-// unreadable, corrupt or empty.
+// What attn accepts as text: at most kMaxTextBytes in a file (after
+// decompression) and at most kMaxLineBytes in one line of a corpus or of a
+// vocabulary. A sentence pair of 64 KiB is already far from a sentence; a
+// longer line is a wrong file, not data.
+inline constexpr std::size_t kMaxTextBytes = std::size_t{1} << 30;
+inline constexpr std::size_t kMaxLineBytes = std::size_t{1} << 16;
+
+// "'path'": how errors name a file.
+std::string quote_path(std::string_view path);
+
+// At most `max` bytes of `text` for an error message: cut at a UTF-8
+// character boundary, control characters shown as '?', "..." when cut.
+std::string printable_excerpt(std::string_view text, std::size_t max = 60);
+
+// The bytes of a file, as they are. IOError when it is missing, a directory,
+// unreadable or larger than kMaxTextBytes.
+std::string read_file_bytes(const std::string& path);
+
+// Text from a file's bytes: gzip data (recognized by its magic bytes 1F 8B;
+// several members are concatenated, as gzip -d does) is decompressed, anything
+// else is returned as it is. IOError "<what>: ..." for truncated or corrupt
+// gzip data, bytes after the last gzip member, more than kMaxTextBytes of text,
+// and empty text ("<what> is empty").
+std::string decode_text(std::string_view bytes, std::string_view what);
+
+// read_file_bytes + decode_text: the whole file as text, gzip or plain.
 std::string read_text_file(const std::string& path);
 
-// Throws IOError "<what>: invalid UTF-8 at line L, byte B" unless `text` is valid UTF-8.
+// IOError "<what> line L: invalid UTF-8 at byte B of the line (0xC3)" unless
+// `text` is valid UTF-8 (no overlong forms, surrogates or values past
+// U+10FFFF); a NUL byte is refused too ("not a text file").
 void check_utf8(std::string_view text, std::string_view what);
 
 // Unicode lowercase (simple case mapping of every code point), UTF-8 in and out.
@@ -34,8 +66,9 @@ struct ParallelCorpus {
 // d2l's tokenize_nmt: line i (0-based) is read while i <= num_examples (so
 // num_examples = 600 reads 601 lines, as d2l's loop does); num_examples <= 0
 // reads all. Each line is "source<TAB>target" (further tab-separated columns,
-// as in newer releases of the corpus, are ignored); a non-empty line without a
-// tab is an IOError naming `what` and the line number.
+// as in newer releases of the corpus, are ignored); a trailing '\r' is
+// dropped and empty lines are skipped. IOError naming `what` and the line
+// number for a non-empty line without a tab or longer than kMaxLineBytes.
 ParallelCorpus tokenize_nmt(std::string_view text, long num_examples, std::string_view what);
 
 }  // namespace attn::data

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -29,11 +30,22 @@ class Vocab {
   const std::vector<std::string>& tokens() const { return idx_to_token_; }
   std::int64_t unk() const { return 0; }
 
-  // One token per line, in index order; written atomically.
+  // The vocabulary file's text: one token per line, in index order, each line
+  // ending in '\n'. ValueError for a token that holds a '\n' (it could not be
+  // read back).
+  std::string to_text() const;
+  // to_text(), written atomically.
   void save(const std::string& path) const;
-  // Throws IOError naming the file for a missing/empty file, invalid UTF-8,
-  // a first token other than "<unk>", or a duplicate token.
-  static Vocab load(const std::string& path);
+
+  // Reads a vocabulary file (plain or gzip). IOError naming the file (and the
+  // line) for a missing or empty file, invalid UTF-8, a missing final newline,
+  // a line longer than kMaxLineBytes, a first token other than "<unk>", a
+  // duplicate token, or a token of `required` (e.g. kReservedTokens) missing.
+  // A token may be the empty string: an empty line.
+  static Vocab load(const std::string& path, const std::vector<std::string>& required = {});
+  // The same from the file's text; `what` names it in errors.
+  static Vocab parse(std::string_view text, std::string_view what,
+                     const std::vector<std::string>& required = {});
 
  private:
   std::vector<std::string> idx_to_token_;

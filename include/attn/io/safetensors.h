@@ -10,12 +10,15 @@
 // The reader trusts nothing: the header length is bounded and must fit the
 // file, the JSON must be well-formed with unique names, every dtype known,
 // shape x dtype size must equal the byte range, ranges must lie inside the
-// data section, not overlap and cover it without holes. Every error is an
-// IOError naming the file (and the tensor, where there is one).
+// data section, not overlap and cover it without holes, at most 32
+// dimensions. Every error is an IOError of one line naming the file (and the
+// tensor, where there is one; hostile names are cut to 80 bytes and their
+// control characters shown as '?').
 #pragma once
 
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "attn/core/tensor.h"
 
@@ -24,7 +27,10 @@ namespace attn::io {
 using TensorMap = std::map<std::string, Tensor>;
 using Metadata = std::map<std::string, std::string>;
 
-// Writes atomically; tensors in name order, data 8-byte aligned.
+// The file's bytes: tensors in name order, the data 8-byte aligned.
+std::string serialize_safetensors(const TensorMap& tensors, const Metadata& metadata = {});
+
+// serialize_safetensors, written atomically.
 void save_safetensors(const std::string& path, const TensorMap& tensors,
                       const Metadata& metadata = {});
 

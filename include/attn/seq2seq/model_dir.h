@@ -10,6 +10,7 @@
 #include <string>
 
 #include "attn/data/vocab.h"
+#include "attn/io/safetensors.h"
 #include "attn/nn/transformer.h"
 
 namespace attn::seq2seq {
@@ -19,24 +20,54 @@ struct ModelConfig {
   std::int64_t num_steps = 10;  // the sequence length the data was cut to
 };
 
+// Limits of config.json beyond which a config is taken for a broken file:
+// vocabulary sizes, and max_len x num_hiddens (the positional-encoding table,
+// which is computed, not stored, so the weights cannot vouch for it).
+inline constexpr std::int64_t kMaxVocabSize = 100'000'000;
+inline constexpr std::int64_t kMaxPositionalEntries = std::int64_t{1} << 26;
+
 struct LoadedModel {
   ModelConfig config;
   std::shared_ptr<nn::EncoderDecoder> net;
   data::Vocab src_vocab, tgt_vocab;
 };
 
-// Writes the four files (each atomically), creating `dir` if needed.
+// Writes the four files, creating `dir` if needed. Each is first written in
+// full to a temp file beside its target; only when all four are written are
+// they renamed into place (config.json last), so an error leaves the
+// directory as it was (and removes it again if this call created it).
 void save_model(const std::string& dir, const nn::EncoderDecoder& net, const ModelConfig& config,
                 const data::Vocab& src_vocab, const data::Vocab& tgt_vocab);
 
-// Reads and checks all four files: a missing or malformed file, a config
-// value of the wrong type or range, a vocabulary whose size differs from the
-// config, or a tensor whose shape does not match the config is an IOError
-// naming the file and the field or tensor.
+// Reads and checks all four files before it builds the model. Every problem
+// is an IOError of one line naming the file (and the key, line or tensor):
+//   - the directory or a file missing; a file empty or unreadable;
+//   - config.json: not JSON, not an object, a key missing, given twice, of the
+//     wrong type or outside its range, num_heads not dividing num_hiddens,
+//     max_len x num_hiddens > kMaxPositionalEntries;
+//   - a vocabulary: as data::Vocab::load, a reserved token missing, a size
+//     other than config.json's;
+//   - model.safetensors: as io::parse_safetensors; a tensor that is not F32 or
+//     F64 or holds a NaN or infinity; a tensor missing, extra or of a shape
+//     other than config.json implies (named); fewer parameters than the
+//     config's sizes need (checked before anything of those sizes is allocated).
 LoadedModel load_model(const std::string& dir);
 
-// config.json text <-> config (exposed for tests).
+// The weights checks of load_model on tensors already read (`what` names
+// their file): dtypes, NaN/infinity, the shapes that show config's sizes, and
+// the parameter count against min_num_parameters. After it passes, a model of
+// `config` is at most about twice the size of `tensors`.
+void check_weights(const ModelConfig& config, const io::TensorMap& tensors,
+                   const std::string& what);
+
+// config.json text <-> config (exposed for tests). `what` names the text in
+// errors (quoted: "'out/model/config.json': ...").
 std::string config_to_json(const ModelConfig& config);
 ModelConfig config_from_json(const std::string& text, const std::string& what);
+
+// A lower bound on the parameter count of a Transformer of this config: the
+// weight matrices alone (embeddings, output layer, attention projections, FFN),
+// without biases and layer norms. Exact arithmetic within the limits above.
+std::int64_t min_num_parameters(const nn::TransformerConfig& config);
 
 }  // namespace attn::seq2seq

@@ -1,0 +1,15 @@
+// libFuzzer target: fuzz/entries.h's model_config() on every input.
+#include <cstdio>
+#include <cstdlib>
+
+#include "entries.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  try {
+    attn::fuzz::model_config(std::string_view(reinterpret_cast<const char*>(data), size));
+  } catch (const attn::fuzz::Finding& e) {
+    std::fprintf(stderr, "finding: %s\n", e.what());
+    std::abort();
+  }
+  return 0;
+}
