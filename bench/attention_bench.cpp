@@ -164,9 +164,9 @@ void decode(benchmark::State& state, AttentionFn fn) {
     Tensor out = fn(q, k, v, opt);
     benchmark::DoNotOptimize(out.data<float>());
   }
-  state.counters["GBps"] = benchmark::Counter(
-      2.0 * static_cast<double>(Tk) * H * kDim * sizeof(float) * 1e-9,
-      benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GBps"] =
+      benchmark::Counter(2.0 * static_cast<double>(Tk) * H * kDim * sizeof(float) * 1e-9,
+                         benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_Decode(benchmark::State& state) { decode(state, attention_decode); }
@@ -185,17 +185,31 @@ BENCHMARK(BM_Fused)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_FusedFwdBwd)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Reference)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ReferenceFwdBwd)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_SgemmAttention)->Arg(1024)->Arg(2048)->Arg(4096)->UseRealTime()->Unit(
-    benchmark::kMillisecond);
-BENCHMARK(BM_SgemmSquare)->Arg(256)->Arg(1024)->Arg(2048)->UseRealTime()->Unit(
-    benchmark::kMillisecond);
+BENCHMARK(BM_SgemmAttention)
+    ->Arg(1024)
+    ->Arg(2048)
+    ->Arg(4096)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SgemmSquare)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(2048)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TinyFused)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TinyReference)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TinyFusedFwdBwd)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TinyReferenceFwdBwd)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Decode)->Args({4096, 8})->Args({16384, 1})->UseRealTime()->Unit(
-    benchmark::kMicrosecond);
-BENCHMARK(BM_DecodeReference)->Args({4096, 8})->Args({16384, 1})->UseRealTime()->Unit(
-    benchmark::kMicrosecond);
+BENCHMARK(BM_Decode)
+    ->Args({4096, 8})
+    ->Args({16384, 1})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DecodeReference)
+    ->Args({4096, 8})
+    ->Args({16384, 1})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

@@ -47,8 +47,8 @@ double median_ms(int repeats, F f) {
   for (int i = 0; i < repeats; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     f();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                     .count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   return median(ms);
 }
@@ -146,8 +146,7 @@ void setup_bench_attention(CLI::App& parent, Context& ctx) {
   sub->add_option("--repeats", o->repeats, "Timed runs; the median is reported")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
-  sub->add_flag("--json",
-                o->json,
+  sub->add_flag("--json", o->json,
                 "One JSON line: fwd_ms, fwdbwd_ms (null without --backward), gflops (forward), "
                 "fwdbwd_gflops, peak_rss_mib");
   set_action(sub, ctx, [o](const Context&) { return run_attention(*o); });

@@ -1,6 +1,7 @@
 // attn/ops.h — every op family.
 #pragma once
 
+#include "attn/ops/attention.h"
 #include "attn/ops/dropout.h"
 #include "attn/ops/elementwise.h"
 #include "attn/ops/index.h"

@@ -257,15 +257,14 @@ Problem prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Attenti
   p.Dv = v.size(d_dim);
   const bool heads_match = !four || (k.size(2) == p.H && v.size(2) == p.H);
   ATTN_CHECK(k.size(0) == p.B && v.size(0) == p.B && heads_match, ShapeError,
-             "{}: batch{} sizes differ: queries {}, keys {}, values {}", op,
-             four ? " or head" : "", shape_str(q.shape()), shape_str(k.shape()),
-             shape_str(v.shape()));
+             "{}: batch{} sizes differ: queries {}, keys {}, values {}", op, four ? " or head" : "",
+             shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
   ATTN_CHECK(v.size(t_dim) == p.K, ShapeError,
              "{}: keys {} and values {} must have the same number of steps", op,
              shape_str(k.shape()), shape_str(v.shape()));
   ATTN_CHECK(k.size(d_dim) == p.D, ShapeError,
-             "{}: queries {} and keys {} must have the same feature size", op,
-             shape_str(q.shape()), shape_str(k.shape()));
+             "{}: queries {} and keys {} must have the same feature size", op, shape_str(q.shape()),
+             shape_str(k.shape()));
   ATTN_CHECK(p.D >= 1, ShapeError, "{}: the feature size of queries and keys must be >= 1, got {}",
              op, shape_str(q.shape()));
   ATTN_CHECK(opt.dropout >= 0.0 && opt.dropout <= 1.0, ValueError,
@@ -279,8 +278,9 @@ Problem prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Attenti
     const char* b_name = four ? "B" : "N";
     ATTN_CHECK((vl.dim() == 1 && vl.size(0) == p.B) ||
                    (vl.dim() == 2 && vl.size(0) == p.B && vl.size(1) == p.Q),
-               ShapeError, "{}: valid_lens must have shape ({}) or ({}, {}) ({} = {}, Q = {}), got {}",
-               op, p.B, p.B, p.Q, b_name, p.B, p.Q, shape_str(vl.shape()));
+               ShapeError,
+               "{}: valid_lens must have shape ({}) or ({}, {}) ({} = {}, Q = {}), got {}", op, p.B,
+               p.B, p.Q, b_name, p.B, p.Q, shape_str(vl.shape()));
     p.lens = lengths_i64(vl, p.K, op);
   }
   p.q = rows_unit_stride(q);
@@ -403,8 +403,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
       a.lse = need_grad ? lse.data<T>() : nullptr;
       a.drop = drop.params;
       if (need_grad && detail::attention_small_problem(p.Q, p.K, p.D, p.Dv, launched.tiles.small)) {
-        saved = Tensor::empty(
-            {detail::attention_saved_size(p.N(), p.Q, p.K, p.D, p.Dv, kt->width)}, q.dtype());
+        saved = Tensor::empty({detail::attention_saved_size(p.N(), p.Q, p.K, p.D, p.Dv, kt->width)},
+                              q.dtype());
         a.saved = saved.data<T>();
       }
       kt->forward(a, launched.tiles);

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "ops/attention_kernel.h"
+#include "ops/philox_inline.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #pragma GCC push_options
@@ -43,7 +44,8 @@ struct VecAvx2 {
   static R div(R a, R b) { return _mm256_div_ps(a, b); }
   static R max(R a, R b) { return _mm256_max_ps(a, b); }
   static R gather(const float* p, const std::int64_t* idx) {
-    const __m128 lo = _mm256_i64gather_ps(p, _mm256_load_si256(reinterpret_cast<const __m256i*>(idx)), 4);
+    const __m128 lo =
+        _mm256_i64gather_ps(p, _mm256_load_si256(reinterpret_cast<const __m256i*>(idx)), 4);
     const __m128 hi =
         _mm256_i64gather_ps(p, _mm256_load_si256(reinterpret_cast<const __m256i*>(idx + 4)), 4);
     return _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "ops/attention_kernel.h"
+#include "ops/philox_inline.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #pragma GCC push_options

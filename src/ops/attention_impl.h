@@ -3,10 +3,12 @@
 //
 // Included by attention.cpp (portable vectors, f32 and f64),
 // attention_avx2.cpp and attention_avx512.cpp, each time after its own
-// `#pragma GCC target`; everything here has internal linkage, so the copies
-// never meet at link time. The including file includes the headers below
-// before its pragma, so that the standard library stays compiled for the
-// baseline.
+// `#pragma GCC target`; everything defined here has internal linkage, so the
+// copies never meet at link time. The including file includes the headers
+// below (the standard library and ops/philox_inline.h, whose inline function
+// has external linkage) before its pragma, so that they stay compiled for the
+// baseline: an out-of-line copy built for AVX-512 could otherwise be the one
+// the linker keeps for every caller.
 //
 // V provides: T (element), R (register), W (lanes), kMR x kNV (the register
 // block of the micro-kernel: kMR rows by kNV registers), zero, set1, load,
@@ -127,7 +129,8 @@ inline const std::uint32_t* dropout_words(const AttnDropout& dp, std::uint64_t i
   const i64 nctr = (shift + len + 3) / 4;
   const std::uint64_t base = dp.offset + first;
 #pragma omp simd
-  for (i64 j = 0; j < nctr; ++j) philox_inline(base + static_cast<std::uint64_t>(j), dp.seed, buf + 4 * j);
+  for (i64 j = 0; j < nctr; ++j)
+    philox_inline(base + static_cast<std::uint64_t>(j), dp.seed, buf + 4 * j);
   return buf + shift;
 }
 
@@ -193,7 +196,8 @@ struct AttnKernels {
                                true)
                             : false) ||
              ...);
-    }(std::make_integer_sequence<int, MR - 1>{});
+    }
+    (std::make_integer_sequence<int, MR - 1>{});
   }
 
   // C (M x N) (+)= A (M x K) B (K x N), N a multiple of W.
@@ -208,10 +212,12 @@ struct AttnKernels {
     if (rest == 0) return;
     [&]<int... I>(std::integer_sequence<int, I...>) {
       (void)((rest == I + 1
-                  ? (panel<I + 1>(M, K, A, ars, acs, B + j * W, ldb, C + j * W, ldc, accumulate), true)
+                  ? (panel<I + 1>(M, K, A, ars, acs, B + j * W, ldb, C + j * W, ldc, accumulate),
+                     true)
                   : false) ||
              ...);
-    }(std::make_integer_sequence<int, NV - 1>{});
+    }
+    (std::make_integer_sequence<int, NV - 1>{});
   }
 
   // ---- masks on a transposed score tile st (bc keys x brp queries) ----
@@ -234,12 +240,13 @@ struct AttnKernels {
   // Multiplies column r (query row0 + r of the (N * Q) rows) of the tile by the
   // dropout multipliers of its keys c0 .. c0 + bc - 1; with `copy_to`, writes the product there and
   // multiplies `also` (the dP tile) in place.
-  static void dropout_tile(const AttnDropout& dp, std::uint64_t row0, i64 K, i64 c0, i64 br, i64 brp,
-                           i64 bc, T* tile, T* copy_to, T* also, std::uint32_t* words) {
+  static void dropout_tile(const AttnDropout& dp, std::uint64_t row0, i64 K, i64 c0, i64 br,
+                           i64 brp, i64 bc, T* tile, T* copy_to, T* also, std::uint32_t* words) {
     const T keep = static_cast<T>(dp.scale);
     for (i64 r = 0; r < br; ++r) {
-      const std::uint64_t i0 = (row0 + static_cast<std::uint64_t>(r)) * static_cast<std::uint64_t>(K) +
-                               static_cast<std::uint64_t>(c0);
+      const std::uint64_t i0 =
+          (row0 + static_cast<std::uint64_t>(r)) * static_cast<std::uint64_t>(K) +
+          static_cast<std::uint64_t>(c0);
       const std::uint32_t* w = dropout_words(dp, i0, bc, words);
       for (i64 c = 0; c < bc; ++c) {
         const T z = (w[c] >> 8) >= dp.threshold ? keep : T(0);
@@ -488,8 +495,8 @@ struct AttnKernels {
 
   // Head n, key tiles [kt_begin, kt_end): accumulates dK, dV of those keys
   // (written to a.dk, a.dv) and this range's part of dQ, left in s.dqacc (Q x Dp).
-  static void backward_unit(const AttnArgs<T>& a, const BwdGeom& g, i64 n, i64 kt_begin,
-                            i64 kt_end, const BwdSlice& s) {
+  static void backward_unit(const AttnArgs<T>& a, const BwdGeom& g, i64 n, i64 kt_begin, i64 kt_end,
+                            const BwdSlice& s) {
     const i64 b = n / a.H, h = n % a.H;
     const i64 Q = a.Q, K = a.K, D = a.D, Dv = a.Dv, Qp = g.Qp, Dp = g.Dp, Dvp = g.Dvp;
     const i64 Br = g.Br, Bc = g.Bc;
@@ -585,7 +592,8 @@ struct AttnKernels {
           for (i64 j = 0; j < brp; j += W) {
             T* dp = s.dpt + c * brp + j;
             const R ds = V::mul(
-                V::mul(V::load(s.pt + c * brp + j), V::sub(V::load(dp), V::load(s.di + q0 + j))), sc);
+                V::mul(V::load(s.pt + c * brp + j), V::sub(V::load(dp), V::load(s.di + q0 + j))),
+                sc);
             V::store(dp, ds);
           }
         if (s.tzero[i])
@@ -740,7 +748,8 @@ struct AttnKernels {
   }
 
   // x(head n0 + lane, t, i) = scale * buf[(t * d + i) * W + lane] for the real lanes.
-  static void scatter(const T* buf, const Group& g, i64 rows, i64 d, T scale, const HeadView<T>& x) {
+  static void scatter(const T* buf, const Group& g, i64 rows, i64 d, T scale,
+                      const HeadView<T>& x) {
     alignas(64) i64 off[W];
     lane_offsets(x, g, off);
     const R sc = V::set1(scale);
@@ -1014,7 +1023,8 @@ struct AttnKernels {
           add_outer(w, s.dog + q * Dv * W, K, Dv, s.dvg);
           const R di = V::load(s.di + q * W), keep = V::load(s.keep);
           for (i64 c = 0; c < K; ++c) {
-            const R ds = V::mul(V::mul(V::load(s.p + c * W), V::sub(V::load(s.dp + c * W), di)), keep);
+            const R ds =
+                V::mul(V::mul(V::load(s.p + c * W), V::sub(V::load(s.dp + c * W), di)), keep);
             V::store(s.s + c * W, ds);
           }
           // dK += dS^T (scale q) ; dQ = scale dS k
@@ -1091,7 +1101,8 @@ struct AttnKernels {
     }
     for (; d + W <= Dv; d += W) {
       R acc = V::zero();
-      for (i64 c = ka; c < kb; ++c) acc = V::fma(V::set1(p[c - ka]), V::load(vb + c * vst + d), acc);
+      for (i64 c = ka; c < kb; ++c)
+        acc = V::fma(V::set1(p[c - ka]), V::load(vb + c * vst + d), acc);
       V::store(o + d, acc);
     }
     for (; d < Dv; ++d) {
@@ -1155,8 +1166,9 @@ struct AttnKernels {
     const int max_threads = team_size(work);
     // Few heads and a long cache: split the keys (flash-decoding).
     constexpr i64 kMinChunk = 256;
-    const i64 nch = N >= max_threads ? 1 : std::max<i64>(1, std::min(ceil_div(2 * max_threads, N),
-                                                                       K / kMinChunk));
+    const i64 nch = N >= max_threads
+                        ? 1
+                        : std::max<i64>(1, std::min(ceil_div(2 * max_threads, N), K / kMinChunk));
     const i64 chunk = ceil_div(K, nch);
     const i64 units = N * nch;
     const int threads = static_cast<int>(std::min<i64>(max_threads, units));
@@ -1166,8 +1178,8 @@ struct AttnKernels {
     count.take<T>(std::max<i64>(Dv, 1));
     const std::size_t slice = count.used();
     const std::size_t parts = nch > 1 ? static_cast<std::size_t>(units * Q * (Dv + 2)) : 0;
-    std::byte* ws = tls_workspace.get(slice * static_cast<std::size_t>(threads) +
-                                      parts * sizeof(T) + 64);
+    std::byte* ws =
+        tls_workspace.get(slice * static_cast<std::size_t>(threads) + parts * sizeof(T) + 64);
     T* part = reinterpret_cast<T*>(ws + slice * static_cast<std::size_t>(threads));
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
@@ -1199,7 +1211,8 @@ struct AttnKernels {
           T mx = -std::numeric_limits<T>::infinity();
           for (i64 ch = 0; ch < nch; ++ch) mx = std::max(mx, pr[ch * (Dv + 2)]);
           T l = 0;
-          for (i64 ch = 0; ch < nch; ++ch) l += pr[ch * (Dv + 2) + 1] * std::exp(pr[ch * (Dv + 2)] - mx);
+          for (i64 ch = 0; ch < nch; ++ch)
+            l += pr[ch * (Dv + 2) + 1] * std::exp(pr[ch * (Dv + 2)] - mx);
           const i64 n = nr / Q, r = nr % Q;
           T* out = a.o.row(n / a.H, n % a.H, r);
           for (i64 d = 0; d < Dv; ++d) {

@@ -71,8 +71,8 @@ struct AttnTiles {
 
 // Small problems (a few queries and keys per head, d2l's Transformer) run W
 // heads at a time, one per vector lane, when AttnTiles::small allows it.
-inline bool attention_small_problem(std::int64_t Q, std::int64_t K, std::int64_t D,
-                                    std::int64_t Dv, bool allowed) {
+inline bool attention_small_problem(std::int64_t Q, std::int64_t K, std::int64_t D, std::int64_t Dv,
+                                    bool allowed) {
   return allowed && Q <= 64 && K <= 64 && Q * K <= 1024 && D <= 64 && Dv <= 64;
 }
 

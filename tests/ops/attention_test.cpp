@@ -39,8 +39,8 @@ double rel_diff(const Tensor& a, const Tensor& b) {
 }
 
 // Valid lengths for B batch rows (and Q queries) in [0, K], some of them 0.
-Tensor random_lens(MaskKind kind, std::int64_t B, std::int64_t Q, std::int64_t K, std::uint64_t seed,
-                   bool with_zero, DType dtype = DType::i64) {
+Tensor random_lens(MaskKind kind, std::int64_t B, std::int64_t Q, std::int64_t K,
+                   std::uint64_t seed, bool with_zero, DType dtype = DType::i64) {
   if (kind == MaskKind::none || kind == MaskKind::causal) return Tensor();
   const bool per_query = kind == MaskKind::lens_per_query;
   Shape shape = per_query ? Shape{B, Q} : Shape{B};
@@ -152,7 +152,7 @@ const MaskKind kAllMasks[] = {MaskKind::none, MaskKind::lens, MaskKind::lens_per
 // Odd lengths, Q != K, every mask kind, both layouts, with and without dropout.
 TEST(Attention, FusedMatchesReferenceOnOddLengthsAndMasks) {
   const std::pair<std::int64_t, std::int64_t> lengths[] = {{1, 1},  {7, 7},  {33, 33}, {257, 257},
-                                                            {7, 33}, {33, 7}, {1, 257}, {257, 33}};
+                                                           {7, 33}, {33, 7}, {1, 257}, {257, 33}};
   for_both_paths([&] {
     int i = 0;
     for (auto [Q, K] : lengths)
@@ -344,9 +344,10 @@ TEST(Attention, StridedInputs) {
   AttentionOptions o;
   o.valid_lens = from_vector<std::int64_t>({4, 9});
   o.causal = true;
-  EXPECT_LT(rel_diff(scaled_dot_product_attention(q, k, v, o),
-                     scaled_dot_product_attention(q.contiguous(), k.contiguous(), v.contiguous(), o)),
-            1e-6);
+  EXPECT_LT(
+      rel_diff(scaled_dot_product_attention(q, k, v, o),
+               scaled_dot_product_attention(q.contiguous(), k.contiguous(), v.contiguous(), o)),
+      1e-6);
   Tensor cache = uniform(-2, 2, {B, 20, H, D}, gen);
   Tensor kc = cache.narrow(1, 0, T);
   EXPECT_LT(rel_diff(scaled_dot_product_attention(q, kc, v, o),
@@ -401,32 +402,33 @@ TEST(Attention, EmptyQueriesOrKeys) {
 TEST(Attention, GradcheckEveryMaskKind) {
   TileGuard tiles(2, 3);
   for_both_paths([] {
-  for (bool four : {false, true})
-    for (MaskKind m : kAllMasks) {
-      SCOPED_TRACE(fmt::format("{} {}", four ? "4-D" : "3-D", mask_name(m)));
-      Shape qs = four ? Shape{2, 5, 2, 3} : Shape{4, 5, 3};
-      Shape ks = four ? Shape{2, 7, 2, 3} : Shape{4, 7, 3};
-      Shape vs = four ? Shape{2, 7, 2, 4} : Shape{4, 7, 4};
-      Tensor q = leaf64(qs, 1, -2, 2), k = leaf64(ks, 2, -2, 2), v = leaf64(vs, 3);
-      Tensor lens = random_lens(m, four ? 2 : 4, 5, 7, 11, true);
-      EXPECT_GRADCHECK(
-          [m, lens](const Inputs& x) {
-            return scaled_dot_product_attention(x[0], x[1], x[2], options(m, lens, 0.0, nullptr));
-          },
-          (Inputs{q, k, v}));
-      // Dropout: every evaluation draws from a fresh generator, so the mask is fixed.
-      EXPECT_GRADCHECK(
-          [m, lens](const Inputs& x) {
-            Generator gen(42);
-            return scaled_dot_product_attention(x[0], x[1], x[2], options(m, lens, 0.3, &gen));
-          },
-          (Inputs{q, k, v}));
-    }
+    for (bool four : {false, true})
+      for (MaskKind m : kAllMasks) {
+        SCOPED_TRACE(fmt::format("{} {}", four ? "4-D" : "3-D", mask_name(m)));
+        Shape qs = four ? Shape{2, 5, 2, 3} : Shape{4, 5, 3};
+        Shape ks = four ? Shape{2, 7, 2, 3} : Shape{4, 7, 3};
+        Shape vs = four ? Shape{2, 7, 2, 4} : Shape{4, 7, 4};
+        Tensor q = leaf64(qs, 1, -2, 2), k = leaf64(ks, 2, -2, 2), v = leaf64(vs, 3);
+        Tensor lens = random_lens(m, four ? 2 : 4, 5, 7, 11, true);
+        EXPECT_GRADCHECK(
+            [m, lens](const Inputs& x) {
+              return scaled_dot_product_attention(x[0], x[1], x[2], options(m, lens, 0.0, nullptr));
+            },
+            (Inputs{q, k, v}));
+        // Dropout: every evaluation draws from a fresh generator, so the mask is fixed.
+        EXPECT_GRADCHECK(
+            [m, lens](const Inputs& x) {
+              Generator gen(42);
+              return scaled_dot_product_attention(x[0], x[1], x[2], options(m, lens, 0.3, &gen));
+            },
+            (Inputs{q, k, v}));
+      }
   });
 }
 
 TEST(Attention, GradcheckDefaultTilesAndScale) {
-  Tensor q = leaf64({2, 9, 5}, 4, -2, 2), k = leaf64({2, 11, 5}, 5, -2, 2), v = leaf64({2, 11, 3}, 6);
+  Tensor q = leaf64({2, 9, 5}, 4, -2, 2), k = leaf64({2, 11, 5}, 5, -2, 2),
+         v = leaf64({2, 11, 3}, 6);
   EXPECT_GRADCHECK(
       [](const Inputs& x) {
         AttentionOptions o;
@@ -443,7 +445,8 @@ TEST(Attention, DecodeMatchesReference) {
     Generator gen(12);
     for (std::int64_t Tq : {1, 3}) {
       const std::int64_t B = 2, H = 4, D = 24, Tk = 37;
-      Tensor cache_k = uniform(-2, 2, {B, 64, H, D}, gen), cache_v = uniform(-1, 1, {B, 64, H, 20}, gen);
+      Tensor cache_k = uniform(-2, 2, {B, 64, H, D}, gen),
+             cache_v = uniform(-1, 1, {B, 64, H, 20}, gen);
       Tensor k = cache_k.narrow(1, 0, Tk), v = cache_v.narrow(1, 0, Tk);
       Tensor q = uniform(-2, 2, {B, Tq, H, D}, gen);
       for (MaskKind m : kAllMasks) {
@@ -459,7 +462,8 @@ TEST(Attention, DecodeMatchesReference) {
       Tensor k3 = uniform(-2, 2, {6, 50, 17}, gen).narrow(1, 0, 33);
       Tensor v3 = uniform(-1, 1, {6, 50, 9}, gen).narrow(1, 0, 33);
       Tensor q3 = uniform(-2, 2, {6, Tq, 17}, gen);
-      EXPECT_LT(rel_diff(attention_decode(q3, k3, v3), scaled_dot_product_attention_reference(q3, k3, v3)),
+      EXPECT_LT(rel_diff(attention_decode(q3, k3, v3),
+                         scaled_dot_product_attention_reference(q3, k3, v3)),
                 1e-5);
     }
   });
@@ -476,8 +480,9 @@ TEST(Attention, DecodeSplitsLongCaches) {
     SCOPED_TRACE(mask_name(m));
     Tensor lens = random_lens(m, 1, 2, 3000, 15, false);
     AttentionOptions o = options(m, lens, 0.0, nullptr);
-    EXPECT_LT(rel_diff(attention_decode(q, k, v, o), scaled_dot_product_attention_reference(q, k, v, o)),
-              1e-5);
+    EXPECT_LT(
+        rel_diff(attention_decode(q, k, v, o), scaled_dot_product_attention_reference(q, k, v, o)),
+        1e-5);
   }
   AttentionOptions zero;
   zero.valid_lens = from_vector<std::int64_t>({0});
@@ -499,8 +504,9 @@ TEST(Attention, F64MatchesReference) {
                        scaled_dot_product_attention_reference(q, k, v, options(m, lens, 0.2, &g2))),
               1e-12);
     AttentionOptions o = options(m, lens, 0.0, nullptr);
-    EXPECT_LT(rel_diff(attention_decode(q, k, v, o), scaled_dot_product_attention_reference(q, k, v, o)),
-              1e-12);
+    EXPECT_LT(
+        rel_diff(attention_decode(q, k, v, o), scaled_dot_product_attention_reference(q, k, v, o)),
+        1e-12);
   }
 }
 
