@@ -106,7 +106,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 bool has_temp_file(const fs::path& dir) {
-  for (const auto& e : fs::directory_iterator(dir))
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
     if (e.path().filename().string().rfind(".checkpoint.safetensors.tmp.", 0) == 0) return true;
   return false;
 }
@@ -215,11 +216,25 @@ TEST_F(ResumeKill, SigkillAtRandomMoments) {
       const fs::path stem = dir / fmt::format("run{}", attempt);
       pid_t pid = spawn_attn(resume ? resume_args(model) : train_args(model), stem);
       ASSERT_GT(pid, 0);
+      int st = 0;
+      bool exited = false;
       if (attempt < kMaxKillsPerChain && kills < g_kills) {
         std::this_thread::sleep_for(std::chrono::duration<double>(delay(rng)));
-        kill(pid, SIGKILL);  // a zombie, if it already exited: no effect
+        // Every third kill waits, after its delay, for the next checkpoint
+        // write (its temp file) and lands inside it.
+        if ((kills + chains) % 3 == 0) {
+          auto t0 = std::chrono::steady_clock::now();
+          while (!has_temp_file(model) && seconds_since(t0) < 5) {
+            if (waitpid(pid, &st, WNOHANG) == pid) {
+              exited = true;
+              break;
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+          }
+        }
+        if (!exited) kill(pid, SIGKILL);  // a zombie, if it already exited: no effect
       }
-      int st = wait_status(pid);
+      if (!exited) st = wait_status(pid);
       if (WIFSIGNALED(st)) {
         ASSERT_EQ(WTERMSIG(st), SIGKILL) << err_of(stem);
         ++kills;
@@ -250,6 +265,7 @@ TEST_F(ResumeKill, SigkillAtRandomMoments) {
       "final model and losses bit-identical to the reference\n",
       kills, chains, kills_before_checkpoint, kills_mid_write, kills_after_training, resumes);
   EXPECT_GE(kills, g_kills);
+  EXPECT_GE(kills_mid_write, 1) << "no kill landed inside a checkpoint write";
 }
 
 // SIGINT / SIGTERM: the step in progress ends, a checkpoint is written, one
@@ -274,13 +290,20 @@ void signal_and_resume(const fs::path& dir, int sig, bool twice, const Outcome& 
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   kill(pid, sig);
+  int st = 0;
   if (twice) {
-    // Once the first one is being handled (the step and the checkpoint take
-    // milliseconds more): the second exits at once, wherever it lands.
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    kill(pid, sig);
+    // More of the same signal, every millisecond, while the first one is
+    // handled (finishing the step and writing the checkpoint takes longer):
+    // the second that arrives exits at once, wherever it lands.
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      pid_t done = waitpid(pid, &st, WNOHANG);
+      if (done == pid) break;
+      kill(pid, sig);
+    }
+  } else {
+    st = wait_status(pid);
   }
-  int st = wait_status(pid);
   ASSERT_TRUE(WIFEXITED(st)) << "killed by signal " << WTERMSIG(st);
   EXPECT_EQ(WEXITSTATUS(st), 128 + sig);
   std::string err = attn::testing::read_file(dir / "run.err");
@@ -289,7 +312,7 @@ void signal_and_resume(const fs::path& dir, int sig, bool twice, const Outcome& 
   EXPECT_LT(ck.state.step, 80) << "the signal came after the end of training";
   const bool again =
       err.find("attn: interrupted again; exiting without a new checkpoint\n") != std::string::npos;
-  if (twice) std::printf("the second signal %s\n", again ? "exited at once" : "came too late");
+  EXPECT_EQ(again, twice) << err;
   if (!again) {
     EXPECT_GT(ck.state.step, 0);
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
