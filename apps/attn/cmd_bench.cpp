@@ -125,26 +125,26 @@ void setup_bench_attention(CLI::App& parent, Context& ctx) {
       "Scaled dot-product attention on (B, T, H, D) inputs: time, GFLOP/s, peak memory");
   auto o = std::make_shared<AttentionBenchOptions>();
   sub->add_option("--len", o->len, "Sequence length (queries = keys)")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
+      ->check(in_range(std::int64_t{1}, std::int64_t{1} << 20))
       ->capture_default_str();
   sub->add_option("--heads", o->heads, "Attention heads")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{4096}))
+      ->check(in_range(std::int64_t{1}, std::int64_t{4096}))
       ->capture_default_str();
   sub->add_option("--dim", o->dim, "Head dimension")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{65536}))
+      ->check(in_range(std::int64_t{1}, std::int64_t{65536}))
       ->capture_default_str();
   sub->add_option("--batch", o->batch, "Batch size")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
+      ->check(in_range(std::int64_t{1}, std::int64_t{1} << 20))
       ->capture_default_str();
   sub->add_flag("--causal", o->causal, "Causal mask (query i sees keys 0..i)");
   sub->add_flag("--backward", o->backward, "Also time forward + backward");
   sub->add_flag("--reference", o->reference,
                 "Time the materialized reference (bmm, masked softmax, bmm) instead");
   sub->add_option("--threads", o->threads, "Threads (default: the global --threads)")
-      ->check(CLI::Range(1, 1024))
+      ->check(in_range(1, 1024))
       ->option_text("N");
   sub->add_option("--repeats", o->repeats, "Timed runs; the median is reported")
-      ->check(CLI::Range(1, 100000))
+      ->check(in_range(1, 100000))
       ->capture_default_str();
   sub->add_flag("--json", o->json,
                 "One JSON line: fwd_ms, fwdbwd_ms (null without --backward), gflops (forward), "

@@ -1,6 +1,5 @@
 // attn train / translate / evaluate / attention — the Transformer on fra-eng (d2l 10.7).
 #include <fmt/format.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +27,7 @@
 #include "attn/viz/heatmap.h"
 #include "attn/viz/line_plot.h"
 #include "commands.h"
+#include "rss.h"
 
 #ifndef ATTN_DEFAULT_CORPUS
 #define ATTN_DEFAULT_CORPUS "datasets/fra-eng/fra.txt.gz"
@@ -37,12 +37,6 @@ namespace attn::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-double peak_rss_mib() {
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
-}
 
 std::string duration(double s) {
   if (!std::isfinite(s) || s < 0) return "--:--";
@@ -493,42 +487,42 @@ void setup_train(CLI::App& parent, Context& ctx) {
   sub->add_option("--checkpoint-every", a->checkpoint_every,
                   "Write a checkpoint every N optimizer steps (0: only at the start, the end "
                   "and on Ctrl-C)")
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1'000'000'000}))
+      ->check(in_range(std::int64_t{0}, std::int64_t{1'000'000'000}))
       ->capture_default_str();
   sub->add_option("--epochs", a->epochs, "Passes over the data")
-      ->check(CLI::Range(1, 1000000))
+      ->check(in_range(1, 1000000))
       ->capture_default_str();
   sub->add_option("--lr", a->lr, "Adam learning rate")
-      ->check(CLI::Range(1e-9, 10.0))
+      ->check(in_range(1e-9, 10.0))
       ->capture_default_str();
   sub->add_option("--batch-size", a->batch_size, "Sentence pairs per step")
-      ->check(CLI::Range(1, 1 << 20))
+      ->check(in_range(1, 1 << 20))
       ->capture_default_str();
   sub->add_option("--num-steps", a->num_steps, "Tokens per sentence after cutting or padding")
-      ->check(CLI::Range(2, 4096))
+      ->check(in_range(2, 4096))
       ->capture_default_str();
   sub->add_option("--num-examples", a->num_examples,
                   "Lines of the corpus to use (d2l reads this + 1); 0: all")
-      ->check(CLI::Range(0L, 100000000L))
+      ->check(in_range(0L, 100000000L))
       ->capture_default_str();
   sub->add_option("--valid-fraction", a->valid_fraction,
                   "Fraction of pairs held out (from the end)")
-      ->check(CLI::Range(0.0, 0.9))
+      ->check(in_range(0.0, 0.9))
       ->capture_default_str();
   sub->add_option("--num-hiddens", a->num_hiddens, "Model width")
-      ->check(CLI::Range(1, 1 << 16))
+      ->check(in_range(1, 1 << 16))
       ->capture_default_str();
   sub->add_option("--num-layers", a->num_layers, "Encoder and decoder blocks")
-      ->check(CLI::Range(1, 64))
+      ->check(in_range(1, 64))
       ->capture_default_str();
   sub->add_option("--num-heads", a->num_heads, "Attention heads (must divide --num-hiddens)")
-      ->check(CLI::Range(1, 1024))
+      ->check(in_range(1, 1024))
       ->capture_default_str();
   sub->add_option("--ffn-num-hiddens", a->ffn_num_hiddens, "Hidden width of the position-wise FFN")
-      ->check(CLI::Range(1, 1 << 20))
+      ->check(in_range(1, 1 << 20))
       ->capture_default_str();
   sub->add_option("--dropout", a->dropout, "Dropout probability")
-      ->check(CLI::Range(0.0, 0.99))
+      ->check(in_range(0.0, 0.99))
       ->capture_default_str();
   sub->add_option("--metrics-json", a->metrics_json,
                   "Write loss, speed, memory and translations as JSON here");
@@ -541,6 +535,21 @@ void setup_train(CLI::App& parent, Context& ctx) {
     if (seed && seed->count() > 0) a->given.insert("--seed");
     if (a->given.count("--resume") && a->resume.empty())
       throw CLI::ValidationError("--resume", "needs a model directory");
+    if (!a->metrics_json.empty()) {
+      // Found before training, not after it has run for minutes.
+      const fs::path m(a->metrics_json);
+      const fs::path dir = m.has_parent_path() ? m.parent_path() : fs::path(".");
+      std::error_code ec;
+      if (fs::is_directory(m, ec))
+        throw CLI::ValidationError("--metrics-json",
+                                   fmt::format("'{}' is a directory, not a file", m.string()));
+      if (!fs::is_directory(dir, ec))
+        throw CLI::ValidationError(
+            "--metrics-json", fmt::format("directory '{}' does not exist", dir.string()));
+      if (::access(dir.c_str(), W_OK) != 0)
+        throw CLI::ValidationError(
+            "--metrics-json", fmt::format("directory '{}' is not writable", dir.string()));
+    }
     if (a->resume.empty() && a->num_hiddens % a->num_heads != 0)
       throw CLI::ValidationError("--num-heads", fmt::format("{} does not divide --num-hiddens {}",
                                                             a->num_heads, a->num_hiddens));
@@ -558,15 +567,36 @@ struct TranslateArgs {
 
 int run_translate(const TranslateArgs& a) {
   seq2seq::LoadedModel m = seq2seq::load_model(a.model);
-  std::vector<std::string> sentences = a.sentences;
-  if (sentences.empty()) {
-    std::string line;
-    while (std::getline(std::cin, line)) sentences.push_back(line);
+  auto translate = [&](const std::vector<std::string>& sentences) {
+    for (const auto& t : seq2seq::translate_greedy(*m.net, m.src_vocab, m.tgt_vocab, sentences,
+                                                   m.config.num_steps))
+      fmt::print("{}\n", t.text);
+    std::fflush(stdout);
+  };
+  if (!a.sentences.empty()) {
+    for (const auto& s : a.sentences) data::check_utf8(s, "translate: input");
+    translate(a.sentences);
+    return 0;
   }
-  for (const auto& s : sentences) data::check_utf8(s, "translate: input");
-  auto out =
-      seq2seq::translate_greedy(*m.net, m.src_vocab, m.tgt_vocab, sentences, m.config.num_steps);
-  for (const auto& t : out) fmt::print("{}\n", t.text);
+  // stdin: translated in batches as it comes, so that a long stream needs
+  // bounded memory and a pipe sees output before its end.
+  constexpr std::size_t kBatch = 256;
+  std::vector<std::string> batch;
+  std::string line;
+  std::size_t n = 0;
+  while (std::getline(std::cin, line)) {
+    ++n;
+    ATTN_CHECK(line.size() <= data::kMaxLineBytes, IOError,
+               "translate: line {} of stdin is {} bytes long (at most {})", n, line.size(),
+               data::kMaxLineBytes);
+    data::check_utf8(line, "translate: stdin", n);
+    batch.push_back(std::move(line));
+    if (batch.size() == kBatch) {
+      translate(batch);
+      batch.clear();
+    }
+  }
+  if (!batch.empty()) translate(batch);
   return 0;
 }
 
@@ -590,11 +620,7 @@ struct EvaluateArgs {
 
 int run_evaluate(const EvaluateArgs& a) {
   seq2seq::LoadedModel m = seq2seq::load_model(a.model);
-  std::string raw = data::read_text_file(a.data);
-  data::check_utf8(raw, a.data);
-  data::ParallelCorpus corpus =
-      data::tokenize_nmt(data::preprocess_nmt(raw), a.num_examples, a.data);
-  ATTN_CHECK(!corpus.source.empty(), IOError, "'{}' holds no sentence pairs", a.data);
+  data::ParallelCorpus corpus = data::read_parallel_corpus(a.data, a.num_examples);
   auto src = data::build_array_nmt(corpus.source, m.src_vocab, m.config.num_steps);
   auto tgt = data::build_array_nmt(corpus.target, m.tgt_vocab, m.config.num_steps);
   double loss = seq2seq::evaluate_loss(*m.net, src, tgt, m.tgt_vocab["<bos>"]);
@@ -634,7 +660,7 @@ void setup_evaluate(CLI::App& parent, Context& ctx) {
       ->required();
   sub->add_option("--num-examples", a->num_examples,
                   "Lines to read (d2l's count: this + 1); 0: all")
-      ->check(CLI::Range(0L, 100000000L));
+      ->check(in_range(0L, 100000000L));
   set_action(sub, ctx, [a](const Context&) { return run_evaluate(*a); });
 }
 const Registration evaluate_reg{"", "evaluate", 12, setup_evaluate};

@@ -26,10 +26,13 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <type_traits>
 
 #include "attn/core/error.h"
 
@@ -62,6 +65,35 @@ void add_registered(CLI::App& app, const std::string& parent, Context& ctx);
 // Makes `action` the thing to run when `sub` is the command given.
 inline void set_action(CLI::App* sub, Context& ctx, Action action) {
   sub->callback([&ctx, action = std::move(action)] { ctx.action = action; });
+}
+
+// A check for a numeric option in [lo, hi] that tells a value that is not a
+// number ("'fast' is not a number", "'2.5' is not an integer") from one out
+// of range ("100 is not in [1e-09, 10]"); CLI::Range calls both "not in range".
+template <class T>
+CLI::Validator in_range(T lo, T hi) {
+  static_assert(std::is_arithmetic_v<T>);
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        const std::string out_of_range = fmt::format("{} is not in [{}, {}]", text, lo, hi);
+        double d = 0;
+        const bool number = CLI::detail::lexical_cast(text, d);
+        if constexpr (std::is_integral_v<T>) {
+          long long v = 0;
+          if (CLI::detail::lexical_cast(text, v))
+            return v >= static_cast<long long>(lo) && v <= static_cast<long long>(hi)
+                       ? std::string()
+                       : out_of_range;
+          // Too large for a long long, or not a whole number at all.
+          if (number && std::isfinite(d) && d == std::floor(d)) return out_of_range;
+          return fmt::format("'{}' is not an integer", text);
+        } else {
+          if (!number) return fmt::format("'{}' is not a number", text);
+          return d >= static_cast<double>(lo) && d <= static_cast<double>(hi) ? std::string()
+                                                                              : out_of_range;
+        }
+      },
+      fmt::format("in [{}, {}]", lo, hi));
 }
 
 // A runtime failure with a suggestion for the user: main prints

@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
     attn::cli::Context ctx;
     app.add_option("--threads", ctx.global.threads,
                    "Threads for attn and oneDNN (default: all cores)")
-        ->check(CLI::Range(1, 1024))
+        ->check(attn::cli::in_range(1, 1024))
         ->envname("ATTN_NUM_THREADS")
         ->option_text("N");
     app.add_option("--seed", ctx.global.seed, "Seed for every random draw (default 0)")

@@ -94,8 +94,8 @@ std::string read_text_file(const std::string& path) {
   return decode_text(read_file_bytes(path), quote_path(path));
 }
 
-void check_utf8(std::string_view s, std::string_view what) {
-  std::size_t line = 1, line_start = 0, i = 0, n = s.size();
+void check_utf8(std::string_view s, std::string_view what, std::size_t first_line) {
+  std::size_t line = first_line, line_start = 0, i = 0, n = s.size();
   while (i < n) {
     unsigned char c = static_cast<unsigned char>(s[i]);
     std::size_t len = c < 0x80           ? 1

@@ -81,6 +81,10 @@ void make_corpora() {
   write(c / "no_tab.txt", replace(kPairs, "Who?\tQui ?", "Who? Qui ?"));  // line 4
   write(c / "bad_utf8.txt", replace(kPairs, "Run!\tCours !", "Run!\tCo\xFFurs !"));  // line 3
   write(c / "huge_line.txt", "Go.\tVa !\n" + std::string(100000, 'a') + "\tb\n");
+  // Input for `attn translate` on stdin.
+  write(out_dir / "stdin" / "bad_utf8.txt", "go .\ni lost .\nhe's c\xFFlm .\n");  // line 3
+  write(out_dir / "stdin" / "huge_line.txt", "go .\n" + std::string(70000, 'a') + "\n");
+  write(out_dir / "stdin" / "good.txt", "go .\n\ni lost .\n");
   std::string z = gzip(kPairs);
   write(c / "good.txt.gz", z);
   write(c / "truncated.txt.gz", z.substr(0, z.size() / 2));

@@ -2,6 +2,7 @@
 #   -DATTN=<exe> -DARGS="<args>" -DRC=<exit code>
 #   -DSTDOUT_RE / -DSTDERR_RE: regexes joined by @@, each must match
 #   -DSTDERR_LINES=<n>: stderr must have exactly n lines (empty: not checked)
+#   -DSTDIN=<file>: the command's standard input (empty: none)
 #   -DABSENT=<paths or globs joined by @@>: removed before the run, and nothing
 #            may match them afterwards (a failing command writes nothing)
 # Any AddressSanitizer/UBSan/LeakSanitizer report on stderr fails the test,
@@ -14,7 +15,12 @@ foreach(pattern IN LISTS absent)
     file(REMOVE_RECURSE ${stale})
   endif()
 endforeach()
-execute_process(COMMAND "${ATTN}" ${args}
+if(STDIN)
+  set(input INPUT_FILE "${STDIN}")
+else()
+  set(input INPUT_FILE /dev/null)
+endif()
+execute_process(COMMAND "${ATTN}" ${args} ${input}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 
 set(failed "")

@@ -44,8 +44,9 @@ std::string read_text_file(const std::string& path);
 
 // IOError "<what> line L: invalid UTF-8 at byte B of the line (0xC3)" unless
 // `text` is valid UTF-8 (no overlong forms, surrogates or values past
-// U+10FFFF); a NUL byte is refused too ("not a text file").
-void check_utf8(std::string_view text, std::string_view what);
+// U+10FFFF); a NUL byte is refused too ("not a text file"). Lines are
+// counted from `first_line` (for text that is part of a longer stream).
+void check_utf8(std::string_view text, std::string_view what, std::size_t first_line = 1);
 
 // Unicode lowercase (simple case mapping of every code point), UTF-8 in and out.
 std::string to_lower_utf8(std::string_view text);
