@@ -62,12 +62,14 @@ struct VecPortable {
   static R mul(R a, R b) { return a * b; }
   static R div(R a, R b) { return a / b; }
   static R max(R a, R b) { return a > b ? a : b; }
-  static R gather(const T* p, const std::int64_t* idx) {
+  template <class I>
+  static R gather(const T* p, const I* idx) {
     R r;
     for (int i = 0; i < W; ++i) r[i] = p[idx[i]];
     return r;
   }
-  static void scatter(T* p, const std::int64_t* idx, R x) {
+  template <class I>
+  static void scatter(T* p, const I* idx, R x) {
     for (int i = 0; i < W; ++i) p[idx[i]] = x[i];
   }
   static T hsum(R x) {

@@ -50,7 +50,11 @@ struct VecAvx2 {
         _mm256_i64gather_ps(p, _mm256_load_si256(reinterpret_cast<const __m256i*>(idx + 4)), 4);
     return _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
   }
-  static void scatter(float* p, const std::int64_t* idx, R x) {
+  static R gather(const float* p, const std::int32_t* idx) {
+    return _mm256_i32gather_ps(p, _mm256_load_si256(reinterpret_cast<const __m256i*>(idx)), 4);
+  }
+  template <class I>
+  static void scatter(float* p, const I* idx, R x) {
     alignas(32) float t[8];
     _mm256_store_ps(t, x);
     for (int l = 0; l < 8; ++l) p[idx[l]] = t[l];

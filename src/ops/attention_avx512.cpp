@@ -57,6 +57,12 @@ struct VecAvx512 {
     _mm512_i64scatter_ps(p, _mm512_load_epi64(idx), _mm512_castps512_ps256(x), 4);
     _mm512_i64scatter_ps(p, _mm512_load_epi64(idx + 8), _mm512_extractf32x8_ps(x, 1), 4);
   }
+  static R gather(const float* p, const std::int32_t* idx) {
+    return _mm512_i32gather_ps(_mm512_load_epi32(idx), p, 4);
+  }
+  static void scatter(float* p, const std::int32_t* idx, R x) {
+    _mm512_i32scatter_ps(p, _mm512_load_epi32(idx), x, 4);
+  }
   // exp as vec_math.h's exp_simd<float> (Cephes expf: x = n ln2 + r, a degree-7
   // polynomial for e^r), with 2^n applied by scalef; x < -86.9 (and -inf) gives 0.
   static R exp(R x) {

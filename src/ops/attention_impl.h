@@ -728,30 +728,43 @@ struct AttnKernels {
   }
 
   // The offset of each lane's head in x; lanes past the last head repeat
-  // lane 0 (their results are never written back).
+  // lane 0 (their results are never written back). 32-bit offsets (one
+  // gather or scatter instruction per vector on AVX-512) when every offset
+  // fits, as it does for any tensor under 2^31 elements.
   template <class U>
-  static void lane_offsets(const HeadView<U>& x, const Group& g, i64* off) {
+  static bool lane_offsets(const HeadView<U>& x, const Group& g, i64* off, std::int32_t* off32) {
+    bool fits = true;
     for (int lane = 0; lane < W; ++lane) {
       const int l = lane < g.lanes ? lane : 0;
       off[lane] = g.b[l] * x.sb + g.h[l] * x.sh;
+      fits = fits && off[lane] <= std::numeric_limits<std::int32_t>::max();
+      off32[lane] = static_cast<std::int32_t>(off[lane]);
     }
+    return fits;
   }
 
   // buf[(t * d + i) * W + lane] = scale * x(head n0 + lane, t, i).
-  static void gather(const HeadView<const T>& x, const Group& g, i64 rows, i64 d, T scale, T* buf) {
-    alignas(64) i64 off[W];
-    lane_offsets(x, g, off);
+  template <class I>
+  static void gather_rows(const HeadView<const T>& x, const I* off, i64 rows, i64 d, T scale,
+                          T* buf) {
     const R sc = V::set1(scale);
     for (i64 t = 0; t < rows; ++t)
       for (i64 i = 0; i < d; ++i)
         V::store(buf + (t * d + i) * W, V::mul(V::gather(x.ptr + t * x.st + i, off), sc));
   }
+  static void gather(const HeadView<const T>& x, const Group& g, i64 rows, i64 d, T scale, T* buf) {
+    alignas(64) i64 off[W];
+    alignas(64) std::int32_t off32[W];
+    if (lane_offsets(x, g, off, off32))
+      gather_rows(x, off32, rows, d, scale, buf);
+    else
+      gather_rows(x, off, rows, d, scale, buf);
+  }
 
   // x(head n0 + lane, t, i) = scale * buf[(t * d + i) * W + lane] for the real lanes.
-  static void scatter(const T* buf, const Group& g, i64 rows, i64 d, T scale,
-                      const HeadView<T>& x) {
-    alignas(64) i64 off[W];
-    lane_offsets(x, g, off);
+  template <class I>
+  static void scatter_rows(const T* buf, const Group& g, const I* off, i64 rows, i64 d, T scale,
+                           const HeadView<T>& x) {
     const R sc = V::set1(scale);
     for (i64 t = 0; t < rows; ++t)
       for (i64 i = 0; i < d; ++i) {
@@ -765,6 +778,15 @@ struct AttnKernels {
           for (int lane = 0; lane < g.lanes; ++lane) base[off[lane]] = tmp[lane];
         }
       }
+  }
+  static void scatter(const T* buf, const Group& g, i64 rows, i64 d, T scale,
+                      const HeadView<T>& x) {
+    alignas(64) i64 off[W];
+    alignas(64) std::int32_t off32[W];
+    if (lane_offsets(x, g, off, off32))
+      scatter_rows(buf, g, off32, rows, d, scale, x);
+    else
+      scatter_rows(buf, g, off, rows, d, scale, x);
   }
 
   // out[c] = sum_i x[i] y[c][i] over d, for c < rows, per lane; x and y
@@ -794,13 +816,14 @@ struct AttnKernels {
     }
   }
 
-  // out[i] = sum_c p[c] y[c][i] for i < d, per lane.
-  static void weigh_rows(const T* p, const T* y, i64 rows, i64 d, T* out) {
+  // out[i] = sum_c p[c * ps] y[c][i] for i < d, per lane (ps: the stride of
+  // p in elements, W for a vector of rows).
+  static void weigh_rows(const T* p, i64 ps, const T* y, i64 rows, i64 d, T* out) {
     i64 i = 0;
     for (; i + 4 <= d; i += 4) {
       R s0 = V::zero(), s1 = V::zero(), s2 = V::zero(), s3 = V::zero();
       for (i64 c = 0; c < rows; ++c) {
-        const R pc = V::load(p + c * W);
+        const R pc = V::load(p + c * ps);
         const T* yc = y + (c * d + i) * W;
         s0 = V::fma(pc, V::load(yc), s0);
         s1 = V::fma(pc, V::load(yc + W), s1);
@@ -815,7 +838,7 @@ struct AttnKernels {
     for (; i < d; ++i) {
       R s0 = V::zero();
       for (i64 c = 0; c < rows; ++c)
-        s0 = V::fma(V::load(p + c * W), V::load(y + (c * d + i) * W), s0);
+        s0 = V::fma(V::load(p + c * ps), V::load(y + (c * d + i) * W), s0);
       V::store(out + i * W, s0);
     }
   }
@@ -830,18 +853,10 @@ struct AttnKernels {
     }
   }
 
-  // acc[c][i] += p[c] x[i] for c < rows, i < d, per lane.
-  static void add_outer(const T* p, const T* x, i64 rows, i64 d, T* acc) {
-    for (i64 c = 0; c < rows; ++c) {
-      const R pc = V::load(p + c * W);
-      T* ac = acc + c * d * W;
-      for (i64 i = 0; i < d; ++i)
-        V::store(ac + i * W, V::fma(pc, V::load(x + i * W), V::load(ac + i * W)));
-    }
-  }
-
   struct SmallSlice {
     T *qg, *kg, *vg, *dog, *dqg, *dkg, *dvg, *s, *p, *dp, *w, *o, *di, *lse, *zero, *keep;
+    T* dkeep;  // the group's dropout multipliers (small_dropout_masks)
+    T *wq, *dsq;  // backward: every query's weights (after dropout) and dS, (Q, K) x W
     i64* lim;
     std::uint32_t* words;
   };
@@ -860,7 +875,10 @@ struct AttnKernels {
     s.zero = cv.take<T>(W);
     s.keep = cv.take<T>(W);
     s.lim = cv.take<i64>(W);
-    s.words = cv.take<std::uint32_t>(K + 8);
+    if (a.drop.on) {
+      s.words = cv.take<std::uint32_t>(W * Q * K + 8);
+      s.dkeep = cv.take<T>(Q * K * W);
+    }
     if (backward) {
       s.dog = cv.take<T>(Q * Dv * W);
       s.dqg = cv.take<T>(Q * D * W);
@@ -871,6 +889,8 @@ struct AttnKernels {
       s.w = cv.take<T>(K * W);
       s.di = cv.take<T>(Q * W);
       s.lse = cv.take<T>(Q * W);
+      s.wq = cv.take<T>(Q * K * W);
+      s.dsq = cv.take<T>(Q * K * W);
     }
     return s;
   }
@@ -900,22 +920,37 @@ struct AttnKernels {
     }
   }
 
-  // Multiplies x[c][lane] by the dropout multiplier of (head n0 + lane, q, c);
-  // with `copy_to`, writes the product there and multiplies `also` in place.
-  static void small_dropout(const AttnArgs<T>& a, const Group& g, i64 q, T* x, T* copy_to, T* also,
-                            std::uint32_t* words) {
-    const T keep = static_cast<T>(a.drop.scale);
-    for (int lane = 0; lane < g.lanes; ++lane) {
-      const std::uint64_t i0 = static_cast<std::uint64_t>(((g.n0 + lane) * a.Q + q) * a.K);
-      const std::uint32_t* wd = dropout_words(a.drop, i0, a.K, words);
-      for (i64 c = 0; c < a.K; ++c) {
-        const T z = (wd[c] >> 8) >= a.drop.threshold ? keep : T(0);
-        if (copy_to) {
-          copy_to[c * W + lane] = x[c * W + lane] * z;
-          also[c * W + lane] *= z;
-        } else {
-          x[c * W + lane] *= z;
-        }
+  // The dropout multipliers of the whole group, keep[(q * K + c) * W + lane]
+  // = the multiplier of (head n0 + lane, q, c) (0 on lanes past the last
+  // head). The group's elements are one contiguous stretch of the dropout
+  // stream, so its words come from one vectorized pass over the counters.
+  static void small_dropout_masks(const AttnArgs<T>& a, const Group& g, std::uint32_t* words,
+                                  T* keep) {
+    const i64 QK = a.Q * a.K;
+    const std::uint32_t* wd =
+        dropout_words(a.drop, static_cast<std::uint64_t>(g.n0 * QK), g.lanes * QK, words);
+    const T scale = static_cast<T>(a.drop.scale);
+    const std::uint32_t threshold = a.drop.threshold;
+    for (int lane = 0; lane < W; ++lane) {
+      const std::uint32_t* wl = wd + lane * QK;
+      if (lane < g.lanes) {
+        for (i64 j = 0; j < QK; ++j) keep[j * W + lane] = (wl[j] >> 8) >= threshold ? scale : T(0);
+      } else {
+        for (i64 j = 0; j < QK; ++j) keep[j * W + lane] = T(0);
+      }
+    }
+  }
+
+  // x[c] *= keep[c] for c < K, per lane; with `copy_to`, copy_to[c] = x[c] *
+  // keep[c] and also[c] *= keep[c] instead.
+  static void small_dropout(const T* keep, i64 K, T* x, T* copy_to, T* also) {
+    for (i64 c = 0; c < K; ++c) {
+      const R z = V::load(keep + c * W);
+      if (copy_to) {
+        V::store(copy_to + c * W, V::mul(V::load(x + c * W), z));
+        V::store(also + c * W, V::mul(V::load(also + c * W), z));
+      } else {
+        V::store(x + c * W, V::mul(V::load(x + c * W), z));
       }
     }
   }
@@ -948,6 +983,7 @@ struct AttnKernels {
         gather(a.q, g, Q, D, static_cast<T>(a.scale), s.qg);
         gather(a.k, g, K, D, T(1), s.kg);
         gather(a.v, g, K, Dv, T(1), s.vg);
+        if (a.drop.on) small_dropout_masks(a, g, s.words, s.dkeep);
         for (i64 q = 0; q < Q; ++q) {
           small_scores(a, g, q, s);
           R mx = V::set1(-std::numeric_limits<T>::infinity());
@@ -958,9 +994,9 @@ struct AttnKernels {
             V::store(s.s + c * W, p);
             l = V::add(l, p);
           }
-          if (a.drop.on) small_dropout(a, g, q, s.s, nullptr, nullptr, s.words);
+          if (a.drop.on) small_dropout(s.dkeep + q * K * W, K, s.s, nullptr, nullptr);
           T* o = og ? og + q * Dv * W : s.o;
-          weigh_rows(s.s, s.vg, K, Dv, o);
+          weigh_rows(s.s, W, s.vg, K, Dv, o);
           const R inv = V::div(V::set1(T(1)), l);
           for (i64 d = 0; d < Dv; ++d) V::store(o + d * W, V::mul(V::load(o + d * W), inv));
           scatter(o, g, 1, Dv, T(1), HeadView<T>{a.o.ptr + q * a.o.st, a.o.sb, a.o.sh, a.o.st});
@@ -1005,31 +1041,34 @@ struct AttnKernels {
         for (int lane = 0; lane < W; ++lane)
           for (i64 q = 0; q < Q; ++q)
             s.lse[q * W + lane] = lane < g.lanes ? a.lse[(g.n0 + lane) * Q + q] : T(0);
-        std::fill(s.dkg, s.dkg + K * D * W, T(0));
-        std::fill(s.dvg, s.dvg + K * Dv * W, T(0));
+        if (a.drop.on) small_dropout_masks(a, g, s.words, s.dkeep);
         for (i64 q = 0; q < Q; ++q) {
           // P = exp(S - lse); dP = dO v^T
           small_scores(a, g, q, s);
           const R lse = V::load(s.lse + q * W);
+          T* p = s.wq + q * K * W;  // P, then the weights after dropout
           for (i64 c = 0; c < K; ++c)
-            V::store(s.p + c * W, V::exp(V::sub(V::load(s.s + c * W), lse)));
+            V::store(p + c * W, V::exp(V::sub(V::load(s.s + c * W), lse)));
           dot_rows(s.dog + q * Dv * W, s.vg, K, Dv, s.dp);
-          const T* w = s.p;
+          const T* pp = p;  // P before dropout
           if (a.drop.on) {
-            small_dropout(a, g, q, s.p, s.w, s.dp, s.words);
-            w = s.w;
+            std::copy(p, p + K * W, s.p);
+            small_dropout(s.dkeep + q * K * W, K, s.p, p, s.dp);
+            pp = s.p;
           }
-          // dV += W^T dO; dS = P o (dP - D_i), 0 on rows of length 0
-          add_outer(w, s.dog + q * Dv * W, K, Dv, s.dvg);
+          // dS = P o (dP - D_i), 0 on rows of length 0; dQ = scale dS k
+          T* ds = s.dsq + q * K * W;
           const R di = V::load(s.di + q * W), keep = V::load(s.keep);
           for (i64 c = 0; c < K; ++c) {
-            const R ds =
-                V::mul(V::mul(V::load(s.p + c * W), V::sub(V::load(s.dp + c * W), di)), keep);
-            V::store(s.s + c * W, ds);
+            const R v = V::mul(V::mul(V::load(pp + c * W), V::sub(V::load(s.dp + c * W), di)), keep);
+            V::store(ds + c * W, v);
           }
-          // dK += dS^T (scale q) ; dQ = scale dS k
-          add_outer(s.s, s.qg + q * D * W, K, D, s.dkg);
-          weigh_rows(s.s, s.kg, K, D, s.dqg + q * D * W);
+          weigh_rows(ds, W, s.kg, K, D, s.dqg + q * D * W);
+        }
+        // dV = W^T dO and dK = dS^T (scale q), key by key over every query.
+        for (i64 c = 0; c < K; ++c) {
+          weigh_rows(s.wq + c * W, K * W, s.dog, Q, Dv, s.dvg + c * Dv * W);
+          weigh_rows(s.dsq + c * W, K * W, s.qg, Q, D, s.dkg + c * D * W);
         }
         scatter(s.dqg, g, Q, D, scale, a.dq);
         scatter(s.dkg, g, K, D, T(1), a.dk);
