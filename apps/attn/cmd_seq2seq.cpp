@@ -438,6 +438,8 @@ int run_train(const TrainArgs& a, const Context& ctx) {
                                 {"train_seconds", r.seconds},     {"translate_ms", ms[25]},
                                 {"peak_rss_mib", peak_rss_mib()}, {"steps", r.steps},
                                 {"epoch_losses", r.epoch_losses}, {"translations", tr_json}};
+    const fs::path mpath(a.metrics_json);
+    if (mpath.has_parent_path()) io::ensure_directory(mpath.parent_path());
     io::write_file_atomic(a.metrics_json, m.dump(2) + "\n");
   }
   fmt::print(
@@ -536,17 +538,20 @@ void setup_train(CLI::App& parent, Context& ctx) {
     if (a->given.count("--resume") && a->resume.empty())
       throw CLI::ValidationError("--resume", "needs a model directory");
     if (!a->metrics_json.empty()) {
-      // Found before training, not after it has run for minutes.
+      // Found before training, not after it has run for minutes. Missing
+      // directories are created when the file is written, as for --out.
       const fs::path m(a->metrics_json);
-      const fs::path dir = m.has_parent_path() ? m.parent_path() : fs::path(".");
       std::error_code ec;
       if (fs::is_directory(m, ec))
         throw CLI::ValidationError("--metrics-json",
                                    fmt::format("'{}' is a directory, not a file", m.string()));
-      if (!fs::is_directory(dir, ec))
+      fs::path dir = m.has_parent_path() ? m.parent_path() : fs::path(".");
+      while (!fs::exists(dir, ec) && dir.has_parent_path() && dir.parent_path() != dir)
+        dir = dir.parent_path();
+      if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
         throw CLI::ValidationError(
-            "--metrics-json", fmt::format("directory '{}' does not exist", dir.string()));
-      if (::access(dir.c_str(), W_OK) != 0)
+            "--metrics-json", fmt::format("'{}' is not a directory", dir.string()));
+      if (fs::is_directory(dir, ec) && ::access(dir.c_str(), W_OK) != 0)
         throw CLI::ValidationError(
             "--metrics-json", fmt::format("directory '{}' is not writable", dir.string()));
     }
