@@ -549,11 +549,11 @@ void setup_train(CLI::App& parent, Context& ctx) {
       while (!fs::exists(dir, ec) && dir.has_parent_path() && dir.parent_path() != dir)
         dir = dir.parent_path();
       if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-        throw CLI::ValidationError(
-            "--metrics-json", fmt::format("'{}' is not a directory", dir.string()));
+        throw CLI::ValidationError("--metrics-json",
+                                   fmt::format("'{}' is not a directory", dir.string()));
       if (fs::is_directory(dir, ec) && ::access(dir.c_str(), W_OK) != 0)
-        throw CLI::ValidationError(
-            "--metrics-json", fmt::format("directory '{}' is not writable", dir.string()));
+        throw CLI::ValidationError("--metrics-json",
+                                   fmt::format("directory '{}' is not writable", dir.string()));
     }
     if (a->resume.empty() && a->num_hiddens % a->num_heads != 0)
       throw CLI::ValidationError("--num-heads", fmt::format("{} does not divide --num-hiddens {}",
@@ -573,8 +573,8 @@ struct TranslateArgs {
 int run_translate(const TranslateArgs& a) {
   seq2seq::LoadedModel m = seq2seq::load_model(a.model);
   auto translate = [&](const std::vector<std::string>& sentences) {
-    for (const auto& t : seq2seq::translate_greedy(*m.net, m.src_vocab, m.tgt_vocab, sentences,
-                                                   m.config.num_steps))
+    for (const auto& t :
+         seq2seq::translate_greedy(*m.net, m.src_vocab, m.tgt_vocab, sentences, m.config.num_steps))
       fmt::print("{}\n", t.text);
     std::fflush(stdout);
   };

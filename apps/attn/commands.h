@@ -25,8 +25,8 @@
 // main turns them into one line on stderr.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cmath>
 #include <cstdint>

@@ -1060,7 +1060,8 @@ struct AttnKernels {
           T* ds = s.dsq + q * K * W;
           const R di = V::load(s.di + q * W), keep = V::load(s.keep);
           for (i64 c = 0; c < K; ++c) {
-            const R v = V::mul(V::mul(V::load(pp + c * W), V::sub(V::load(s.dp + c * W), di)), keep);
+            const R v =
+                V::mul(V::mul(V::load(pp + c * W), V::sub(V::load(s.dp + c * W), di)), keep);
             V::store(ds + c * W, v);
           }
           weigh_rows(ds, W, s.kg, K, D, s.dqg + q * D * W);
