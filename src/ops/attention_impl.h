@@ -854,7 +854,7 @@ struct AttnKernels {
   }
 
   struct SmallSlice {
-    T *qg, *kg, *vg, *dog, *dqg, *dkg, *dvg, *s, *p, *dp, *w, *o, *di, *lse, *zero, *keep;
+    T *qg, *kg, *vg, *dog, *dqg, *dkg, *dvg, *s, *p, *dp, *o, *di, *lse, *zero, *keep;
     T* dkeep;  // the group's dropout multipliers (small_dropout_masks)
     T *wq, *dsq;  // backward: every query's weights (after dropout) and dS, (Q, K) x W
     i64* lim;
@@ -886,7 +886,6 @@ struct AttnKernels {
       s.dvg = cv.take<T>(K * Dv * W);
       s.p = cv.take<T>(K * W);
       s.dp = cv.take<T>(K * W);
-      s.w = cv.take<T>(K * W);
       s.di = cv.take<T>(Q * W);
       s.lse = cv.take<T>(Q * W);
       s.wq = cv.take<T>(Q * K * W);
