@@ -954,128 +954,121 @@ struct AttnKernels {
     }
   }
 
-  static void forward_small(const AttnArgs<T>& a) {
-    const i64 N = a.B * a.H, Q = a.Q, K = a.K, D = a.D, Dv = a.Dv;
-    const i64 groups = ceil_div(N, W);
+  // Runs body(g, gi, s) for every group of W heads, groups split over the
+  // threads (as many as `work` multiply-adds call for), each thread with its
+  // own scratch slice s (carve_small).
+  template <class Body>
+  static void for_each_group(const AttnArgs<T>& a, bool backward, i64 work, Body body) {
+    const i64 groups = ceil_div(a.B * a.H, W);
     Carver count(nullptr);
-    carve_small(count, a, false);
+    carve_small(count, a, backward);
     const std::size_t slice = count.used();
-    i64 work = N * Q * K * (D + Dv);
     const int threads = static_cast<int>(std::min<i64>(team_size(work), groups));
     std::byte* ws = tls_workspace.get(slice * static_cast<std::size_t>(threads));
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
       Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
-      const SmallSlice s0 = carve_small(cv, a, false);
+      const SmallSlice s0 = carve_small(cv, a, backward);
 #pragma omp for schedule(static)
       for (i64 gi = 0; gi < groups; ++gi) {
-        const Group g = make_group(a, gi * W);
         SmallSlice s = s0;
-        T* og = nullptr;  // the normalized output, kept for the backward
-        if (a.saved) {
-          const Saved sv = saved_group(a, gi);
-          s.qg = sv.qg;
-          s.kg = sv.kg;
-          s.vg = sv.vg;
-          og = sv.og;
-        }
-        gather(a.q, g, Q, D, static_cast<T>(a.scale), s.qg);
-        gather(a.k, g, K, D, T(1), s.kg);
-        gather(a.v, g, K, Dv, T(1), s.vg);
-        if (a.drop.on) small_dropout_masks(a, g, s.words, s.dkeep);
-        for (i64 q = 0; q < Q; ++q) {
-          small_scores(a, g, q, s);
-          R mx = V::set1(-std::numeric_limits<T>::infinity());
-          for (i64 c = 0; c < K; ++c) mx = V::max(mx, V::load(s.s + c * W));
-          R l = V::zero();
-          for (i64 c = 0; c < K; ++c) {
-            const R p = V::exp(V::sub(V::load(s.s + c * W), mx));
-            V::store(s.s + c * W, p);
-            l = V::add(l, p);
-          }
-          if (a.drop.on) small_dropout(s.dkeep + q * K * W, K, s.s, nullptr, nullptr);
-          T* o = og ? og + q * Dv * W : s.o;
-          weigh_rows(s.s, W, s.vg, K, Dv, o);
-          const R inv = V::div(V::set1(T(1)), l);
-          for (i64 d = 0; d < Dv; ++d) V::store(o + d * W, V::mul(V::load(o + d * W), inv));
-          scatter(o, g, 1, Dv, T(1), HeadView<T>{a.o.ptr + q * a.o.st, a.o.sb, a.o.sh, a.o.st});
-          if (a.lse) {
-            alignas(64) T lv[W], mv[W];
-            V::store(lv, l);
-            V::store(mv, mx);
-            for (int lane = 0; lane < g.lanes; ++lane)
-              a.lse[(g.n0 + lane) * Q + q] = mv[lane] + std::log(lv[lane]);
-          }
-        }
+        body(make_group(a, gi * W), gi, s);
       }
     }
     tls_workspace.trim();
   }
 
-  static void backward_small(const AttnArgs<T>& a) {
+  static void forward_small(const AttnArgs<T>& a) {
     const i64 N = a.B * a.H, Q = a.Q, K = a.K, D = a.D, Dv = a.Dv;
-    const i64 groups = ceil_div(N, W);
-    Carver count(nullptr);
-    carve_small(count, a, true);
-    const std::size_t slice = count.used();
-    const i64 work = N * Q * K * (D + Dv) * 5 / 2;
-    const int threads = static_cast<int>(std::min<i64>(team_size(work), groups));
-    std::byte* ws = tls_workspace.get(slice * static_cast<std::size_t>(threads));
-    const T scale = static_cast<T>(a.scale);
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    {
-      Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
-      const SmallSlice s0 = carve_small(cv, a, true);
-#pragma omp for schedule(static)
-      for (i64 gi = 0; gi < groups; ++gi) {
-        const Group g = make_group(a, gi * W);
-        SmallSlice s = s0;
-        gather(a.dout, g, Q, Dv, T(1), s.dog);
-        // q, k, v as the forward gathered them; D_i = rowsum(dO o O) from its output.
+    for_each_group(a, false, N * Q * K * (D + Dv), [&](const Group& g, i64 gi, SmallSlice& s) {
+      T* og = nullptr;  // the normalized output, kept for the backward
+      if (a.saved) {
         const Saved sv = saved_group(a, gi);
         s.qg = sv.qg;
         s.kg = sv.kg;
         s.vg = sv.vg;
-        dot_pairs(s.dog, sv.og, Q, Dv, s.di);
-        for (int lane = 0; lane < W; ++lane)
-          for (i64 q = 0; q < Q; ++q)
-            s.lse[q * W + lane] = lane < g.lanes ? a.lse[(g.n0 + lane) * Q + q] : T(0);
-        if (a.drop.on) small_dropout_masks(a, g, s.words, s.dkeep);
-        for (i64 q = 0; q < Q; ++q) {
-          // P = exp(S - lse); dP = dO v^T
-          small_scores(a, g, q, s);
-          const R lse = V::load(s.lse + q * W);
-          T* p = s.wq + q * K * W;  // P, then the weights after dropout
-          for (i64 c = 0; c < K; ++c)
-            V::store(p + c * W, V::exp(V::sub(V::load(s.s + c * W), lse)));
-          dot_rows(s.dog + q * Dv * W, s.vg, K, Dv, s.dp);
-          const T* pp = p;  // P before dropout
-          if (a.drop.on) {
-            std::copy(p, p + K * W, s.p);
-            small_dropout(s.dkeep + q * K * W, K, s.p, p, s.dp);
-            pp = s.p;
-          }
-          // dS = P o (dP - D_i), 0 on rows of length 0; dQ = scale dS k
-          T* ds = s.dsq + q * K * W;
-          const R di = V::load(s.di + q * W), keep = V::load(s.keep);
-          for (i64 c = 0; c < K; ++c) {
-            const R v =
-                V::mul(V::mul(V::load(pp + c * W), V::sub(V::load(s.dp + c * W), di)), keep);
-            V::store(ds + c * W, v);
-          }
-          weigh_rows(ds, W, s.kg, K, D, s.dqg + q * D * W);
-        }
-        // dV = W^T dO and dK = dS^T (scale q), key by key over every query.
-        for (i64 c = 0; c < K; ++c) {
-          weigh_rows(s.wq + c * W, K * W, s.dog, Q, Dv, s.dvg + c * Dv * W);
-          weigh_rows(s.dsq + c * W, K * W, s.qg, Q, D, s.dkg + c * D * W);
-        }
-        scatter(s.dqg, g, Q, D, scale, a.dq);
-        scatter(s.dkg, g, K, D, T(1), a.dk);
-        scatter(s.dvg, g, K, Dv, T(1), a.dv);
+        og = sv.og;
       }
-    }
-    tls_workspace.trim();
+      gather(a.q, g, Q, D, static_cast<T>(a.scale), s.qg);
+      gather(a.k, g, K, D, T(1), s.kg);
+      gather(a.v, g, K, Dv, T(1), s.vg);
+      if (a.drop.on) small_dropout_masks(a, g, s.words, s.dkeep);
+      for (i64 q = 0; q < Q; ++q) {
+        small_scores(a, g, q, s);
+        R mx = V::set1(-std::numeric_limits<T>::infinity());
+        for (i64 c = 0; c < K; ++c) mx = V::max(mx, V::load(s.s + c * W));
+        R l = V::zero();
+        for (i64 c = 0; c < K; ++c) {
+          const R p = V::exp(V::sub(V::load(s.s + c * W), mx));
+          V::store(s.s + c * W, p);
+          l = V::add(l, p);
+        }
+        if (a.drop.on) small_dropout(s.dkeep + q * K * W, K, s.s, nullptr, nullptr);
+        T* o = og ? og + q * Dv * W : s.o;
+        weigh_rows(s.s, W, s.vg, K, Dv, o);
+        const R inv = V::div(V::set1(T(1)), l);
+        for (i64 d = 0; d < Dv; ++d) V::store(o + d * W, V::mul(V::load(o + d * W), inv));
+        scatter(o, g, 1, Dv, T(1), HeadView<T>{a.o.ptr + q * a.o.st, a.o.sb, a.o.sh, a.o.st});
+        if (a.lse) {
+          alignas(64) T lv[W], mv[W];
+          V::store(lv, l);
+          V::store(mv, mx);
+          for (int lane = 0; lane < g.lanes; ++lane)
+            a.lse[(g.n0 + lane) * Q + q] = mv[lane] + std::log(lv[lane]);
+        }
+      }
+    });
+  }
+
+  static void backward_small(const AttnArgs<T>& a) {
+    const i64 N = a.B * a.H, Q = a.Q, K = a.K, D = a.D, Dv = a.Dv;
+    const T scale = static_cast<T>(a.scale);
+    for_each_group(
+        a, true, N * Q * K * (D + Dv) * 5 / 2, [&](const Group& g, i64 gi, SmallSlice& s) {
+          gather(a.dout, g, Q, Dv, T(1), s.dog);
+          // q, k, v as the forward gathered them; D_i = rowsum(dO o O) from its output.
+          const Saved sv = saved_group(a, gi);
+          s.qg = sv.qg;
+          s.kg = sv.kg;
+          s.vg = sv.vg;
+          dot_pairs(s.dog, sv.og, Q, Dv, s.di);
+          for (int lane = 0; lane < W; ++lane)
+            for (i64 q = 0; q < Q; ++q)
+              s.lse[q * W + lane] = lane < g.lanes ? a.lse[(g.n0 + lane) * Q + q] : T(0);
+          if (a.drop.on) small_dropout_masks(a, g, s.words, s.dkeep);
+          for (i64 q = 0; q < Q; ++q) {
+            // P = exp(S - lse); dP = dO v^T
+            small_scores(a, g, q, s);
+            const R lse = V::load(s.lse + q * W);
+            T* p = s.wq + q * K * W;  // P, then the weights after dropout
+            for (i64 c = 0; c < K; ++c)
+              V::store(p + c * W, V::exp(V::sub(V::load(s.s + c * W), lse)));
+            dot_rows(s.dog + q * Dv * W, s.vg, K, Dv, s.dp);
+            const T* pp = p;  // P before dropout
+            if (a.drop.on) {
+              std::copy(p, p + K * W, s.p);
+              small_dropout(s.dkeep + q * K * W, K, s.p, p, s.dp);
+              pp = s.p;
+            }
+            // dS = P o (dP - D_i), 0 on rows of length 0; dQ = scale dS k
+            T* ds = s.dsq + q * K * W;
+            const R di = V::load(s.di + q * W), keep = V::load(s.keep);
+            for (i64 c = 0; c < K; ++c) {
+              const R v =
+                  V::mul(V::mul(V::load(pp + c * W), V::sub(V::load(s.dp + c * W), di)), keep);
+              V::store(ds + c * W, v);
+            }
+            weigh_rows(ds, W, s.kg, K, D, s.dqg + q * D * W);
+          }
+          // dV = W^T dO and dK = dS^T (scale q), key by key over every query.
+          for (i64 c = 0; c < K; ++c) {
+            weigh_rows(s.wq + c * W, K * W, s.dog, Q, Dv, s.dvg + c * Dv * W);
+            weigh_rows(s.dsq + c * W, K * W, s.qg, Q, D, s.dkg + c * D * W);
+          }
+          scatter(s.dqg, g, Q, D, scale, a.dq);
+          scatter(s.dkg, g, K, D, T(1), a.dk);
+          scatter(s.dvg, g, K, Dv, T(1), a.dv);
+        });
   }
 
   // ---- decode ----
