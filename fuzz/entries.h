@@ -269,8 +269,15 @@ inline void corpus(std::string_view bytes) {
     for (std::int64_t i = 0; i < a.numel(); ++i)
       expect(ids[i] >= 0 && ids[i] < static_cast<std::int64_t>(v.size()), kTarget,
              "a token id outside the vocabulary");
-    for (std::int64_t i = 0; i < a.size(0); ++i)
-      expect(lens[i] >= 1 && lens[i] <= options.num_steps, kTarget, "a valid length out of range");
+    // d2l's valid length: the ids in the row that are not <pad>. It is 0 when a
+    // line is the word "<pad>" cut to num_steps, which d2l allows too.
+    const std::int64_t pad = v["<pad>"];
+    for (std::int64_t i = 0; i < a.size(0); ++i) {
+      std::int64_t not_pad = 0;
+      for (std::int64_t j = 0; j < options.num_steps; ++j)
+        not_pad += ids[i * options.num_steps + j] != pad;
+      expect(lens[i] == not_pad, kTarget, "a valid length that is not the count of non-<pad> ids");
+    }
   }
   Generator gen(static_cast<std::uint64_t>(o));
   std::int64_t rows = 0;

@@ -25,6 +25,10 @@ Tensor teacher_forcing_input(const Tensor& Y, std::int64_t bos) {
   Tensor bos_col = full({Y.size(0), 1}, static_cast<double>(bos), DType::i64);
   return cat({bos_col, Y.narrow(1, 0, Y.size(1) - 1)}, 1);
 }
+
+// The loss per target token; a batch whose targets are all <pad> (valid length
+// 0) has no loss and no tokens, and counts as 0 rather than 0/0.
+double per_token(double loss, double tokens) { return tokens > 0 ? loss / tokens : 0.0; }
 }  // namespace
 
 TrainResult train_seq2seq(nn::EncoderDecoder& net, const data::NmtData& data, const TrainOptions& o,
@@ -88,6 +92,10 @@ TrainResult train_seq2seq(nn::EncoderDecoder& net, const data::NmtData& data, co
   const std::int64_t bos = data.tgt_vocab["<bos>"];
   const std::int64_t n = data.src.array.size(0);
   ATTN_CHECK(n > 0, ValueError, "train: no training pairs");
+  // d2l's valid length counts the ids that are not <pad>, so a corpus whose
+  // targets are the word "<pad>" has nothing to learn (and d2l would divide by 0).
+  ATTN_CHECK(sum(data.tgt.valid_len.to(DType::f64)).item<double>() > 0, ValueError,
+             "train: the target sentences hold no token but <pad>; nothing to learn");
   const std::int64_t num_batches = (n + o.batch_size - 1) / o.batch_size;
   Generator shuffle(o.seed ^ 0x5eed5eedULL);
 
@@ -116,7 +124,7 @@ TrainResult train_seq2seq(nn::EncoderDecoder& net, const data::NmtData& data, co
   for (std::int64_t s = 0; s < state.step; ++s) {
     loss_sum += state.step_loss[s];
     tokens += state.step_tokens[s];
-    result.step_losses.push_back(state.step_loss[s] / state.step_tokens[s]);
+    result.step_losses.push_back(per_token(state.step_loss[s], state.step_tokens[s]));
     if ((s + 1) % num_batches == 0) {
       result.tokens += tokens;
       result.epoch_losses.push_back(loss_sum / tokens);
@@ -170,12 +178,12 @@ TrainResult train_seq2seq(nn::EncoderDecoder& net, const data::NmtData& data, co
       tokens += step_tokens;
       state.step_loss.push_back(step_loss);
       state.step_tokens.push_back(step_tokens);
-      result.step_losses.push_back(step_loss / step_tokens);
+      result.step_losses.push_back(per_token(step_loss, step_tokens));
       ++state.step;
       ++state.batch;
       p.batch = state.batch;
       p.step = state.step;
-      p.epoch_loss = loss_sum / tokens;
+      p.epoch_loss = per_token(loss_sum, tokens);
       p.tokens = result.tokens + tokens;
       p.seconds = elapsed();
       if (hooks.on_batch) hooks.on_batch(p);

@@ -65,6 +65,20 @@ TEST(Vocab, SaveLoadRoundTripAndBadFiles) {
   EXPECT_THROW(Vocab::load("/nonexistent/vocab.txt"), IOError);
 }
 
+// d2l's build_array_nmt counts the ids that are not <pad>, so the word "<pad>"
+// in a corpus is the pad id and does not count: "go <pad>" + <eos> has valid
+// length 2, and "<pad>" cut to one step has valid length 0.
+TEST(Nmt, ThePadWordIsThePadIdAsInD2l) {
+  Vocab v({{"go", "<pad>"}}, 1, kReservedTokens);
+  EXPECT_EQ(v["<pad>"], 1);
+  TokenArray a = build_array_nmt({{"go", "<pad>"}, {"<pad>"}}, v, 4);
+  EXPECT_EQ(a.array.at({0, 1}), 1.0);
+  EXPECT_EQ(a.valid_len.at({0}), 2.0);
+  EXPECT_EQ(a.valid_len.at({1}), 1.0);  // <pad> <eos> <pad> <pad>
+  TokenArray one = build_array_nmt({{"<pad>"}}, v, 1);
+  EXPECT_EQ(one.valid_len.at({0}), 0.0);
+}
+
 TEST(Nmt, D2lPresetVocabularySizes) {
   NmtData d = load_data_nmt(kCorpus, {});
   EXPECT_EQ(d.src_vocab.size(), 184u);
