@@ -229,6 +229,7 @@ TrainSetup fresh_setup(const TrainArgs& a, const Context& ctx) {
   run.data.valid_fraction = a.valid_fraction;
   run.model.num_steps = a.num_steps;
   s.data = data::load_data_nmt(a.data, nmt_options(run));
+  seq2seq::check_training_data(s.data);  // before anything is written
   run.data.min_freq = nmt_options(run).min_freq;
   // Absolute, so that --resume works from any directory.
   run.data.path = fs::absolute(a.data).lexically_normal().string();

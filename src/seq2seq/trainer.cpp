@@ -31,6 +31,12 @@ Tensor teacher_forcing_input(const Tensor& Y, std::int64_t bos) {
 double per_token(double loss, double tokens) { return tokens > 0 ? loss / tokens : 0.0; }
 }  // namespace
 
+void check_training_data(const data::NmtData& data) {
+  ATTN_CHECK(data.src.array.numel() > 0, ValueError, "train: no training pairs");
+  ATTN_CHECK(sum(data.tgt.valid_len.to(DType::f64)).item<double>() > 0, ValueError,
+             "train: the target sentences hold no token but <pad>: nothing to learn");
+}
+
 TrainResult train_seq2seq(nn::EncoderDecoder& net, const data::NmtData& data, const TrainOptions& o,
                           const std::function<void(const Progress&)>& on_batch,
                           const std::function<void(const Progress&)>& on_epoch) {
@@ -91,11 +97,7 @@ TrainResult train_seq2seq(nn::EncoderDecoder& net, const data::NmtData& data, co
   optim::Adam adam(net.parameters(), o.lr);
   const std::int64_t bos = data.tgt_vocab["<bos>"];
   const std::int64_t n = data.src.array.size(0);
-  ATTN_CHECK(n > 0, ValueError, "train: no training pairs");
-  // d2l's valid length counts the ids that are not <pad>, so a corpus whose
-  // targets are the word "<pad>" has nothing to learn (and d2l would divide by 0).
-  ATTN_CHECK(sum(data.tgt.valid_len.to(DType::f64)).item<double>() > 0, ValueError,
-             "train: the target sentences hold no token but <pad>; nothing to learn");
+  check_training_data(data);
   const std::int64_t num_batches = (n + o.batch_size - 1) / o.batch_size;
   Generator shuffle(o.seed ^ 0x5eed5eedULL);
 

@@ -78,6 +78,11 @@ void make_corpora() {
   write(c / "good.txt", kPairs);
   write(c / "empty.txt", "");
   write(c / "blank.txt", "\n\r\n\n");
+  // Targets of the word "<pad>" only, ten of them so that <eos> is cut off at
+  // num_steps 10: d2l's valid lengths are all 0, there is nothing to learn.
+  write(c / "pad_targets.txt",
+        "Go.\t<pad> <pad> <pad> <pad> <pad> <pad> <pad> <pad> <pad> <pad>\n"
+        "Hi.\t<pad> <pad> <pad> <pad> <pad> <pad> <pad> <pad> <pad> <pad> <pad>\n");
   write(c / "no_tab.txt", replace(kPairs, "Who?\tQui ?", "Who? Qui ?"));  // line 4
   write(c / "bad_utf8.txt", replace(kPairs, "Run!\tCours !", "Run!\tCo\xFFurs !"));  // line 3
   write(c / "huge_line.txt", "Go.\tVa !\n" + std::string(100000, 'a') + "\tb\n");

@@ -66,6 +66,6 @@ TEST(Trainer, PadOnlyTargetsAreNoTokensNotNaN) {
     seq2seq::train_seq2seq(net2, none, t);
     FAIL() << "trained on targets of <pad> only";
   } catch (const ValueError& e) {
-    EXPECT_STREQ(e.what(), "train: the target sentences hold no token but <pad>; nothing to learn");
+    EXPECT_STREQ(e.what(), "train: the target sentences hold no token but <pad>: nothing to learn");
   }
 }

@@ -93,6 +93,13 @@ struct TrainResult {
 // Xavier-uniform on every Linear weight (d2l's xavier_init_weights).
 void xavier_init(nn::Module& net, Generator& gen);
 
+// ValueError unless `data` has something to learn: at least one pair, and a
+// target token that is not <pad>. d2l's valid length counts the ids that are
+// not <pad>, so a corpus whose targets are the word "<pad>" has none (and d2l
+// would divide by 0). train_seq2seq checks it; callers may check it before
+// writing anything.
+void check_training_data(const data::NmtData& data);
+
 // Adam, masked cross-entropy, teacher forcing with <bos>, gradient clipping;
 // one pass over shuffled batches per epoch. `on_batch` is called after every
 // batch (progress bars), `on_epoch` after every epoch.
