@@ -326,12 +326,16 @@ Checkpoint load_checkpoint(const std::string& path) {
     std::vector<double> v = to_vector<double>(r);
     for (std::size_t i = 0; i < v.size(); ++i) {
       bool ok = *name == kStepLoss ? std::isfinite(v[i]) && v[i] >= 0
-                                   : std::isfinite(v[i]) && v[i] >= 1 && v[i] == std::floor(v[i]);
+                                   : std::isfinite(v[i]) && v[i] >= 0 && v[i] == std::floor(v[i]);
       ATTN_CHECK(ok, IOError, "'{}': tensor '{}' holds {} at step {}", what, *name, v[i], i + 1);
     }
     (*name == kStepLoss ? st.step_loss : st.step_tokens) = std::move(v);
     ++used;
   }
+  // A batch whose targets are all <pad> has no tokens, and so no loss.
+  for (std::size_t i = 0; i < st.step_tokens.size(); ++i)
+    ATTN_CHECK(st.step_tokens[i] > 0 || st.step_loss[i] == 0, IOError,
+               "'{}': step {} has loss {} over 0 target tokens", what, i + 1, st.step_loss[i]);
   if (used != tensors.size()) {
     for (const auto& [name, _] : tensors) {
       bool known = c.parameters.count(name) || name == kStepLoss || name == kStepTokens;

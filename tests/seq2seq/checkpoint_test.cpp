@@ -356,7 +356,11 @@ TEST_F(CheckpointTest, MetadataIsValidated) {
        }},
       {"'train.step_loss' must be F64 of shape (11)",
        [](auto& t, auto&) { t["train.step_loss"] = zeros({10}, DType::f64); }},
-      {"'train.step_tokens' holds 0",
+      {"'train.step_tokens' holds -1",
+       [](auto& t, auto&) { t["train.step_tokens"] = full({11}, -1.0, DType::f64); }},
+      {"'train.step_tokens' holds 2.5",
+       [](auto& t, auto&) { t["train.step_tokens"] = full({11}, 2.5, DType::f64); }},
+      {"step 1 has loss",  // over 0 tokens; the recorded losses are positive
        [](auto& t, auto&) { t["train.step_tokens"] = zeros({11}, DType::f64); }},
       {"'train.step_loss' is missing", [](auto& t, auto&) { t.erase("train.step_loss"); }},
       {"unexpected tensor 'adam.exp_avg.nope'",
@@ -372,6 +376,17 @@ TEST_F(CheckpointTest, MetadataIsValidated) {
     corrupt(c.edit);
     expect_load_error(c.needle);
   }
+  // A step whose batch had only <pad> targets (0 tokens, loss 0) is valid.
+  io::write_file_atomic(path(), good);
+  corrupt([](auto& t, auto&) {
+    for (const char* name : {"train.step_tokens", "train.step_loss"}) {
+      Tensor r = t[name].clone();
+      r.template data<double>()[4] = 0;
+      t[name] = r;
+    }
+  });
+  seq2seq::Checkpoint padded = seq2seq::load_checkpoint(path());
+  EXPECT_EQ(padded.state.step_tokens[4], 0.0);
   // The metadata itself: not JSON, a key given twice, not a checkpoint.
   auto with_meta = [&](const std::string& text) {
     io::write_file_atomic(path(), good);
