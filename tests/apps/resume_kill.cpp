@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "attn/seq2seq/checkpoint.h"
@@ -105,12 +106,17 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-bool has_temp_file(const fs::path& dir) {
+// The checkpoint's temp files in `dir` (a write in progress, or one a kill cut).
+std::set<std::string> temp_files(const fs::path& dir) {
+  std::set<std::string> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().filename().string().rfind(".checkpoint.safetensors.tmp.", 0) == 0) return true;
-  return false;
+    if (e.path().filename().string().rfind(".checkpoint.safetensors.tmp.", 0) == 0)
+      out.insert(e.path().filename().string());
+  return out;
 }
+
+bool has_temp_file(const fs::path& dir) { return !temp_files(dir).empty(); }
 
 // What must be equal between a resumed run and the reference.
 struct Outcome {
@@ -265,7 +271,55 @@ TEST_F(ResumeKill, SigkillAtRandomMoments) {
       "final model and losses bit-identical to the reference\n",
       kills, chains, kills_before_checkpoint, kills_mid_write, kills_after_training, resumes);
   EXPECT_GE(kills, g_kills);
-  EXPECT_GE(kills_mid_write, 1) << "no kill landed inside a checkpoint write";
+
+  // Kills aimed at a checkpoint write. The random delays above may miss every
+  // write (one takes a few milliseconds), so this chain kills each run the
+  // moment a new temp file appears next to a checkpoint already on disk, until
+  // a kill lands inside a write: that kill leaves the new temp file behind, the
+  // checkpoint still loads, and the chain still ends equal to the reference.
+  const fs::path dir = dir_ / "aimed", model = dir / "model",
+                 ckpt = model / seq2seq::kCheckpointFile;
+  fs::create_directories(dir);
+  int aimed = 0, aimed_mid_write = 0;
+  std::int64_t last_step = -1;
+  for (int attempt = 0;; ++attempt) {
+    const std::set<std::string> before = temp_files(model);  // left by an earlier kill
+    const fs::path stem = dir / fmt::format("run{}", attempt);
+    pid_t pid = spawn_attn(fs::exists(ckpt) ? resume_args(model) : train_args(model), stem);
+    ASSERT_GT(pid, 0);
+    int st = 0;
+    bool exited = false;
+    std::string written;  // the temp file of the write the kill aims at
+    if (aimed_mid_write == 0 && attempt < 30) {
+      for (auto t0 = std::chrono::steady_clock::now(); written.empty() && seconds_since(t0) < 10;) {
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+          exited = true;
+          break;
+        }
+        if (fs::exists(ckpt))
+          for (const std::string& f : temp_files(model))
+            if (!before.count(f)) written = f;
+      }
+      if (!exited) kill(pid, SIGKILL);
+    }
+    if (!exited) st = wait_status(pid);
+    if (!WIFSIGNALED(st)) {
+      ASSERT_TRUE(WIFEXITED(st));
+      ASSERT_EQ(WEXITSTATUS(st), 0) << err_of(stem);
+      break;
+    }
+    ASSERT_EQ(WTERMSIG(st), SIGKILL) << err_of(stem);
+    ++aimed;
+    aimed_mid_write += !written.empty() && fs::exists(model / written);
+    seq2seq::Checkpoint ck;
+    ASSERT_NO_THROW(ck = seq2seq::load_checkpoint(ckpt.string())) << "after aimed kill " << aimed;
+    EXPECT_GE(ck.state.step, last_step);
+    last_step = ck.state.step;
+  }
+  expect_same_outcome(outcome_of(model), ref, "aimed");
+  EXPECT_FALSE(has_temp_file(model)) << "a finished run left a temp file";
+  std::printf("%d kills aimed at checkpoint writes, %d inside one\n", aimed, aimed_mid_write);
+  EXPECT_GE(aimed_mid_write, 1) << "no aimed kill landed inside a checkpoint write in 30 tries";
 }
 
 // SIGINT / SIGTERM: the step in progress ends, a checkpoint is written, one
