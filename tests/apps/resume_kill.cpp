@@ -118,6 +118,24 @@ std::set<std::string> temp_files(const fs::path& dir) {
 
 bool has_temp_file(const fs::path& dir) { return !temp_files(dir).empty(); }
 
+// A temp file in `dir` that is not one of `before` (those an earlier kill left):
+// the write of the run started after `before` was taken. Empty when none.
+std::string new_temp_file(const fs::path& dir, const std::set<std::string>& before) {
+  for (const std::string& f : temp_files(dir))
+    if (!before.count(f)) return f;
+  return {};
+}
+
+// After a SIGKILL at any moment: the checkpoint on disk loads and is never
+// older than the one before. Returns its step.
+std::int64_t expect_whole_checkpoint(const fs::path& ckpt, std::int64_t last_step,
+                                     const std::string& label) {
+  seq2seq::Checkpoint ck;
+  EXPECT_NO_THROW(ck = seq2seq::load_checkpoint(ckpt.string())) << label;
+  EXPECT_GE(ck.state.step, last_step) << label;
+  return ck.state.step;
+}
+
 // What must be equal between a resumed run and the reference.
 struct Outcome {
   std::string model_bytes;
@@ -219,28 +237,15 @@ TEST_F(ResumeKill, SigkillAtRandomMoments) {
     for (int attempt = 0; !finished; ++attempt) {
       const bool resume = fs::exists(ckpt);
       resumes += resume;
+      const std::set<std::string> before = temp_files(model);  // left by an earlier kill
       const fs::path stem = dir / fmt::format("run{}", attempt);
       pid_t pid = spawn_attn(resume ? resume_args(model) : train_args(model), stem);
       ASSERT_GT(pid, 0);
-      int st = 0;
-      bool exited = false;
       if (attempt < kMaxKillsPerChain && kills < g_kills) {
         std::this_thread::sleep_for(std::chrono::duration<double>(delay(rng)));
-        // Every third kill waits, after its delay, for the next checkpoint
-        // write (its temp file) and lands inside it.
-        if ((kills + chains) % 3 == 0) {
-          auto t0 = std::chrono::steady_clock::now();
-          while (!has_temp_file(model) && seconds_since(t0) < 5) {
-            if (waitpid(pid, &st, WNOHANG) == pid) {
-              exited = true;
-              break;
-            }
-            std::this_thread::sleep_for(std::chrono::microseconds(200));
-          }
-        }
-        if (!exited) kill(pid, SIGKILL);  // a zombie, if it already exited: no effect
+        kill(pid, SIGKILL);  // a zombie, if it already exited: no effect
       }
-      if (!exited) st = wait_status(pid);
+      const int st = wait_status(pid);
       if (WIFSIGNALED(st)) {
         ASSERT_EQ(WTERMSIG(st), SIGKILL) << err_of(stem);
         ++kills;
@@ -248,14 +253,9 @@ TEST_F(ResumeKill, SigkillAtRandomMoments) {
           ++kills_before_checkpoint;
           continue;
         }
-        kills_mid_write += has_temp_file(model);
-        // Whatever moment the kill hit, the checkpoint on disk is whole and
-        // never older than the one before.
-        seq2seq::Checkpoint ck;
-        ASSERT_NO_THROW(ck = seq2seq::load_checkpoint(ckpt.string())) << "after kill " << kills;
-        EXPECT_GE(ck.state.step, last_step);
-        last_step = ck.state.step;
-        kills_after_training += ck.state.step == ref.checkpoint.state.step;
+        kills_mid_write += !new_temp_file(model, before).empty();
+        last_step = expect_whole_checkpoint(ckpt, last_step, fmt::format("after kill {}", kills));
+        kills_after_training += last_step == ref.checkpoint.state.step;
       } else {
         ASSERT_TRUE(WIFEXITED(st));
         ASSERT_EQ(WEXITSTATUS(st), 0) << err_of(stem);
@@ -296,9 +296,7 @@ TEST_F(ResumeKill, SigkillAtRandomMoments) {
           exited = true;
           break;
         }
-        if (fs::exists(ckpt))
-          for (const std::string& f : temp_files(model))
-            if (!before.count(f)) written = f;
+        if (fs::exists(ckpt)) written = new_temp_file(model, before);
       }
       if (!exited) kill(pid, SIGKILL);
     }
@@ -311,10 +309,7 @@ TEST_F(ResumeKill, SigkillAtRandomMoments) {
     ASSERT_EQ(WTERMSIG(st), SIGKILL) << err_of(stem);
     ++aimed;
     aimed_mid_write += !written.empty() && fs::exists(model / written);
-    seq2seq::Checkpoint ck;
-    ASSERT_NO_THROW(ck = seq2seq::load_checkpoint(ckpt.string())) << "after aimed kill " << aimed;
-    EXPECT_GE(ck.state.step, last_step);
-    last_step = ck.state.step;
+    last_step = expect_whole_checkpoint(ckpt, last_step, fmt::format("after aimed kill {}", aimed));
   }
   expect_same_outcome(outcome_of(model), ref, "aimed");
   EXPECT_FALSE(has_temp_file(model)) << "a finished run left a temp file";
