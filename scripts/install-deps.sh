@@ -18,6 +18,7 @@ packages=(
   nlohmann-json3-dev   # JSON configs
   libfmt-dev
   zlib1g-dev
+  libssl-dev           # SHA-256 (libcrypto) for model manifests and checkpoints
   libcairo2-dev        # heatmaps and plots (SVG, PNG)
   fonts-dejavu-core    # a font for cairo's text
   libopenblas-dev      # a peer in the matmul benchmark

@@ -28,6 +28,7 @@
 #include "attn/viz/line_plot.h"
 #include "commands.h"
 #include "rss.h"
+#include "signals.h"
 
 #ifndef ATTN_DEFAULT_CORPUS
 #define ATTN_DEFAULT_CORPUS "datasets/fra-eng/fra.txt.gz"
@@ -107,47 +108,6 @@ const std::vector<std::pair<std::string, std::string>> kD2lTests = {
     {"i lost .", "j'ai perdu ."},
     {"he's calm .", "il est calme ."},
     {"i'm home .", "je suis chez moi ."}};
-
-// Ctrl-C and `kill`: the first SIGINT or SIGTERM asks training to stop after
-// the step in progress (the trainer polls the flag, writes a checkpoint and
-// returns); a second one exits at once. Either way the checkpoint on disk is
-// whole: it is only ever replaced by an atomic rename.
-volatile std::sig_atomic_t g_stop_signal = 0;
-
-extern "C" void on_stop_signal(int sig) {
-  if (g_stop_signal != 0) {
-    static const char msg[] = "\nattn: interrupted again; exiting without a new checkpoint\n";
-    ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)ignored;
-    ::_exit(128 + sig);
-  }
-  g_stop_signal = sig;
-}
-
-using SigAction = struct sigaction;
-
-// Installs on_stop_signal for SIGINT and SIGTERM for its lifetime.
-class StopSignals {
- public:
-  StopSignals() {
-    g_stop_signal = 0;
-    SigAction sa{};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~StopSignals() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-
- private:
-  SigAction old_int_{}, old_term_{};
-};
 
 // Files that train writes into the model directory; a crash can leave their
 // temp files (".<name>.tmp.<unique>") behind, which the next run removes.
@@ -308,9 +268,6 @@ TrainSetup resume_setup(const TrainArgs& a, const Context& ctx) {
 }
 
 int run_train(const TrainArgs& a, const Context& ctx) {
-  // Handled from here to the end of training; afterwards (the outputs) a
-  // signal ends the process as usual: the final checkpoint is already saved.
-  std::optional<StopSignals> signals(std::in_place);
   TrainSetup s = a.resume.empty() ? fresh_setup(a, ctx) : resume_setup(a, ctx);
   seq2seq::RunSpec& run = s.run;
   run.threads = get_num_threads();
@@ -342,7 +299,7 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   fmt::print("train: {} pairs from {} (vocab {} -> {}), {} parameters, {} threads, seed {}\n",
              data.src.array.size(0), run.data.path, c.src_vocab_size, c.tgt_vocab_size,
              net.num_parameters(), run.threads, run.train.seed);
-  std::fflush(stdout);
+  flush_stdout();
   // The model directory is complete (config, vocabularies, weights) before the
   // first checkpoint, and always holds a loadable model.
   seq2seq::save_model(s.out, net, run.model, data.src_vocab, data.tgt_vocab);
@@ -366,21 +323,25 @@ int run_train(const TrainArgs& a, const Context& ctx) {
     if (tty || a.quiet || (p.epoch % every != 0 && p.epoch != p.num_epochs)) return;
     fmt::print("  epoch {}/{}: loss {:.4f}, {:.0f} tokens/s, {:.1f} s\n", p.epoch, p.num_epochs,
                p.epoch_loss, p.tokens / std::max(p.seconds, 1e-9), p.seconds);
-    std::fflush(stdout);
+    flush_stdout();
   };
   hooks.checkpoint_every = a.checkpoint_every;
   hooks.on_checkpoint = [&](const seq2seq::TrainState& st) {
     seq2seq::save_checkpoint(checkpoint_path, net, run, st);
   };
-  hooks.should_stop = [] { return g_stop_signal != 0; };
+  hooks.should_stop = [] { return stop_signal() != 0; };
+  // From here to the end of training a signal asks to stop after the step in
+  // progress; before (reading the data) and after (the outputs) it ends the
+  // process at once: the last checkpoint is whole either way.
+  std::optional<StopScope> stoppable(std::in_place);
   seq2seq::TrainResult r =
       seq2seq::train_seq2seq(net, data, run.train, hooks, s.resume ? &*s.resume : nullptr);
-  if (!r.stopped) signals.reset();
+  if (!r.stopped) stoppable.reset();
   if (tty) fmt::print(stderr, "\n");
   if (r.stopped) {
-    const int sig = g_stop_signal;
+    const int sig = stop_signal();
     seq2seq::save_model(s.out, net, run.model, data.src_vocab, data.tgt_vocab);
-    std::fflush(stdout);
+    flush_stdout();
     fmt::print(stderr,
                "attn: {} after step {} of {}; checkpoint saved in {}; resume with: attn train "
                "--resume {}\n",
@@ -577,7 +538,7 @@ int run_translate(const TranslateArgs& a) {
     for (const auto& t :
          seq2seq::translate_greedy(*m.net, m.src_vocab, m.tgt_vocab, sentences, m.config.num_steps))
       fmt::print("{}\n", t.text);
-    std::fflush(stdout);
+    flush_stdout();
   };
   if (!a.sentences.empty()) {
     for (const auto& s : a.sentences) data::check_utf8(s, "translate: input");

@@ -2,6 +2,9 @@
 #include "commands.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <tuple>
 #include <vector>
 
@@ -36,6 +39,13 @@ void add_registered(CLI::App& app, const std::string& parent, Context& ctx) {
     return std::tie(a->order, a->name) < std::tie(b->order, b->name);
   });
   for (const Entry* e : entries) e->setup(app, ctx);
+}
+
+void flush_stdout() {
+  errno = 0;
+  if (std::fflush(stdout) == 0 && std::ferror(stdout) == 0) return;
+  throw IOError(errno != 0 ? fmt::format("write error: {}", std::strerror(errno))
+                           : std::string("write error on standard output"));
 }
 
 }  // namespace attn::cli

@@ -96,6 +96,11 @@ CLI::Validator in_range(T lo, T hi) {
       fmt::format("in [{}, {}]", lo, hi));
 }
 
+// Flushes stdout; output that cannot be written (a full disk, a closed file)
+// is an IOError ("write error: No space left on device"), so that a command
+// stops instead of computing for nothing.
+void flush_stdout();
+
 // A runtime failure with a suggestion for the user: main prints
 // "attn: error: <message>" and then "hint: <hint>".
 class ErrorWithHint : public attn::Error {

@@ -9,9 +9,11 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <new>
@@ -21,6 +23,7 @@
 #include "attn/core/rng.h"
 #include "attn/core/threads.h"
 #include "commands.h"
+#include "signals.h"
 
 #ifndef ATTN_VERSION
 #define ATTN_VERSION "unknown"
@@ -89,10 +92,25 @@ std::string missing_command(CLI::App& app) {
   return fmt::format("'{}' needs a command (one of: {})", path, names);
 }
 
-}  // namespace
+// Output that was lost is an error, as in coreutils' close_stdout: a full
+// disk or a closed file behind stdout turns exit 0 into exit 1 with one line.
+int close_stdout(int rc) {
+  errno = 0;
+  bool lost = std::fflush(stdout) != 0 || std::ferror(stdout) != 0;
+  int err = errno;
+  if (std::fclose(stdout) != 0 && !lost) {
+    lost = true;
+    err = errno;
+  }
+  if (!lost) return rc;
+  print_error(err != 0 ? fmt::format("write error: {}", std::strerror(err))
+                      : std::string("write error on standard output"));
+  return rc == 0 ? 1 : rc;
+}
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   try {
+    attn::cli::start_signal_thread();  // before any other thread exists (signals.h)
     CLI::App app{kDescription, "attn"};
     app.set_version_flag("--version", std::string("attn ") + ATTN_VERSION,
                          "Print the version and exit");
@@ -137,3 +155,7 @@ int main(int argc, char** argv) {
   }
   return 1;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return close_stdout(run(argc, argv)); }

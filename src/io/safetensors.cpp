@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "attn/io/atomic_file.h"
+#include "attn/io/digest.h"
+#include "attn/io/json.h"
 #include "attn/io/read_file.h"
 
 static_assert(std::endian::native == std::endian::little,
@@ -17,25 +19,8 @@ namespace {
 constexpr std::uint64_t kMaxHeader = 100'000'000;  // as the reference implementation
 constexpr std::size_t kMaxRank = 32;
 
-// A name or JSON value for an error message: at most `max` bytes, control
-// characters as '?', so that a hostile header cannot flood or break the line.
 std::string excerpt(std::string_view s, std::size_t max = 80) {
-  std::size_t n = std::min(s.size(), max);
-  while (n > 0 && n < s.size() && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  std::string out;
-  for (std::size_t i = 0; i < n; ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    out += c < 0x20 || c == 0x7F ? '?' : static_cast<char>(c);
-  }
-  if (n < s.size()) out += "...";
-  return out;
-}
-
-// A JSON value for an error message, without recursing into deep nesting.
-std::string describe(const nlohmann::json& v) {
-  if (v.is_array()) return fmt::format("a list of {} items", v.size());
-  if (v.is_object()) return fmt::format("an object of {} keys", v.size());
-  return excerpt(v.dump());
+  return printable_excerpt(s, max);
 }
 
 const char* dtype_tag(DType dt) {
@@ -64,54 +49,71 @@ bool parse_dtype(const std::string& tag, DType& dt) {
 
 }  // namespace
 
-std::string serialize_safetensors(const TensorMap& tensors, const Metadata& metadata) {
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::uint64_t offset = 0;
-  std::vector<Tensor> order;
-  for (const auto& [name, t] : tensors) {
-    ATTN_CHECK(!name.empty() && name != "__metadata__", ValueError,
-               "save_safetensors: invalid tensor name '{}'", excerpt(name));
-    Tensor c = t.contiguous();
-    std::uint64_t nbytes = static_cast<std::uint64_t>(c.numel()) * dtype_size(c.dtype());
-    header[name] = {{"dtype", dtype_tag(c.dtype())},
-                    {"shape", c.shape()},
-                    {"data_offsets", {offset, offset + nbytes}}};
-    offset += nbytes;
-    order.push_back(c);
+namespace {
+
+// One tensor of a header: where its bytes lie in the data section.
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  std::uint64_t begin, end;
+};
+
+// The digest of a file's content as attn defines it (see the header):
+// every metadata entry but the digest itself, then every tensor in name
+// order (name, dtype, shape, bytes), each field length-prefixed.
+class ContentDigest {
+ public:
+  explicit ContentDigest(const Metadata& metadata) {
+    h_.update(std::string_view("attn-safetensors-sha256-v1", 27));
+    for (const auto& [k, v] : metadata)
+      if (k != kDigestKey) {
+        field(k);
+        field(v);
+      }
   }
-  std::string json = header.dump();
-  while ((8 + json.size()) % 8 != 0) json += ' ';
-  std::uint64_t n = json.size();
-  std::string out(8, '\0');
-  std::memcpy(out.data(), &n, 8);
-  out.reserve(8 + json.size() + offset);
-  out += json;
-  for (const auto& t : order)
-    out.append(static_cast<const char*>(t.raw_data()), t.numel() * dtype_size(t.dtype()));
-  return out;
-}
+  void tensor(const std::string& name, DType dtype, const Shape& shape, const void* data,
+              std::size_t bytes) {
+    field(name);
+    field(dtype_tag(dtype));
+    std::uint64_t rank = shape.size();
+    h_.update(&rank, sizeof rank);
+    for (std::int64_t d : shape) h_.update(&d, sizeof d);
+    std::uint64_t n = bytes;
+    h_.update(&n, sizeof n);
+    h_.update(data, bytes);
+  }
+  std::string hex() { return h_.hex(); }
 
-void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata) {
-  write_file_atomic(path, serialize_safetensors(tensors, metadata));
-}
+ private:
+  void field(std::string_view s) {
+    std::uint64_t n = s.size();
+    h_.update(&n, sizeof n);
+    h_.update(s);
+  }
+  Sha256 h_;
+};
 
-TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Metadata* metadata) {
-  ATTN_CHECK(bytes.size() >= 8, IOError,
+std::uint64_t read_header_length(std::string_view first8, std::uint64_t file_size,
+                                  const std::string& what) {
+  ATTN_CHECK(file_size >= 8, IOError,
              "'{}': not a safetensors file ({} bytes, too short for the header length)", what,
-             bytes.size());
+             file_size);
   std::uint64_t n = 0;
-  std::memcpy(&n, bytes.data(), 8);
+  std::memcpy(&n, first8.data(), 8);
   ATTN_CHECK(n <= kMaxHeader, IOError,
              "'{}': safetensors header length {} exceeds the limit of {} bytes", what, n,
              kMaxHeader);
   ATTN_CHECK(
-      n <= bytes.size() - 8, IOError,
+      n <= file_size - 8, IOError,
       "'{}': safetensors header length {} runs past the end of the file ({} bytes): truncated?",
-      what, n, bytes.size());
-  std::string_view json_text = bytes.substr(8, n);
-  std::string_view data = bytes.substr(8 + n);
+      what, n, file_size);
+  return n;
+}
 
+// Every check of the header against a data section of `data_size` bytes.
+std::vector<Entry> parse_header(std::string_view json_text, std::uint64_t data_size,
+                                const std::string& what, Metadata& metadata) {
   // Parse, rejecting duplicate names at the top level.
   std::vector<std::string> names;
   std::string duplicate;
@@ -137,12 +139,6 @@ TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Met
   ATTN_CHECK(header.is_object(), IOError, "'{}': the safetensors header is not a JSON object",
              what);
 
-  struct Entry {
-    std::string name;
-    DType dtype;
-    Shape shape;
-    std::uint64_t begin, end;
-  };
   std::vector<Entry> entries;
   for (auto& [name, info] : header.items()) {
     if (name == "__metadata__") {
@@ -151,7 +147,7 @@ TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Met
       for (auto& [k, v] : info.items()) {
         ATTN_CHECK(v.is_string(), IOError, "'{}': __metadata__ value of '{}' is not a string", what,
                    excerpt(k));
-        if (metadata) (*metadata)[k] = v.get<std::string>();
+        metadata[k] = v.get<std::string>();
       }
       continue;
     }
@@ -164,7 +160,7 @@ TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Met
     const auto& dt = info["dtype"];
     ATTN_CHECK(dt.is_string() && parse_dtype(dt.get<std::string>(), e.dtype), IOError,
                "'{}': tensor '{}' has unsupported dtype {} (attn reads F32, F64, I32, I64)", what,
-               tensor, describe(dt));
+               tensor, describe_json(dt));
     const auto& shape = info["shape"];
     ATTN_CHECK(shape.is_array(), IOError, "'{}': tensor '{}' has a shape that is not a list", what,
                tensor);
@@ -174,7 +170,7 @@ TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Met
     std::uint64_t numel = 1;
     for (const auto& d : shape) {
       ATTN_CHECK(d.is_number_unsigned() && d.get<std::uint64_t>() < (1ULL << 40), IOError,
-                 "'{}': tensor '{}' has an invalid dimension {}", what, tensor, describe(d));
+                 "'{}': tensor '{}' has an invalid dimension {}", what, tensor, describe_json(d));
       std::uint64_t v = d.get<std::uint64_t>();
       ATTN_CHECK(v == 0 || numel <= (1ULL << 50) / v, IOError,
                  "'{}': tensor '{}' is impossibly large", what, tensor);
@@ -185,12 +181,12 @@ TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Met
     ATTN_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
                    off[1].is_number_unsigned(),
                IOError, "'{}': tensor '{}' has invalid data_offsets ({}; expected [begin, end])",
-               what, tensor, describe(off));
+               what, tensor, describe_json(off));
     e.begin = off[0].get<std::uint64_t>();
     e.end = off[1].get<std::uint64_t>();
-    ATTN_CHECK(e.begin <= e.end && e.end <= data.size(), IOError,
+    ATTN_CHECK(e.begin <= e.end && e.end <= data_size, IOError,
                "'{}': tensor '{}' claims bytes [{}, {}) but the data section has {} bytes", what,
-               tensor, e.begin, e.end, data.size());
+               tensor, e.begin, e.end, data_size);
     ATTN_CHECK(e.end - e.begin == numel * dtype_size(e.dtype), IOError,
                "'{}': tensor '{}' of shape {} and dtype {} needs {} bytes but data_offsets give {}",
                what, tensor, shape_str(e.shape), dtype_tag(e.dtype), numel * dtype_size(e.dtype),
@@ -211,21 +207,119 @@ TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Met
                e->begin - pos, excerpt(e->name));
     pos = e->end;
   }
-  ATTN_CHECK(pos == data.size(), IOError,
+  ATTN_CHECK(pos == data_size, IOError,
              "'{}': {} bytes after the last tensor are not described by the header", what,
-             data.size() - pos);
+             data_size - pos);
+  return entries;
+}
 
+// The tensors of `entries`, their bytes read by `read(begin, dst, n)`;
+// checks the content digest when the metadata holds one.
+template <class Read>
+TensorMap materialize(const std::vector<Entry>& entries, const Metadata& metadata,
+                      const std::string& what, Read&& read) {
   TensorMap out;
   for (const auto& e : entries) {
     Tensor t = Tensor::empty(e.shape, e.dtype);
-    if (e.end > e.begin) std::memcpy(t.raw_data(), data.data() + e.begin, e.end - e.begin);
+    if (e.end > e.begin) read(e.begin, t.raw_data(), static_cast<std::size_t>(e.end - e.begin));
     out.emplace(e.name, t);
+  }
+  auto digest = metadata.find(kDigestKey);
+  if (digest != metadata.end()) {
+    ContentDigest h(metadata);
+    for (const auto& [name, t] : out)
+      h.tensor(name, t.dtype(), t.shape(), t.raw_data(),
+               static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype()));
+    ATTN_CHECK(h.hex() == digest->second, IOError,
+               "'{}': the content does not match the sha256 in its metadata: the file was edited "
+               "or damaged",
+               what);
   }
   return out;
 }
 
+}  // namespace
+
+std::string serialize_safetensors(const TensorMap& tensors, const Metadata& metadata,
+                                  bool with_digest) {
+  ATTN_CHECK(!metadata.count(kDigestKey), ValueError,
+             "save_safetensors: metadata key '{}' is reserved for the content digest",
+             kDigestKey);
+  Metadata meta = metadata;
+  std::vector<std::pair<const std::string*, Tensor>> order;
+  for (const auto& [name, t] : tensors) {
+    ATTN_CHECK(!name.empty() && name != "__metadata__", ValueError,
+               "save_safetensors: invalid tensor name '{}'", excerpt(name));
+    order.emplace_back(&name, t.contiguous());
+  }
+  if (with_digest) {
+    ContentDigest h(metadata);
+    for (const auto& [name, c] : order)
+      h.tensor(*name, c.dtype(), c.shape(), c.raw_data(),
+               static_cast<std::size_t>(c.numel()) * dtype_size(c.dtype()));
+    meta[kDigestKey] = h.hex();
+  }
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!meta.empty()) header["__metadata__"] = meta;
+  std::uint64_t offset = 0;
+  for (const auto& [name, c] : order) {
+    std::uint64_t nbytes = static_cast<std::uint64_t>(c.numel()) * dtype_size(c.dtype());
+    header[*name] = {{"dtype", dtype_tag(c.dtype())},
+                     {"shape", c.shape()},
+                     {"data_offsets", {offset, offset + nbytes}}};
+    offset += nbytes;
+  }
+  std::string json = header.dump();
+  while ((8 + json.size()) % 8 != 0) json += ' ';
+  std::uint64_t n = json.size();
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &n, 8);
+  out.reserve(8 + json.size() + offset);
+  out += json;
+  for (const auto& [name, c] : order)
+    out.append(static_cast<const char*>(c.raw_data()), c.numel() * dtype_size(c.dtype()));
+  return out;
+}
+
+void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata,
+                      bool with_digest) {
+  write_file_atomic(path, serialize_safetensors(tensors, metadata, with_digest));
+}
+
+TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Metadata* metadata) {
+  const std::uint64_t n =
+      read_header_length(bytes.substr(0, std::min<std::size_t>(8, bytes.size())), bytes.size(),
+                         what);
+  std::string_view data = bytes.substr(8 + n);
+  Metadata meta;
+  std::vector<Entry> entries = parse_header(bytes.substr(8, n), data.size(), what, meta);
+  TensorMap out = materialize(entries, meta, what, [&](std::uint64_t at, void* dst, std::size_t k) {
+    std::memcpy(dst, data.data() + at, k);
+  });
+  if (metadata) *metadata = std::move(meta);
+  return out;
+}
+
+TensorMap load_safetensors(const InputFile& file, Metadata* metadata) {
+  const std::string& what = file.path();
+  char first8[8] = {};
+  if (file.size() >= 8) file.read_at(0, first8, 8);
+  const std::uint64_t n = read_header_length(std::string_view(first8, 8), file.size(), what);
+  std::string json(static_cast<std::size_t>(n), '\0');
+  file.read_at(8, json.data(), json.size());
+  Metadata meta;
+  std::vector<Entry> entries = parse_header(json, file.size() - 8 - n, what, meta);
+  // Only now, with every size checked against the file, is memory allocated
+  // for the tensors; their bytes are read straight into them.
+  TensorMap out = materialize(entries, meta, what, [&](std::uint64_t at, void* dst, std::size_t k) {
+    file.read_at(8 + n + at, dst, k);
+  });
+  if (metadata) *metadata = std::move(meta);
+  return out;
+}
+
 TensorMap load_safetensors(const std::string& path, Metadata* metadata) {
-  return parse_safetensors(read_file_bytes(path), path, metadata);
+  return load_safetensors(InputFile(path), metadata);
 }
 
 }  // namespace attn::io

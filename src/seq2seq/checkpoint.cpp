@@ -6,6 +6,7 @@
 #include <set>
 
 #include "attn/data/text.h"
+#include "attn/io/json.h"
 
 namespace attn::seq2seq {
 
@@ -33,102 +34,6 @@ struct Fnv1a {
 };
 
 std::string hex64(std::uint64_t v) { return fmt::format("{:016x}", v); }
-
-// A JSON value for an error message: short and on one line.
-std::string describe(const nlohmann::json& v) {
-  if (v.is_array()) return fmt::format("a list of {} items", v.size());
-  if (v.is_object()) return fmt::format("an object of {} keys", v.size());
-  return data::printable_excerpt(v.dump());
-}
-
-// Parses the metadata JSON, refusing a key given twice in any object.
-nlohmann::json parse_strict(const std::string& text, const std::string& what) {
-  std::vector<std::set<std::string>> open;
-  std::string duplicate;
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(
-        text, [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-          using E = nlohmann::json::parse_event_t;
-          if (event == E::object_start) open.emplace_back();
-          if (event == E::object_end && !open.empty()) open.pop_back();
-          if (event == E::key && !open.empty()) {
-            const auto& k = parsed.get_ref<const std::string&>();
-            if (!open.back().insert(k).second && duplicate.empty()) duplicate = k;
-          }
-          return true;
-        });
-  } catch (const nlohmann::json::exception& e) {
-    throw IOError(fmt::format("'{}': the checkpoint metadata is not valid JSON: {}", what,
-                              data::printable_excerpt(e.what(), 200)));
-  }
-  ATTN_CHECK(duplicate.empty(), IOError, "'{}': checkpoint metadata key \"{}\" appears twice", what,
-             data::printable_excerpt(duplicate));
-  return j;
-}
-
-// Typed access to one object of the metadata ("state", "train", ...), with
-// errors that name the file and the key.
-class Fields {
- public:
-  Fields(const nlohmann::json& root, const char* section, const std::string& what)
-      : section_(section), what_(what) {
-    ATTN_CHECK(root.contains(section), IOError, "'{}': checkpoint metadata lacks \"{}\"", what,
-               section);
-    j_ = &root[section];
-    ATTN_CHECK(j_->is_object(), IOError, "'{}': checkpoint \"{}\" must be an object, got {}", what,
-               section, describe(*j_));
-  }
-
-  const nlohmann::json& get(const char* key) const {
-    ATTN_CHECK(j_->contains(key), IOError, "'{}': checkpoint \"{}\" lacks \"{}\"", what_, section_,
-               key);
-    return (*j_)[key];
-  }
-  std::int64_t integer(const char* key, std::int64_t lo, std::int64_t hi) const {
-    const auto& v = get(key);
-    ATTN_CHECK(v.is_number_integer(), IOError,
-               "'{}': checkpoint \"{}.{}\" must be an integer, got {}", what_, section_, key,
-               describe(v));
-    bool in_range = v.is_number_unsigned()
-                        ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) &&
-                              static_cast<std::int64_t>(v.get<std::uint64_t>()) >= lo
-                        : v.get<std::int64_t>() >= lo && v.get<std::int64_t>() <= hi;
-    ATTN_CHECK(in_range, IOError, "'{}': checkpoint \"{}.{}\" = {} is outside [{}, {}]", what_,
-               section_, key, describe(v), lo, hi);
-    return v.get<std::int64_t>();
-  }
-  std::uint64_t unsigned64(const char* key) const {
-    const auto& v = get(key);
-    ATTN_CHECK(v.is_number_unsigned(), IOError,
-               "'{}': checkpoint \"{}.{}\" must be a whole number in [0, 2^64), got {}", what_,
-               section_, key, describe(v));
-    return v.get<std::uint64_t>();
-  }
-  // A finite number in [lo, hi] (lo excluded when open_lo).
-  double number(const char* key, double lo, double hi, bool open_lo = false) const {
-    const auto& v = get(key);
-    ATTN_CHECK(v.is_number(), IOError, "'{}': checkpoint \"{}.{}\" must be a number, got {}", what_,
-               section_, key, describe(v));
-    double x = v.get<double>();
-    ATTN_CHECK(std::isfinite(x) && (open_lo ? x > lo : x >= lo) && x <= hi, IOError,
-               "'{}': checkpoint \"{}.{}\" = {} is outside {}{}, {}]", what_, section_, key, x,
-               open_lo ? "(" : "[", lo, hi);
-    return x;
-  }
-  std::string string(const char* key) const {
-    const auto& v = get(key);
-    ATTN_CHECK(v.is_string() && !v.get_ref<const std::string&>().empty(), IOError,
-               "'{}': checkpoint \"{}.{}\" must be a non-empty string, got {}", what_, section_,
-               key, describe(v));
-    return v.get<std::string>();
-  }
-
- private:
-  const nlohmann::json* j_ = nullptr;
-  const char* section_;
-  const std::string& what_;
-};
 
 // The index of the first NaN or infinity (or, with non_negative, negative
 // value) of an F32 tensor, or -1.
@@ -205,7 +110,10 @@ void save_checkpoint(const std::string& path, const nn::EncoderDecoder& net, con
   // A corpus path that is not UTF-8 is stored with U+FFFD in place of its bad
   // bytes (a resume then needs --data).
   std::string text = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-  io::save_safetensors(path, tensors, {{"format", kFormat}, {"checkpoint", text}});
+  // With the content digest: an edit of the metadata (a hyperparameter) or of
+  // a weight is refused when the checkpoint is read.
+  io::save_safetensors(path, tensors, {{"format", kFormat}, {"checkpoint", text}},
+                       /*with_digest=*/true);
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
@@ -218,12 +126,13 @@ Checkpoint load_checkpoint(const std::string& path) {
   auto text = meta.find("checkpoint");
   ATTN_CHECK(text != meta.end(), IOError, "'{}': the checkpoint metadata lacks \"checkpoint\"",
              what);
-  nlohmann::json j = parse_strict(text->second, what);
-  ATTN_CHECK(j.is_object(), IOError, "'{}': the checkpoint metadata must be a JSON object, got {}",
-             what, describe(j));
-  ATTN_CHECK(j.contains("format_version") && j["format_version"].is_number_integer() &&
-                 j["format_version"].get<std::int64_t>() == 1,
-             IOError, "'{}': unknown checkpoint \"format_version\" (expected 1)", what);
+  ATTN_CHECK(meta.count(io::kDigestKey), IOError,
+             "'{}': the checkpoint has no sha256 in its metadata (written by an older attn?)",
+             what);
+  const std::string quoted = fmt::format("'{}' (checkpoint metadata)", what);
+  nlohmann::json j = io::parse_json_strict(text->second, quoted);
+  io::JsonObject root(j, quoted);
+  root.integer("format_version", 1, 1);
 
   Checkpoint c;
   RunSpec& run = c.run;
@@ -231,7 +140,7 @@ Checkpoint load_checkpoint(const std::string& path) {
              "'{}': the checkpoint metadata lacks the \"model\" object", what);
   run.model = config_from_json(j["model"].dump(), what);
 
-  Fields d(j, "data", what);
+  io::JsonObject d = root.object("data");
   run.data.path = d.string("path");
   run.data.num_examples = static_cast<long>(d.integer("num_examples", 0, 100'000'000));
   run.data.min_freq = static_cast<int>(d.integer("min_freq", 1, 1'000'000));
@@ -247,19 +156,15 @@ Checkpoint load_checkpoint(const std::string& path) {
     run.data.fingerprint = v;
   }
 
-  Fields t(j, "train", what);
+  io::JsonObject t = root.object("train");
   run.train.num_epochs = t.integer("num_epochs", 1, 1'000'000);
-  run.train.lr = t.number("lr", 0.0, 1e6, true);
+  run.train.lr = t.number("lr", 0.0, 1e6, /*open_lo=*/true);
   run.train.batch_size = t.integer("batch_size", 1, std::int64_t{1} << 31);
-  run.train.grad_clip = t.number("grad_clip", 0.0, 1e300, true);
+  run.train.grad_clip = t.number("grad_clip", 0.0, 1e300, /*open_lo=*/true);
   run.train.seed = t.unsigned64("seed");
-  ATTN_CHECK(j.contains("threads") && j["threads"].is_number_integer() &&
-                 j["threads"].get<std::int64_t>() >= 0 &&
-                 j["threads"].get<std::int64_t>() <= 1 << 20,
-             IOError, "'{}': checkpoint \"threads\" must be a whole number", what);
-  run.threads = j["threads"].get<int>();
+  run.threads = static_cast<int>(root.integer("threads", 0, 1 << 20));
 
-  Fields s(j, "state", what);
+  io::JsonObject s = root.object("state");
   TrainState& st = c.state;
   const std::int64_t num_batches =
       (run.data.num_pairs + run.train.batch_size - 1) / run.train.batch_size;

@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "attn/data/nmt.h"
 #include "attn/data/text.h"
 #include "attn/io/atomic_file.h"
+#include "attn/io/dir_lock.h"
+#include "attn/io/file_set.h"
+#include "attn/io/json.h"
 #include "attn/io/safetensors.h"
 
 namespace attn::seq2seq {
@@ -35,13 +39,6 @@ std::string config_to_json(const ModelConfig& c) {
 
 namespace {
 
-// A JSON value for an error message: short, one line, never a deep dump.
-std::string describe(const nlohmann::json& v) {
-  if (v.is_array()) return fmt::format("a list of {} items", v.size());
-  if (v.is_object()) return fmt::format("an object of {} keys", v.size());
-  return data::printable_excerpt(v.dump());
-}
-
 // The first NaN or infinity of a floating tensor, in row-major order:
 // "NaN at index 3", or "" when every value is finite.
 template <class T>
@@ -61,79 +58,36 @@ std::string first_non_finite(const Tensor& t) {
 }  // namespace
 
 ModelConfig config_from_json(const std::string& text, const std::string& what) {
-  // Parse, rejecting a key given twice (JSON readers disagree on which wins).
-  nlohmann::json j;
-  std::vector<std::string> keys;
-  std::string duplicate;
-  try {
-    j = nlohmann::json::parse(
-        text, [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-          if (depth == 1 && event == nlohmann::json::parse_event_t::key) {
-            const auto& k = parsed.get_ref<const std::string&>();
-            if (duplicate.empty() && std::find(keys.begin(), keys.end(), k) != keys.end())
-              duplicate = k;
-            keys.push_back(k);
-          }
-          return true;
-        });
-  } catch (const nlohmann::json::exception& e) {
-    throw IOError(
-        fmt::format("'{}': not valid JSON: {}", what, data::printable_excerpt(e.what(), 300)));
-  }
-  ATTN_CHECK(j.is_object(), IOError, "'{}': expected a JSON object, got {}", what, describe(j));
-  ATTN_CHECK(duplicate.empty(), IOError, "'{}': \"{}\" appears twice", what,
-             data::printable_excerpt(duplicate));
-  ATTN_CHECK(j.contains("format"), IOError, "'{}': missing \"format\"", what);
-  ATTN_CHECK(
-      j["format"].is_string() && j["format"].get_ref<const std::string&>() == "attn-transformer",
-      IOError, "'{}': \"format\" must be \"attn-transformer\", got {}", what,
-      describe(j["format"]));
-  auto integer = [&](const char* key, std::int64_t lo, std::int64_t hi) {
-    ATTN_CHECK(j.contains(key), IOError, "'{}': missing \"{}\"", what, key);
-    const auto& v = j[key];
-    ATTN_CHECK(v.is_number_integer(), IOError, "'{}': \"{}\" must be an integer, got {}", what, key,
-               describe(v));
-    // An unsigned value past int64's range would wrap; compare before converting.
-    bool in_range = v.is_number_unsigned()
-                        ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) &&
-                              static_cast<std::int64_t>(v.get<std::uint64_t>()) >= lo
-                        : v.get<std::int64_t>() >= lo && v.get<std::int64_t>() <= hi;
-    ATTN_CHECK(in_range, IOError, "'{}': \"{}\" = {} is outside [{}, {}]", what, key, describe(v),
-               lo, hi);
-    return v.get<std::int64_t>();
-  };
+  const std::string quoted = fmt::format("'{}'", what);
+  nlohmann::json j = io::parse_json_strict(text, quoted);
+  io::JsonObject o(j, quoted);
+  ATTN_CHECK(o.get("format") == "attn-transformer", IOError,
+             "{}: \"format\" must be \"attn-transformer\", got {}", quoted,
+             io::describe_json(o.get("format")));
   ModelConfig c;
   auto& t = c.transformer;
-  integer("format_version", 1, 1);
-  t.src_vocab_size = integer("src_vocab_size", 4, kMaxVocabSize);
-  t.tgt_vocab_size = integer("tgt_vocab_size", 4, kMaxVocabSize);
-  t.num_hiddens = integer("num_hiddens", 1, 1 << 16);
-  t.num_layers = integer("num_layers", 1, 1024);
-  t.num_heads = integer("num_heads", 1, 1 << 16);
-  t.ffn_num_hiddens = integer("ffn_num_hiddens", 1, 1 << 20);
-  t.max_len = integer("max_len", 1, 1 << 20);
-  c.num_steps = integer("num_steps", 1, t.max_len);
+  o.integer("format_version", 1, 1);
+  t.src_vocab_size = o.integer("src_vocab_size", 4, kMaxVocabSize);
+  t.tgt_vocab_size = o.integer("tgt_vocab_size", 4, kMaxVocabSize);
+  t.num_hiddens = o.integer("num_hiddens", 1, 1 << 16);
+  t.num_layers = o.integer("num_layers", 1, 1024);
+  t.num_heads = o.integer("num_heads", 1, 1 << 16);
+  t.ffn_num_hiddens = o.integer("ffn_num_hiddens", 1, 1 << 20);
+  t.max_len = o.integer("max_len", 1, 1 << 20);
+  c.num_steps = o.integer("num_steps", 1, t.max_len);
   ATTN_CHECK(t.num_hiddens % t.num_heads == 0, IOError,
-             "'{}': \"num_hiddens\" = {} is not divisible by \"num_heads\" = {}", what,
+             "{}: \"num_hiddens\" = {} is not divisible by \"num_heads\" = {}", quoted,
              t.num_hiddens, t.num_heads);
   ATTN_CHECK(t.max_len * t.num_hiddens <= kMaxPositionalEntries, IOError,
-             "'{}': \"max_len\" x \"num_hiddens\" = {} x {} positional-encoding entries, more "
+             "{}: \"max_len\" x \"num_hiddens\" = {} x {} positional-encoding entries, more "
              "than the limit of {}",
-             what, t.max_len, t.num_hiddens, kMaxPositionalEntries);
-  ATTN_CHECK(j.contains("dropout") && j["dropout"].is_number(), IOError,
-             "'{}': \"dropout\" must be a number{}", what,
-             j.contains("dropout") ? ", got " + describe(j["dropout"]) : " (missing)");
-  t.dropout = j["dropout"].get<double>();
-  ATTN_CHECK(t.dropout >= 0 && t.dropout < 1, IOError, "'{}': \"dropout\" = {} is outside [0, 1)",
-             what, t.dropout);
-  ATTN_CHECK(j.contains("use_bias") && j["use_bias"].is_boolean(), IOError,
-             "'{}': \"use_bias\" must be true or false{}", what,
-             j.contains("use_bias") ? ", got " + describe(j["use_bias"]) : " (missing)");
-  t.use_bias = j["use_bias"].get<bool>();
+             quoted, t.max_len, t.num_hiddens, kMaxPositionalEntries);
+  t.dropout = o.number("dropout", 0, 1, false, true);
+  t.use_bias = o.boolean("use_bias");
   try {
     t.validate();
   } catch (const ValueError& e) {
-    throw IOError(fmt::format("'{}': {}", what, e.what()));
+    throw IOError(fmt::format("{}: {}", quoted, e.what()));
   }
   return c;
 }
@@ -147,25 +101,25 @@ std::int64_t min_num_parameters(const nn::TransformerConfig& c) {
 
 void save_model(const std::string& dir, const nn::EncoderDecoder& net, const ModelConfig& config,
                 const data::Vocab& src_vocab, const data::Vocab& tgt_vocab) {
-  fs::path d(dir);
+  const fs::path d(dir);
   std::error_code ec;
   const bool existed = fs::exists(d, ec);
-  io::ensure_directory(dir);
+  io::ensure_directory(d);
   try {
+    io::WriteGuard guard(d, "attn save_model");
     io::TensorMap tensors;
     for (auto& [name, p] : net.named_parameters()) tensors.emplace(name, p.detach());
-    // Every file is written in full to a temp file beside its target before any
-    // is put in place, so an error on the way (a full disk, ...) leaves the
-    // directory as it was; config.json goes in last.
-    io::AtomicFile weights(d / "model.safetensors"), src(d / "src_vocab.txt"),
-        tgt(d / "tgt_vocab.txt"), cfg(d / "config.json");
-    weights.write(io::serialize_safetensors(tensors, {{"format", "pt"}}));
-    src.write(src_vocab.to_text());
-    tgt.write(tgt_vocab.to_text());
-    cfg.write(config_to_json(config));
-    for (io::AtomicFile* f : {&weights, &src, &tgt, &cfg}) f->commit();
+    io::write_file_set(d, kModelKind,
+                       {{"config.json", config_to_json(config)},
+                        {"model.safetensors", io::serialize_safetensors(tensors, {{"format", "pt"}})},
+                        {"src_vocab.txt", src_vocab.to_text()},
+                        {"tgt_vocab.txt", tgt_vocab.to_text()}});
   } catch (...) {
-    if (!existed) fs::remove(d, ec);  // only if still empty: never deletes a file
+    if (!existed) {  // leave no trace of a directory this call created
+      fs::remove(d / io::kLockFile, ec);
+      fs::remove_all(d / io::kPendingDir, ec);
+      fs::remove(d, ec);  // only if empty: never deletes a file of someone else's
+    }
     throw;
   }
 }
@@ -214,42 +168,80 @@ void check_weights(const ModelConfig& config, const io::TensorMap& tensors,
              need);
 }
 
-LoadedModel load_model(const std::string& dir) {
-  fs::path d(dir);
-  std::error_code ec;
-  fs::file_status st = fs::status(d, ec);
-  ATTN_CHECK(fs::exists(st), IOError, "model directory '{}' does not exist", dir);
-  ATTN_CHECK(fs::is_directory(st), IOError, "model directory '{}' is not a directory", dir);
-  auto file = [&](const char* name) {
-    fs::path p = d / name;
-    ATTN_CHECK(fs::exists(p, ec), IOError, "model directory '{}' has no {}", dir, name);
-    return p.string();
-  };
+namespace {
+
+// The model from its four files, `open` giving each one.
+template <class Open>
+LoadedModel load_model_files(Open&& open) {
   LoadedModel m;
-  const std::string config_path = file("config.json");
-  m.config = config_from_json(data::read_text_file(config_path), config_path);
+  const io::InputFile& config_file = open("config.json");
+  m.config = config_from_json(
+      data::decode_text(config_file.read_all(kMaxConfigBytes), data::quote_path(config_file.path())),
+      config_file.path());
   const auto& c = m.config.transformer;
   auto vocab = [&](const char* name, std::int64_t want, const char* key) {
-    const std::string path = file(name);
-    data::Vocab v = data::Vocab::load(path, data::kReservedTokens);
+    const io::InputFile& f = open(name);
+    const std::string what = data::quote_path(f.path());
+    data::Vocab v = data::Vocab::parse(data::decode_text(f.read_all(data::kMaxTextBytes), what),
+                                       what, data::kReservedTokens);
     ATTN_CHECK(static_cast<std::int64_t>(v.size()) == want, IOError,
-               "'{}': {} tokens but config.json says {} = {}", path, v.size(), key, want);
+               "{}: {} tokens but config.json says {} = {}", what, v.size(), key, want);
     return v;
   };
   m.src_vocab = vocab("src_vocab.txt", c.src_vocab_size, "src_vocab_size");
   m.tgt_vocab = vocab("tgt_vocab.txt", c.tgt_vocab_size, "tgt_vocab_size");
 
-  const std::string weights_path = file("model.safetensors");
-  io::TensorMap tensors = io::load_safetensors(weights_path);
-  check_weights(m.config, tensors, weights_path);
+  const io::InputFile& weights = open("model.safetensors");
+  io::TensorMap tensors = io::load_safetensors(weights);
+  check_weights(m.config, tensors, weights.path());
   try {
     m.net = std::make_shared<nn::EncoderDecoder>(c);
     m.net->load_state_dict(tensors);
   } catch (const Error& e) {
-    throw IOError(fmt::format("'{}': {}", weights_path, e.what()));
+    throw IOError(fmt::format("'{}': {}", weights.path(), e.what()));
   }
   m.net->eval();
   return m;
+}
+
+// The model's files opened directly, without a manifest.
+struct PlainFiles {
+  fs::path dir;
+  std::map<std::string, io::InputFile> open;
+  const io::InputFile& operator()(const std::string& name) {
+    const fs::path p = dir / name;
+    std::error_code ec;
+    ATTN_CHECK(fs::exists(fs::symlink_status(p, ec)), IOError, "model directory '{}' has no {}",
+               dir.string(), name);
+    return open.emplace(name, io::InputFile(p.string())).first->second;
+  }
+};
+
+void check_is_directory(const fs::path& d) {
+  std::error_code ec;
+  fs::file_status st = fs::status(d, ec);
+  ATTN_CHECK(!ec || ec == std::errc::no_such_file_or_directory, IOError,
+             "model directory '{}': {}", d.string(), ec.message());
+  ATTN_CHECK(fs::exists(st), IOError, "model directory '{}' does not exist", d.string());
+  ATTN_CHECK(fs::is_directory(st), IOError, "model directory '{}' is not a directory", d.string());
+}
+
+}  // namespace
+
+LoadedModel load_model(const std::string& dir) {
+  check_is_directory(dir);
+  io::FileSet set(dir, kModelKind);
+  return load_model_files([&](const std::string& name) -> const io::InputFile& {
+    return set.file(name);
+  });
+}
+
+void write_model_manifest(const std::string& dir) {
+  check_is_directory(dir);
+  io::WriteGuard guard(dir, "attn manifest");
+  PlainFiles files{dir, {}};
+  load_model_files(files);  // every check of load_model, on the files as they are
+  io::write_manifest(dir, kModelKind, kModelFiles);
 }
 
 }  // namespace attn::seq2seq

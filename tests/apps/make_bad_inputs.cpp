@@ -22,6 +22,10 @@
 
 #include "attn/data/nmt.h"
 #include "attn/nn/transformer.h"
+#include "attn/core/rng.h"
+#include "attn/io/dir_lock.h"
+#include "attn/io/file_set.h"
+#include "attn/io/read_file.h"
 #include "attn/seq2seq/model_dir.h"
 
 namespace fs = std::filesystem;
@@ -107,15 +111,35 @@ void copy_model(const fs::path& from, const fs::path& to) {
   fs::remove_all(to);
   fs::create_directories(to);
   for (const auto& e : fs::directory_iterator(from))
-    fs::copy_file(e.path(), to / e.path().filename());
+    if (e.path().filename() != io::kLockFile) fs::copy_file(e.path(), to / e.path().filename());
 }
 
-// A bad model: a copy of the good one, then `change` applied to its directory.
+// The good model's manifest with the entries of the files that `d` holds
+// now recomputed (a file that is gone keeps its entry, so the manifest
+// still lists it).
+void reseal(const fs::path& d) {
+  io::Manifest m = io::parse_manifest(read(d / io::kManifestFile), "manifest");
+  for (auto& e : m.files) {
+    std::error_code ec;
+    if (!fs::is_regular_file(d / e.name, ec)) continue;
+    io::InputFile f((d / e.name).string());
+    e.bytes = f.size();
+    e.sha256 = f.sha256();
+  }
+  write(d / io::kManifestFile, io::manifest_to_json(m));
+}
+
+// A bad model: a copy of the good one, then `change` applied to its
+// directory. Resealed (the default), its manifest vouches for the change, so
+// the error comes from the checks of the file's content; unsealed, from the
+// manifest.
+enum class Seal { resealed, unsealed };
 template <class F>
-void bad_model(const std::string& name, F&& change) {
+void bad_model(const std::string& name, F&& change, Seal seal = Seal::resealed) {
   fs::path d = out_dir / "models" / name;
   copy_model(out_dir / "models" / "good", d);
   change(d);
+  if (seal == Seal::resealed) reseal(d);
 }
 
 // The safetensors header as JSON (insertion order kept) and the data after it.
@@ -286,6 +310,54 @@ void make_models() {
     for (char ch : src_vocab) crlf += ch == '\n' ? std::string("\r\n") : std::string(1, ch);
     write(m / v, crlf);
   });
+
+  // Files that do not belong together: edited, swapped or copied from
+  // another model without a new manifest; and the manifest itself.
+  bad_model(
+      "config_edited",
+      [&](const fs::path& m) {
+        write(m / "config.json", replace(config, "\"num_heads\": 2", "\"num_heads\": 4"));
+      },
+      Seal::unsealed);
+  bad_model(
+      "vocab_swapped",
+      [&](const fs::path& m) {
+        // lines 5 and 6 swapped: the same bytes in another order
+        std::string b;
+        std::vector<std::string> lines;
+        std::size_t start = 0;
+        while (start < src_vocab.size()) {
+          std::size_t end = src_vocab.find('\n', start);
+          lines.push_back(src_vocab.substr(start, end - start));
+          start = end + 1;
+        }
+        std::swap(lines[4], lines[5]);
+        for (const auto& l : lines) b += l + "\n";
+        write(m / v, b);
+      },
+      Seal::unsealed);
+  bad_model(
+      "weights_of_another_model",
+      [&](const fs::path& m) {
+        manual_seed(12345);  // other random weights of the same shapes
+        nn::EncoderDecoder other(c.transformer);
+        io::TensorMap t;
+        for (auto& [name, p] : other.named_parameters()) t.emplace(name, p.detach());
+        io::save_safetensors((m / w).string(), t, {{"format", "pt"}});
+      },
+      Seal::unsealed);
+  bad_model(
+      "no_manifest", [](const fs::path& m) { fs::remove(m / io::kManifestFile); }, Seal::unsealed);
+  bad_model(
+      "manifest_not_json", [](const fs::path& m) { write(m / io::kManifestFile, "{\"format\": "); },
+      Seal::unsealed);
+  bad_model(
+      "config_symlink_loop",
+      [](const fs::path& m) {
+        fs::remove(m / "config.json");
+        fs::create_symlink("config.json", m / "config.json");
+      },
+      Seal::unsealed);
 
   write(out_dir / "a-file", "not a directory\n");
 }

@@ -1,5 +1,8 @@
 #include "attn/seq2seq/checkpoint.h"
 
+#include "attn/io/atomic_file.h"
+#include "attn/io/digest.h"
+
 #include <nlohmann/json.hpp>
 
 #include "attn/io/atomic_file.h"
@@ -99,14 +102,29 @@ class CheckpointTest : public attn::testing::TempDirTest {
     return train_with(*net, ck.run, stop_after, 0, &state);
   }
 
-  // Rewrites path() after `edit` changes its tensors and metadata JSON.
-  void corrupt(const std::function<void(io::TensorMap&, nlohmann::json&)>& edit) {
+  // Rewrites path() after `edit` changes its tensors and metadata JSON,
+  // with a new content digest (so that the load reaches the checks of the
+  // content); with `keep_digest`, with the old one.
+  void corrupt(const std::function<void(io::TensorMap&, nlohmann::json&)>& edit,
+               bool keep_digest = false) {
     io::Metadata meta;
     io::TensorMap t = io::load_safetensors(path(), &meta);
     nlohmann::json j = nlohmann::json::parse(meta.at("checkpoint"));
     edit(t, j);
     meta["checkpoint"] = j.dump();
-    io::save_safetensors(path(), t, meta);
+    if (keep_digest) {
+      std::string digest = meta.at(io::kDigestKey);
+      meta.erase(io::kDigestKey);
+      std::string bytes = io::serialize_safetensors(t, meta, /*with_digest=*/true);
+      // Put the old digest back in place of the new one (same length).
+      io::Metadata now;
+      io::parse_safetensors(bytes, "edited", &now);
+      bytes.replace(bytes.find(now.at(io::kDigestKey)), digest.size(), digest);
+      io::write_file_atomic(path(), bytes);
+      return;
+    }
+    meta.erase(io::kDigestKey);
+    io::save_safetensors(path(), t, meta, /*with_digest=*/true);
   }
 
   void expect_load_error(const std::string& needle) {
@@ -309,6 +327,35 @@ TEST_F(CheckpointTest, MissingTruncatedOrNotACheckpoint) {
   expect_load_error("not an attn checkpoint");
 }
 
+// An edit of a checkpoint that keeps its content digest — a hyperparameter
+// in the metadata whose new value the weights still fit, or one weight — is
+// refused: the digest no longer matches.
+TEST_F(CheckpointTest, EditsBehindTheDigestAreRefused) {
+  train_until(tiny_run(2), 11);
+  const std::string good = attn::testing::read_file(path());
+  corrupt([](auto&, auto& j) { j["model"]["num_heads"] = 1; }, /*keep_digest=*/true);
+  expect_load_error("the content does not match the sha256 in its metadata");
+  io::write_file_atomic(path(), good);
+  corrupt(
+      [](auto& t, auto&) {
+        Tensor w = t["decoder.dense.weight"].clone();
+        w.data<float>()[0] += 1e-3f;
+        t["decoder.dense.weight"] = w;
+      },
+      /*keep_digest=*/true);
+  expect_load_error("the content does not match the sha256 in its metadata");
+  // Resealed with a new digest, the same num_heads edit loads (its shapes fit).
+  io::write_file_atomic(path(), good);
+  corrupt([](auto&, auto& j) { j["model"]["num_heads"] = 1; });
+  EXPECT_EQ(seq2seq::load_checkpoint(path()).run.model.transformer.num_heads, 1);
+  // Without any digest: refused as a checkpoint of an older attn.
+  io::Metadata meta;
+  io::TensorMap t = io::load_safetensors(path(), &meta);
+  meta.erase(io::kDigestKey);
+  io::save_safetensors(path(), t, meta);
+  expect_load_error("has no sha256");
+}
+
 TEST_F(CheckpointTest, MetadataIsValidated) {
   train_until(tiny_run(2), 11);
   const std::string good = attn::testing::read_file(path());
@@ -318,8 +365,8 @@ TEST_F(CheckpointTest, MetadataIsValidated) {
   };
   const std::vector<Case> cases = {
       {"format_version", [](auto&, auto& j) { j["format_version"] = 2; }},
-      {"lacks \"state\"", [](auto&, auto& j) { j.erase("state"); }},
-      {"\"state\" lacks \"rng_offset\"", [](auto&, auto& j) { j["state"].erase("rng_offset"); }},
+      {"missing \"state\"", [](auto&, auto& j) { j.erase("state"); }},
+      {"missing \"state.rng_offset\"", [](auto&, auto& j) { j["state"].erase("rng_offset"); }},
       {"\"state.step\" must be an integer", [](auto&, auto& j) { j["state"]["step"] = "11"; }},
       {"\"state.rng_seed\" must be a whole number",
        [](auto&, auto& j) { j["state"]["rng_seed"] = -1; }},
@@ -329,7 +376,7 @@ TEST_F(CheckpointTest, MetadataIsValidated) {
       {"\"state.seconds\"", [](auto&, auto& j) { j["state"]["seconds"] = nullptr; }},
       {"\"train.lr\"", [](auto&, auto& j) { j["train"]["lr"] = 0; }},
       {"\"train.batch_size\"", [](auto&, auto& j) { j["train"]["batch_size"] = 2.5; }},
-      {"\"train\" must be an object", [](auto&, auto& j) { j["train"] = 1; }},
+      {"expected \"train\" to be a JSON object", [](auto&, auto& j) { j["train"] = 1; }},
       {"\"data.fingerprint\"", [](auto&, auto& j) { j["data"]["fingerprint"] = "xyz"; }},
       {"\"data.path\"", [](auto&, auto& j) { j["data"]["path"] = ""; }},
       {"lacks the \"model\"", [](auto&, auto& j) { j.erase("model"); }},
@@ -393,14 +440,15 @@ TEST_F(CheckpointTest, MetadataIsValidated) {
     io::Metadata meta;
     io::TensorMap t = io::load_safetensors(path(), &meta);
     meta["checkpoint"] = text;
-    io::save_safetensors(path(), t, meta);
+    meta.erase(io::kDigestKey);
+    io::save_safetensors(path(), t, meta, /*with_digest=*/true);
   };
   with_meta("{\"format_version\": 1,");
   expect_load_error("not valid JSON");
   with_meta("{\"format_version\": 1, \"format_version\": 1}");
   expect_load_error("\"format_version\" appears twice");
   with_meta("[1, 2]");
-  expect_load_error("must be a JSON object");
+  expect_load_error("expected a JSON object");
   // And the untouched file still loads.
   io::write_file_atomic(path(), good);
   EXPECT_EQ(seq2seq::load_checkpoint(path()).state.step, 11);

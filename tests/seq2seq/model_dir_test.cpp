@@ -1,5 +1,8 @@
 #include "attn/seq2seq/model_dir.h"
 
+#include "attn/core/rng.h"
+#include "attn/io/file_set.h"
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -64,6 +67,15 @@ TEST(ModelDir, SaveLoadGivesTheSameOutputs) {
             to_vector<float>(f.net->forward(X, Y, lens)));
 }
 
+// A new manifest for the model files `dir` holds now: the manifest vouches
+// for an edit, so that a load reaches the checks of the files' content.
+void reseal(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& n : kModelFiles)
+    if (fs::exists(fs::path(dir) / n)) names.push_back(n);
+  io::write_manifest(dir, kModelKind, names);
+}
+
 TEST(ModelDir, BadDirectoriesAreClearErrors) {
   Fixture f;
   std::string dir = fresh_dir("model_bad");
@@ -78,31 +90,44 @@ TEST(ModelDir, BadDirectoriesAreClearErrors) {
   fs::copy_file(d / "model.safetensors", d / "w.bak");
   fs::resize_file(d / "model.safetensors", fs::file_size(d / "model.safetensors") - 10);
   EXPECT_NE(load_error(dir).find("model.safetensors"), std::string::npos);
+  reseal(dir);
+  EXPECT_NE(load_error(dir).find("model.safetensors"), std::string::npos);
   fs::remove(d / "model.safetensors");
   fs::rename(d / "w.bak", d / "model.safetensors");
   // A config whose shapes do not match the weights names the tensor.
   ModelConfig other = f.config;
   other.transformer.ffn_num_hiddens = 12;
   std::ofstream(d / "config.json") << config_to_json(other);
+  // Unsealed, the edit is refused by the manifest; resealed, by the shapes.
+  EXPECT_EQ(load_error(dir),
+            "'" + (d / "config.json").string() + "' does not match '" +
+                (d / "manifest.json").string() +
+                "' (its SHA-256 differs from the manifest's): the files of '" + dir +
+                "' do not belong together");
+  reseal(dir);
   std::string err = load_error(dir);
   EXPECT_EQ(err, "'" + (d / "model.safetensors").string() +
                      "': tensor 'encoder.blks.block1.ffn.dense1.weight' has shape [16, 8] but "
                      "config.json (num_layers 2, ffn_num_hiddens 12, num_hiddens 8) needs [12, 8]");
   // Bad config values.
   std::ofstream(d / "config.json") << "{\"format\": \"attn-transformer\"";
+  reseal(dir);
   EXPECT_NE(load_error(dir).find("not valid JSON"), std::string::npos);
   std::string good = config_to_json(f.config);
   std::string bad = good;
   bad.replace(bad.find("\"num_heads\": 2"), 14, "\"num_heads\": 3");
   std::ofstream(d / "config.json") << bad;
+  reseal(dir);
   EXPECT_NE(load_error(dir).find("not divisible"), std::string::npos);
   bad = good;
   bad.replace(bad.find("\"num_layers\": 2"), 15, "\"num_layers\": \"two\"");
   std::ofstream(d / "config.json") << bad;
+  reseal(dir);
   EXPECT_NE(load_error(dir).find("\"num_layers\" must be an integer"), std::string::npos);
   // Vocabulary size that disagrees with the config.
   std::ofstream(d / "config.json") << good;
   std::ofstream(d / "src_vocab.txt", std::ios::app) << "extra\n";
+  reseal(dir);
   EXPECT_EQ(load_error(dir), "'" + (d / "src_vocab.txt").string() +
                                  "': 8 tokens but config.json says src_vocab_size = 7");
 }
@@ -160,8 +185,7 @@ TEST(ModelConfigJson, EveryBadValueNamesTheKey) {
   EXPECT_EQ(config_error(with("dropout", "1")), "'c.json': \"dropout\" = 1 is outside [0, 1)");
   EXPECT_EQ(config_error(with("dropout", "null")),
             "'c.json': \"dropout\" must be a number, got null");
-  EXPECT_EQ(config_error(with("use_bias", "")),
-            "'c.json': \"use_bias\" must be true or false (missing)");
+  EXPECT_EQ(config_error(with("use_bias", "")), "'c.json': missing \"use_bias\"");
   std::string wide = with("max_len", "2000");
   wide.replace(wide.find("\"num_hiddens\": 8"), 16, "\"num_hiddens\": 65536");
   EXPECT_EQ(config_error(wide),
@@ -181,14 +205,17 @@ class ModelDirFiles : public attn::testing::TempDirTest {
     dir = (dir_ / "model").string();
     save_model(dir, *f.net, f.config, f.src, f.tgt);
   }
+  // Writes a file of the model and reseals the manifest over it.
   void write(const std::string& name, const std::string& bytes) {
-    std::ofstream(fs::path(dir) / name, std::ios::binary | std::ios::trunc) << bytes;
+    { std::ofstream(fs::path(dir) / name, std::ios::binary | std::ios::trunc) << bytes; }
+    reseal(dir);
   }
   void rewrite_weights(const std::function<void(io::TensorMap&)>& change) {
     std::string path = (fs::path(dir) / "model.safetensors").string();
     io::TensorMap m = io::load_safetensors(path);
     change(m);
     io::save_safetensors(path, m);
+    reseal(dir);
   }
   std::string weights() const { return (fs::path(dir) / "model.safetensors").string(); }
   Fixture f;
@@ -281,7 +308,8 @@ TEST_F(ModelDirFiles, SaveWritesAllFilesOrNone) {
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
-  EXPECT_EQ(files, (std::vector<std::string>{"config.json", "model.safetensors", "src_vocab.txt",
+  EXPECT_EQ(files, (std::vector<std::string>{".lock", "config.json", "manifest.json",
+                                             "model.safetensors", "src_vocab.txt",
                                              "tgt_vocab.txt"}));
   // A vocabulary that cannot be written: nothing is written, and the new
   // directory is removed again.
@@ -294,5 +322,49 @@ TEST_F(ModelDirFiles, SaveWritesAllFilesOrNone) {
   data::Vocab other({{"p", "q", "r"}}, 1, data::kReservedTokens);
   EXPECT_THROW(save_model(dir, *f.net, f.config, other, bad), ValueError);
   EXPECT_EQ(attn::testing::read_file(fs::path(dir) / "src_vocab.txt"), before);
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 4);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 6);
+}
+
+// Files that do not belong together are refused, naming the file: an edit,
+// two vocabulary lines swapped, weights of another model of the same shapes.
+TEST_F(ModelDirFiles, FilesThatDoNotBelongTogetherAreRefused) {
+  const fs::path d(dir);
+  auto expect_mismatch = [&](const std::string& name) {
+    std::string err = load_error(dir);
+    EXPECT_EQ(err.rfind("'" + (d / name).string() + "' does not match '" +
+                            (d / "manifest.json").string() + "' (",
+                        0),
+              0u)
+        << err;
+    EXPECT_NE(err.find("do not belong together"), std::string::npos) << err;
+  };
+  const std::string vocab = attn::testing::read_file(d / "src_vocab.txt");
+  std::string swapped = vocab;
+  std::size_t a = swapped.find("<eos>\n") + 6, b = swapped.find('\n', a) + 1,
+              c = swapped.find('\n', b) + 1;
+  swapped = swapped.substr(0, a) + swapped.substr(b, c - b) + swapped.substr(a, b - a) +
+            swapped.substr(c);
+  ASSERT_NE(swapped, vocab);
+  ASSERT_EQ(swapped.size(), vocab.size());
+  { std::ofstream(d / "src_vocab.txt", std::ios::binary | std::ios::trunc) << swapped; }
+  expect_mismatch("src_vocab.txt");
+  save_model(dir, *f.net, f.config, f.src, f.tgt);
+  EXPECT_EQ(load_error(dir), "no error");
+  manual_seed(99);
+  nn::EncoderDecoder other(f.config.transformer);
+  io::TensorMap t;
+  for (auto& [name, p] : other.named_parameters()) t.emplace(name, p.detach());
+  io::save_safetensors(weights(), t, {{"format", "pt"}});
+  expect_mismatch("model.safetensors");
+  // Without a manifest nothing is loaded; write_model_manifest checks the
+  // files as load_model would and then vouches for them.
+  fs::remove(d / "manifest.json");
+  EXPECT_EQ(load_error(dir), "'" + dir + "' has no manifest.json: its files cannot be checked to "
+                                         "belong together");
+  write_model_manifest(dir);
+  EXPECT_EQ(load_error(dir), "no error");
+  { std::ofstream(d / "config.json", std::ios::app) << "{"; }
+  fs::remove(d / "manifest.json");
+  EXPECT_THROW(write_model_manifest(dir), IOError);
+  EXPECT_FALSE(fs::exists(d / "manifest.json"));
 }

@@ -11,9 +11,21 @@
 // file, the JSON must be well-formed with unique names, every dtype known,
 // shape x dtype size must equal the byte range, ranges must lie inside the
 // data section, not overlap and cover it without holes, at most 32
-// dimensions. Every error is an IOError of one line naming the file (and the
-// tensor, where there is one; hostile names are cut to 80 bytes and their
-// control characters shown as '?').
+// dimensions. A file is read header first: its length is checked against the
+// file's size, the header against the data section, and only then is memory
+// allocated for the tensors, whose bytes are read straight into them. Every
+// error is an IOError of one line naming the file (and the tensor, where there
+// is one; hostile names are cut to 80 bytes and their control characters
+// shown as '?').
+//
+// Content digest: a file written with `with_digest` carries in its metadata
+// "sha256": the SHA-256 of its content in a form independent of the JSON's
+// layout — every other metadata entry (key, value) in key order, then every
+// tensor in name order (name, dtype tag, rank, dimensions, byte count,
+// bytes), each string and byte run prefixed with its length as a
+// little-endian uint64, after the tag "attn-safetensors-sha256-v1" and its
+// NUL. A reader that finds the key checks it, so an edit anywhere (a
+// metadata value, a weight) is refused. Checkpoints carry one.
 #pragma once
 
 #include <map>
@@ -21,20 +33,28 @@
 #include <string_view>
 
 #include "attn/core/tensor.h"
+#include "attn/io/read_file.h"
 
 namespace attn::io {
 
 using TensorMap = std::map<std::string, Tensor>;
 using Metadata = std::map<std::string, std::string>;
 
+// The metadata key of the content digest.
+inline constexpr const char* kDigestKey = "sha256";
+
 // The file's bytes: tensors in name order, the data 8-byte aligned.
-std::string serialize_safetensors(const TensorMap& tensors, const Metadata& metadata = {});
+std::string serialize_safetensors(const TensorMap& tensors, const Metadata& metadata = {},
+                                  bool with_digest = false);
 
 // serialize_safetensors, written atomically.
 void save_safetensors(const std::string& path, const TensorMap& tensors,
-                      const Metadata& metadata = {});
+                      const Metadata& metadata = {}, bool with_digest = false);
 
+// Reads and checks a file (see the top of this header); `metadata` receives
+// its __metadata__.
 TensorMap load_safetensors(const std::string& path, Metadata* metadata = nullptr);
+TensorMap load_safetensors(const InputFile& file, Metadata* metadata = nullptr);
 
 // The same, from bytes already in memory (`what` names them in errors).
 TensorMap parse_safetensors(std::string_view bytes, const std::string& what,

@@ -4,10 +4,15 @@
 //   model.safetensors  the parameters, under d2l's PyTorch state_dict names
 //   src_vocab.txt      source tokens, one per line, in index order
 //   tgt_vocab.txt      target tokens, likewise
+//   manifest.json      size and SHA-256 of each of the four (io/file_set.h)
+// The four files are one unit: written as an io file set (a reader sees the
+// complete old model or the complete new one, whatever moment a write is cut
+// at), and read only when each matches the manifest.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "attn/data/vocab.h"
 #include "attn/io/safetensors.h"
@@ -26,22 +31,30 @@ struct ModelConfig {
 inline constexpr std::int64_t kMaxVocabSize = 100'000'000;
 inline constexpr std::int64_t kMaxPositionalEntries = std::int64_t{1} << 26;
 
+inline constexpr const char* kModelKind = "attn-model";
+inline const std::vector<std::string> kModelFiles = {"config.json", "model.safetensors",
+                                                     "src_vocab.txt", "tgt_vocab.txt"};
+// config.json is a few hundred bytes; a larger one is not a config.
+inline constexpr std::uint64_t kMaxConfigBytes = 1 << 20;
+
 struct LoadedModel {
   ModelConfig config;
   std::shared_ptr<nn::EncoderDecoder> net;
   data::Vocab src_vocab, tgt_vocab;
 };
 
-// Writes the four files, creating `dir` if needed. Each is first written in
-// full to a temp file beside its target; only when all four are written are
-// they renamed into place (config.json last), so an error leaves the
-// directory as it was (and removes it again if this call created it).
+// Writes the four files and the manifest as one file set, creating `dir` if
+// needed (and removing it again if this call created it and fails). Takes
+// the directory's lock unless this process holds it (io::WriteGuard); a
+// directory another process holds is refused.
 void save_model(const std::string& dir, const nn::EncoderDecoder& net, const ModelConfig& config,
                 const data::Vocab& src_vocab, const data::Vocab& tgt_vocab);
 
 // Reads and checks all four files before it builds the model. Every problem
 // is an IOError of one line naming the file (and the key, line or tensor):
-//   - the directory or a file missing; a file empty or unreadable;
+//   - the directory missing; no manifest.json, a file missing, unreadable,
+//     not a regular file, or not the one the manifest describes (edited,
+//     swapped, copied from another model); a file empty;
 //   - config.json: not JSON, not an object, a key missing, given twice, of the
 //     wrong type or outside its range, num_heads not dividing num_hiddens,
 //     max_len x num_hiddens > kMaxPositionalEntries;
@@ -52,6 +65,11 @@ void save_model(const std::string& dir, const nn::EncoderDecoder& net, const Mod
 //     other than config.json implies (named); fewer parameters than the
 //     config's sizes need (checked before anything of those sizes is allocated).
 LoadedModel load_model(const std::string& dir);
+
+// Writes `dir`'s manifest.json for the four files as they are, after every
+// check load_model makes of them: for a model directory written by another
+// tool (a d2l PyTorch export) or by an attn without manifests.
+void write_model_manifest(const std::string& dir);
 
 // The weights checks of load_model on tensors already read (`what` names
 // their file): dtypes, NaN/infinity, the shapes that show config's sizes, and

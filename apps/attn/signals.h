@@ -1,0 +1,38 @@
+// apps/attn/signals.h — SIGINT and SIGTERM, received by one thread of their own.
+//
+// Why not a handler: a handler runs on whichever thread the kernel picks, and
+// Debian's oneDNN 2.6 JIT kernels point the stack pointer into a heap buffer
+// while they run; a signal frame pushed there overwrites the heap (measured:
+// 12 of 16 interrupted training runs crashed, every crash inside oneDNN's
+// JIT code). So main() blocks both signals before any other thread exists —
+// every OpenMP and oneDNN thread inherits the mask and never takes them — and
+// one dedicated thread receives them with sigwait(). No handler ever runs.
+//
+// What a signal does:
+//   - inside a StopScope (training): the first sets the stop flag, which the
+//     trainer polls after every step; a second one exits at once with
+//     128 + signal, after one line on stderr;
+//   - anywhere else (loading data, translating, writing outputs): the process
+//     ends at once, killed by that signal as if attn had no handling at all.
+#pragma once
+
+namespace attn::cli {
+
+// Blocks SIGINT and SIGTERM in the calling thread and starts the thread that
+// receives them. Call first thing in main(), before any thread is created.
+void start_signal_thread();
+
+// While one is alive, SIGINT and SIGTERM ask to stop instead of ending the
+// process. Not nestable.
+class StopScope {
+ public:
+  StopScope();
+  ~StopScope();
+  StopScope(const StopScope&) = delete;
+  StopScope& operator=(const StopScope&) = delete;
+};
+
+// The signal that asked to stop inside the current or last StopScope, or 0.
+int stop_signal();
+
+}  // namespace attn::cli
