@@ -95,6 +95,10 @@ std::string missing_command(CLI::App& app) {
 // Output that was lost is an error, as in coreutils' close_stdout: a full
 // disk or a closed file behind stdout turns exit 0 into exit 1 with one line.
 int close_stdout(int rc) {
+  if (rc != 0) {  // an error was reported already; one line is enough
+    std::fclose(stdout);
+    return rc;
+  }
   errno = 0;
   bool lost = std::fflush(stdout) != 0 || std::ferror(stdout) != 0;
   int err = errno;
@@ -102,10 +106,10 @@ int close_stdout(int rc) {
     lost = true;
     err = errno;
   }
-  if (!lost) return rc;
+  if (!lost) return 0;
   print_error(err != 0 ? fmt::format("write error: {}", std::strerror(err))
-                      : std::string("write error on standard output"));
-  return rc == 0 ? 1 : rc;
+                       : std::string("write error on standard output"));
+  return 1;
 }
 
 int run(int argc, char** argv) {

@@ -63,13 +63,13 @@ ParallelCorpus tokenize_checked(std::string_view text, long num_examples, std::s
 }  // namespace
 
 ParallelCorpus read_parallel_corpus(const std::string& path, long num_examples) {
-  return tokenize_checked(read_text_file(path), num_examples, quote_path(path));
+  return tokenize_checked(read_corpus_text(path, num_examples), num_examples, quote_path(path));
 }
 
 NmtData load_data_nmt(const std::string& path, const NmtOptions& o) {
   ATTN_CHECK(o.valid_fraction >= 0 && o.valid_fraction < 1, ValueError,
              "load_data_nmt: valid_fraction must be in [0, 1), got {}", o.valid_fraction);
-  return make_data_nmt(read_text_file(path), quote_path(path), o);
+  return make_data_nmt(read_corpus_text(path, o.num_examples), quote_path(path), o);
 }
 
 NmtData make_data_nmt(std::string_view text, std::string_view what, const NmtOptions& o) {

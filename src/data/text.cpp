@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "attn/core/error.h"
+#include "attn/io/line_reader.h"
 #include "attn/io/read_file.h"
 
 namespace attn::data {
@@ -32,60 +34,26 @@ std::string read_file_bytes(const std::string& path) {
   return io::read_file_bytes(path, kMaxTextBytes);
 }
 
-namespace {
-
-bool is_gzip(std::string_view bytes) {
-  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1F &&
-         static_cast<unsigned char>(bytes[1]) == 0x8B;
-}
-
-// Every gzip member of `in`, decompressed and concatenated.
-std::string gunzip(std::string_view in, std::string_view what) {
-  z_stream zs{};
-  ATTN_CHECK(inflateInit2(&zs, 16 + MAX_WBITS) == Z_OK, IOError,
-             "{}: cannot start gzip decompression", what);
-  struct Ender {
-    z_stream* zs;
-    ~Ender() { inflateEnd(zs); }
-  } ender{&zs};
-  std::string out;
-  char buf[1 << 16];
-  std::size_t pos = 0;  // bytes of `in` consumed
-  for (;;) {
-    // zlib counts in 32 bits: feed at most 1 GiB at a time.
-    const std::size_t chunk = std::min<std::size_t>(in.size() - pos, std::size_t{1} << 30);
-    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data() + pos));
-    zs.avail_in = static_cast<uInt>(chunk);
-    zs.next_out = reinterpret_cast<Bytef*>(buf);
-    zs.avail_out = sizeof buf;
-    int ret = inflate(&zs, Z_NO_FLUSH);
-    pos += chunk - zs.avail_in;
-    out.append(buf, sizeof buf - zs.avail_out);
-    ATTN_CHECK(out.size() <= kMaxTextBytes, IOError,
-               "{}: decompresses to more than attn reads ({} bytes)", what, kMaxTextBytes);
-    if (ret == Z_STREAM_END) {
-      if (pos == in.size()) break;
-      ATTN_CHECK(is_gzip(in.substr(pos)), IOError,
-                 "{}: {} bytes after the end of the gzip data are not gzip data", what,
-                 in.size() - pos);
-      ATTN_CHECK(inflateReset(&zs) == Z_OK, IOError, "{}: cannot restart gzip decompression", what);
-      continue;
-    }
-    if (ret == Z_OK) continue;
-    if (ret == Z_BUF_ERROR && pos == in.size())
-      throw IOError(
-          fmt::format("{}: truncated gzip data (the compressed stream ends early)", what));
-    if (ret == Z_MEM_ERROR) throw std::bad_alloc();
-    throw IOError(fmt::format("{}: corrupt gzip data ({})", what,
-                              zs.msg != nullptr ? zs.msg : "inflate failed"));
-  }
-  return out;
-}
-
-}  // namespace
-
 std::string decode_text(std::string_view bytes, std::string_view what) {
-  std::string text = is_gzip(bytes) ? gunzip(bytes, what) : std::string(bytes);
+  auto source = io::text_source(io::memory_source(bytes), std::string(what), kMaxTextBytes);
+  std::string text;
+  std::vector<char> buf(1 << 16);
+  for (std::size_t got; (got = source->read(buf.data(), buf.size())) > 0;)
+    text.append(buf.data(), got);
+  ATTN_CHECK(!text.empty(), IOError, "{} is empty", what);
+  return text;
+}
+
+std::string read_corpus_text(const std::string& path, long num_examples) {
+  const std::string what = quote_path(path);
+  io::LineReader lines(io::text_source(io::open_file_source(path), what, kMaxTextBytes), what,
+                       kMaxLineBytes);
+  std::string text, line;
+  while ((num_examples <= 0 || static_cast<long>(lines.line_number()) <= num_examples) &&
+         lines.next(line)) {
+    text += line;
+    if (lines.ended_with_newline()) text += '\n';
+  }
   ATTN_CHECK(!text.empty(), IOError, "{} is empty", what);
   return text;
 }

@@ -63,8 +63,8 @@ DirectoryLock::DirectoryLock(const fs::path& dir, const std::string& label)
     ::close(fd);
     ATTN_CHECK(err == EWOULDBLOCK, IOError, "cannot lock '{}': {}", dir.string(),
                std::strerror(err));
-    throw IOError(fmt::format("'{}' is in use by {}; wait for it to end or stop it", dir.string(),
-                              holder));
+    throw IOError(
+        fmt::format("'{}' is in use by {}; wait for it to end or stop it", dir.string(), holder));
   }
   std::string me = fmt::format("process {} ({})\n", ::getpid(), label);
   if (::ftruncate(fd, 0) == 0) {

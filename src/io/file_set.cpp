@@ -95,8 +95,7 @@ Check check_file(const fs::path& path, const ManifestEntry& e, std::optional<Inp
     InputFile f(path.string());
     if (f.size() != e.bytes)
       return {Check::differs, fmt::format("{} bytes, but the manifest says {}", f.size(), e.bytes)};
-    if (f.sha256() != e.sha256)
-      return {Check::differs, "its SHA-256 differs from the manifest's"};
+    if (f.sha256() != e.sha256) return {Check::differs, "its SHA-256 differs from the manifest's"};
     if (out) out->emplace(std::move(f));
     return {};
   } catch (const IOError& err) {
@@ -110,10 +109,8 @@ std::string manifest_to_json(const Manifest& m) {
   nlohmann::ordered_json files = nlohmann::ordered_json::array();
   for (const auto& e : m.files)
     files.push_back({{"name", e.name}, {"bytes", e.bytes}, {"sha256", e.sha256}});
-  nlohmann::ordered_json j = {{"format", kFormat},
-                              {"format_version", 1},
-                              {"kind", m.kind},
-                              {"files", files}};
+  nlohmann::ordered_json j = {
+      {"format", kFormat}, {"format_version", 1}, {"kind", m.kind}, {"files", files}};
   return j.dump(2) + "\n";
 }
 
@@ -139,8 +136,8 @@ Manifest parse_manifest(const std::string& text, const std::string& what) {
                printable_excerpt(e.name));
     e.bytes = static_cast<std::uint64_t>(f.integer("bytes", 0, std::int64_t{1} << 50));
     e.sha256 = f.string("sha256");
-    ATTN_CHECK(e.sha256.size() == 64 && e.sha256.find_first_not_of("0123456789abcdef") ==
-                                            std::string::npos,
+    ATTN_CHECK(e.sha256.size() == 64 &&
+                   e.sha256.find_first_not_of("0123456789abcdef") == std::string::npos,
                IOError, "{}: {} must be 64 lower-case hex digits, got {}", what, f.name("sha256"),
                describe_json(f.get("sha256")));
     m.files.push_back(std::move(e));
@@ -159,7 +156,8 @@ void recover_file_set(const fs::path& dir) {
   // after its commit point. Anything else there is a write cut before it.
   for (const auto& e : current_manifest(dir).files) {
     const fs::path p = pending / e.name;
-    if (check_file(p, e, nullptr).result == Check::ok && ::rename(p.c_str(), (dir / e.name).c_str()) != 0)
+    if (check_file(p, e, nullptr).result == Check::ok &&
+        ::rename(p.c_str(), (dir / e.name).c_str()) != 0)
       throw IOError(fmt::format("cannot complete the interrupted write of '{}': rename: {}",
                                 (dir / e.name).string(), std::strerror(errno)));
   }
@@ -223,15 +221,15 @@ FileSet::FileSet(const fs::path& dir, const std::string& kind) : dir_(dir) {
   struct stat st {};
   ATTN_CHECK(::stat(dir.c_str(), &st) == 0, IOError, "model directory '{}': {}", dir.string(),
              errno == ENOENT ? std::string("does not exist") : std::strerror(errno));
-  ATTN_CHECK(S_ISDIR(st.st_mode), IOError, "model directory '{}' is not a directory",
-             dir.string());
+  ATTN_CHECK(S_ISDIR(st.st_mode), IOError, "model directory '{}' is not a directory", dir.string());
   const fs::path manifest_path = dir / kManifestFile;
   // A write under way can make a file disagree with the manifest read just
   // before it; while a writer holds the lock, look again a few times.
   for (int attempt = 0;; ++attempt) {
     if (::lstat(manifest_path.c_str(), &st) != 0 && errno == ENOENT)
-      throw IOError(fmt::format("'{}' has no {}: its files cannot be checked to belong together",
-                                dir.string(), kManifestFile));
+      throw MissingManifestError(
+          fmt::format("'{}' has no {}: its files cannot be checked to belong together",
+                      dir.string(), kManifestFile));
     InputFile mf(manifest_path.string());
     manifest_ = parse_manifest(mf.read_all(kMaxManifestBytes), quoted(manifest_path));
     ATTN_CHECK(manifest_.kind == kind, IOError, "{}: \"kind\" is \"{}\", not \"{}\"",
@@ -241,7 +239,8 @@ FileSet::FileSet(const fs::path& dir, const std::string& kind) : dir_(dir) {
     for (const auto& e : manifest_.files) {
       std::optional<InputFile> f;
       Check c = check_file(dir / e.name, e, &f);
-      if (c.result != Check::ok && check_file(dir / kPendingDir / e.name, e, &f).result == Check::ok)
+      if (c.result != Check::ok &&
+          check_file(dir / kPendingDir / e.name, e, &f).result == Check::ok)
         c = {};
       if (c.result == Check::missing)
         problem = fmt::format("model directory '{}' has no {} (its manifest lists it)",
@@ -249,10 +248,10 @@ FileSet::FileSet(const fs::path& dir, const std::string& kind) : dir_(dir) {
       else if (c.result == Check::unreadable)
         problem = c.why;
       else if (c.result == Check::differs)
-        problem = fmt::format("'{}' does not match '{}' ({}): the files of '{}' do not belong "
-                              "together",
-                              (dir / e.name).string(), manifest_path.string(), c.why,
-                              dir.string());
+        problem = fmt::format(
+            "'{}' does not match '{}' ({}): the files of '{}' do not belong "
+            "together",
+            (dir / e.name).string(), manifest_path.string(), c.why, dir.string());
       if (!problem.empty()) break;
       files_.emplace(e.name, std::move(*f));
     }
@@ -264,8 +263,8 @@ FileSet::FileSet(const fs::path& dir, const std::string& kind) : dir_(dir) {
 
 const InputFile& FileSet::file(const std::string& name) const {
   auto it = files_.find(name);
-  ATTN_CHECK(it != files_.end(), IOError, "'{}' does not list {}",
-             (dir_ / kManifestFile).string(), name);
+  ATTN_CHECK(it != files_.end(), IOError, "'{}' does not list {}", (dir_ / kManifestFile).string(),
+             name);
   return it->second;
 }
 

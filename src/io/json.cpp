@@ -85,9 +85,8 @@ std::int64_t JsonObject::integer(std::string_view key, std::int64_t lo, std::int
 
 std::uint64_t JsonObject::unsigned64(std::string_view key) const {
   const auto& v = get(key);
-  ATTN_CHECK(v.is_number_unsigned(), IOError,
-             "{}: {} must be a whole number in [0, 2^64), got {}", what_, name(key),
-             describe_json(v));
+  ATTN_CHECK(v.is_number_unsigned(), IOError, "{}: {} must be a whole number in [0, 2^64), got {}",
+             what_, name(key), describe_json(v));
   return v.get<std::uint64_t>();
 }
 

@@ -69,8 +69,8 @@ InputFile::InputFile(std::string path) : path_(std::move(path)) {
   struct stat st {};
   ATTN_CHECK(::fstat(fd, &st) == 0, IOError, "cannot read '{}': {}", path_, std::strerror(errno));
   ATTN_CHECK(!S_ISDIR(st.st_mode), IOError, "cannot read '{}': it is a directory", path_);
-  ATTN_CHECK(S_ISREG(st.st_mode), IOError, "cannot read '{}': it is {}, not a regular file",
-             path_, file_kind(st.st_mode));
+  ATTN_CHECK(S_ISREG(st.st_mode), IOError, "cannot read '{}': it is {}, not a regular file", path_,
+             file_kind(st.st_mode));
   int flags = ::fcntl(fd, F_GETFL);
   if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   size_ = static_cast<std::uint64_t>(st.st_size);

@@ -19,9 +19,7 @@ namespace {
 constexpr std::uint64_t kMaxHeader = 100'000'000;  // as the reference implementation
 constexpr std::size_t kMaxRank = 32;
 
-std::string excerpt(std::string_view s, std::size_t max = 80) {
-  return printable_excerpt(s, max);
-}
+std::string excerpt(std::string_view s, std::size_t max = 80) { return printable_excerpt(s, max); }
 
 const char* dtype_tag(DType dt) {
   switch (dt) {
@@ -95,7 +93,7 @@ class ContentDigest {
 };
 
 std::uint64_t read_header_length(std::string_view first8, std::uint64_t file_size,
-                                  const std::string& what) {
+                                 const std::string& what) {
   ATTN_CHECK(file_size >= 8, IOError,
              "'{}': not a safetensors file ({} bytes, too short for the header length)", what,
              file_size);
@@ -243,8 +241,7 @@ TensorMap materialize(const std::vector<Entry>& entries, const Metadata& metadat
 std::string serialize_safetensors(const TensorMap& tensors, const Metadata& metadata,
                                   bool with_digest) {
   ATTN_CHECK(!metadata.count(kDigestKey), ValueError,
-             "save_safetensors: metadata key '{}' is reserved for the content digest",
-             kDigestKey);
+             "save_safetensors: metadata key '{}' is reserved for the content digest", kDigestKey);
   Metadata meta = metadata;
   std::vector<std::pair<const std::string*, Tensor>> order;
   for (const auto& [name, t] : tensors) {
@@ -287,9 +284,8 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
 }
 
 TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Metadata* metadata) {
-  const std::uint64_t n =
-      read_header_length(bytes.substr(0, std::min<std::size_t>(8, bytes.size())), bytes.size(),
-                         what);
+  const std::uint64_t n = read_header_length(
+      bytes.substr(0, std::min<std::size_t>(8, bytes.size())), bytes.size(), what);
   std::string_view data = bytes.substr(8 + n);
   Metadata meta;
   std::vector<Entry> entries = parse_header(bytes.substr(8, n), data.size(), what, meta);

@@ -1,5 +1,7 @@
 #include "attn/nn/init.h"
 
+#include "attn/nn/layers.h"
+
 #include <cmath>
 
 namespace attn::nn::init {
@@ -27,3 +29,13 @@ void zeros_(const Tensor& t) { fill_(t, 0.0); }
 void ones_(const Tensor& t) { fill_(t, 1.0); }
 
 }  // namespace attn::nn::init
+
+namespace attn::nn {
+
+void xavier_init(Module& net, Generator& gen) {
+  net.apply([&](Module& m) {
+    if (auto* linear = dynamic_cast<Linear*>(&m)) init::xavier_uniform_(linear->weight, 1.0, gen);
+  });
+}
+
+}  // namespace attn::nn

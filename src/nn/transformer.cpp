@@ -22,9 +22,7 @@ void TransformerConfig::validate() const {
   positive(num_heads, "num_heads");
   positive(ffn_num_hiddens, "ffn_num_hiddens");
   positive(max_len, "max_len");
-  ATTN_CHECK(num_hiddens % num_heads == 0, ValueError,
-             "Transformer: num_hiddens {} is not divisible by num_heads {}", num_hiddens,
-             num_heads);
+  // num_hiddens % num_heads: MultiHeadAttention's own check.
   ATTN_CHECK(dropout >= 0 && dropout < 1, ValueError,
              "Transformer: dropout must be in [0, 1), got {}", dropout);
 }

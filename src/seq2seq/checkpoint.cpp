@@ -78,24 +78,11 @@ void save_checkpoint(const std::string& path, const nn::EncoderDecoder& net, con
   tensors.emplace(kStepLoss, from_vector(s.step_loss));
   tensors.emplace(kStepTokens, from_vector(s.step_tokens));
 
-  const DataSpec& d = run.data;
-  const TrainOptions& t = run.train;
   nlohmann::ordered_json j = {
       {"format_version", 1},
       {"model", nlohmann::ordered_json::parse(config_to_json(run.model))},
-      {"data",
-       {{"path", d.path},
-        {"num_examples", d.num_examples},
-        {"min_freq", d.min_freq},
-        {"valid_fraction", d.valid_fraction},
-        {"num_pairs", d.num_pairs},
-        {"fingerprint", hex64(d.fingerprint)}}},
-      {"train",
-       {{"num_epochs", t.num_epochs},
-        {"lr", t.lr},
-        {"batch_size", t.batch_size},
-        {"grad_clip", t.grad_clip},
-        {"seed", t.seed}}},
+      {"data", hparams_to_json(run, HGroup::data)},
+      {"train", hparams_to_json(run, HGroup::train)},
       {"state",
        {{"step", s.step},
         {"epoch", s.epoch},
@@ -107,6 +94,8 @@ void save_checkpoint(const std::string& path, const nn::EncoderDecoder& net, con
         {"seconds", s.seconds}}},
       {"threads", run.threads},
   };
+  j["data"]["fingerprint"] = hex64(run.data.fingerprint);
+  j["data"]["fingerprint"] = hex64(run.data.fingerprint);
   // A corpus path that is not UTF-8 is stored with U+FFFD in place of its bad
   // bytes (a resume then needs --data).
   std::string text = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
@@ -141,11 +130,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   run.model = config_from_json(j["model"].dump(), what);
 
   io::JsonObject d = root.object("data");
-  run.data.path = d.string("path");
-  run.data.num_examples = static_cast<long>(d.integer("num_examples", 0, 100'000'000));
-  run.data.min_freq = static_cast<int>(d.integer("min_freq", 1, 1'000'000));
-  run.data.valid_fraction = d.number("valid_fraction", 0.0, 0.99);
-  run.data.num_pairs = d.integer("num_pairs", 1, std::int64_t{1} << 31);
+  hparams_from_json(d, HGroup::data, run);
   {
     std::string fp = d.string("fingerprint");
     std::uint64_t v = 0;
@@ -156,12 +141,7 @@ Checkpoint load_checkpoint(const std::string& path) {
     run.data.fingerprint = v;
   }
 
-  io::JsonObject t = root.object("train");
-  run.train.num_epochs = t.integer("num_epochs", 1, 1'000'000);
-  run.train.lr = t.number("lr", 0.0, 1e6, /*open_lo=*/true);
-  run.train.batch_size = t.integer("batch_size", 1, std::int64_t{1} << 31);
-  run.train.grad_clip = t.number("grad_clip", 0.0, 1e300, /*open_lo=*/true);
-  run.train.seed = t.unsigned64("seed");
+  hparams_from_json(root.object("train"), HGroup::train, run);
   run.threads = static_cast<int>(root.integer("threads", 0, 1 << 20));
 
   io::JsonObject s = root.object("state");

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "attn/data/nmt.h"
@@ -13,27 +13,17 @@
 #include "attn/io/file_set.h"
 #include "attn/io/json.h"
 #include "attn/io/safetensors.h"
+#include "attn/seq2seq/hparams.h"
 
 namespace attn::seq2seq {
 
 namespace fs = std::filesystem;
 
 std::string config_to_json(const ModelConfig& c) {
-  const auto& t = c.transformer;
-  nlohmann::ordered_json j = {
-      {"format", "attn-transformer"},
-      {"format_version", 1},
-      {"src_vocab_size", t.src_vocab_size},
-      {"tgt_vocab_size", t.tgt_vocab_size},
-      {"num_hiddens", t.num_hiddens},
-      {"num_layers", t.num_layers},
-      {"num_heads", t.num_heads},
-      {"ffn_num_hiddens", t.ffn_num_hiddens},
-      {"dropout", t.dropout},
-      {"max_len", t.max_len},
-      {"use_bias", t.use_bias},
-      {"num_steps", c.num_steps},
-  };
+  RunSpec run;
+  run.model = c;
+  nlohmann::ordered_json j = {{"format", "attn-transformer"}, {"format_version", 1}};
+  j.update(hparams_to_json(run, HGroup::model));
   return j.dump(2) + "\n";
 }
 
@@ -64,32 +54,15 @@ ModelConfig config_from_json(const std::string& text, const std::string& what) {
   ATTN_CHECK(o.get("format") == "attn-transformer", IOError,
              "{}: \"format\" must be \"attn-transformer\", got {}", quoted,
              io::describe_json(o.get("format")));
-  ModelConfig c;
-  auto& t = c.transformer;
   o.integer("format_version", 1, 1);
-  t.src_vocab_size = o.integer("src_vocab_size", 4, kMaxVocabSize);
-  t.tgt_vocab_size = o.integer("tgt_vocab_size", 4, kMaxVocabSize);
-  t.num_hiddens = o.integer("num_hiddens", 1, 1 << 16);
-  t.num_layers = o.integer("num_layers", 1, 1024);
-  t.num_heads = o.integer("num_heads", 1, 1 << 16);
-  t.ffn_num_hiddens = o.integer("ffn_num_hiddens", 1, 1 << 20);
-  t.max_len = o.integer("max_len", 1, 1 << 20);
-  c.num_steps = o.integer("num_steps", 1, t.max_len);
-  ATTN_CHECK(t.num_hiddens % t.num_heads == 0, IOError,
-             "{}: \"num_hiddens\" = {} is not divisible by \"num_heads\" = {}", quoted,
-             t.num_hiddens, t.num_heads);
-  ATTN_CHECK(t.max_len * t.num_hiddens <= kMaxPositionalEntries, IOError,
-             "{}: \"max_len\" x \"num_hiddens\" = {} x {} positional-encoding entries, more "
-             "than the limit of {}",
-             quoted, t.max_len, t.num_hiddens, kMaxPositionalEntries);
-  t.dropout = o.number("dropout", 0, 1, false, true);
-  t.use_bias = o.boolean("use_bias");
+  RunSpec run;
+  hparams_from_json(o, HGroup::model, run);
   try {
-    t.validate();
+    validate_model(run.model);
   } catch (const ValueError& e) {
     throw IOError(fmt::format("{}: {}", quoted, e.what()));
   }
-  return c;
+  return run.model;
 }
 
 std::int64_t min_num_parameters(const nn::TransformerConfig& c) {
@@ -109,11 +82,12 @@ void save_model(const std::string& dir, const nn::EncoderDecoder& net, const Mod
     io::WriteGuard guard(d, "attn save_model");
     io::TensorMap tensors;
     for (auto& [name, p] : net.named_parameters()) tensors.emplace(name, p.detach());
-    io::write_file_set(d, kModelKind,
-                       {{"config.json", config_to_json(config)},
-                        {"model.safetensors", io::serialize_safetensors(tensors, {{"format", "pt"}})},
-                        {"src_vocab.txt", src_vocab.to_text()},
-                        {"tgt_vocab.txt", tgt_vocab.to_text()}});
+    io::write_file_set(
+        d, kModelKind,
+        {{"config.json", config_to_json(config)},
+         {"model.safetensors", io::serialize_safetensors(tensors, {{"format", "pt"}})},
+         {"src_vocab.txt", src_vocab.to_text()},
+         {"tgt_vocab.txt", tgt_vocab.to_text()}});
   } catch (...) {
     if (!existed) {  // leave no trace of a directory this call created
       fs::remove(d / io::kLockFile, ec);
@@ -175,9 +149,9 @@ template <class Open>
 LoadedModel load_model_files(Open&& open) {
   LoadedModel m;
   const io::InputFile& config_file = open("config.json");
-  m.config = config_from_json(
-      data::decode_text(config_file.read_all(kMaxConfigBytes), data::quote_path(config_file.path())),
-      config_file.path());
+  m.config = config_from_json(data::decode_text(config_file.read_all(kMaxConfigBytes),
+                                                data::quote_path(config_file.path())),
+                              config_file.path());
   const auto& c = m.config.transformer;
   auto vocab = [&](const char* name, std::int64_t want, const char* key) {
     const io::InputFile& f = open(name);
@@ -220,8 +194,8 @@ struct PlainFiles {
 void check_is_directory(const fs::path& d) {
   std::error_code ec;
   fs::file_status st = fs::status(d, ec);
-  ATTN_CHECK(!ec || ec == std::errc::no_such_file_or_directory, IOError,
-             "model directory '{}': {}", d.string(), ec.message());
+  ATTN_CHECK(!ec || ec == std::errc::no_such_file_or_directory, IOError, "model directory '{}': {}",
+             d.string(), ec.message());
   ATTN_CHECK(fs::exists(st), IOError, "model directory '{}' does not exist", d.string());
   ATTN_CHECK(fs::is_directory(st), IOError, "model directory '{}' is not a directory", d.string());
 }
@@ -231,9 +205,8 @@ void check_is_directory(const fs::path& d) {
 LoadedModel load_model(const std::string& dir) {
   check_is_directory(dir);
   io::FileSet set(dir, kModelKind);
-  return load_model_files([&](const std::string& name) -> const io::InputFile& {
-    return set.file(name);
-  });
+  return load_model_files(
+      [&](const std::string& name) -> const io::InputFile& { return set.file(name); });
 }
 
 void write_model_manifest(const std::string& dir) {

@@ -12,13 +12,6 @@
 
 namespace attn::seq2seq {
 
-void xavier_init(nn::Module& net, Generator& gen) {
-  net.apply([&](nn::Module& m) {
-    if (auto* linear = dynamic_cast<nn::Linear*>(&m))
-      nn::init::xavier_uniform_(linear->weight, 1.0, gen);
-  });
-}
-
 namespace {
 // dec_input = cat([<bos>, Y[:, :-1]], 1)
 Tensor teacher_forcing_input(const Tensor& Y, std::int64_t bos) {

@@ -20,12 +20,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "attn/data/nmt.h"
-#include "attn/nn/transformer.h"
 #include "attn/core/rng.h"
+#include "attn/data/nmt.h"
 #include "attn/io/dir_lock.h"
 #include "attn/io/file_set.h"
 #include "attn/io/read_file.h"
+#include "attn/nn/transformer.h"
 #include "attn/seq2seq/model_dir.h"
 
 namespace fs = std::filesystem;
@@ -90,6 +90,8 @@ void make_corpora() {
   write(c / "no_tab.txt", replace(kPairs, "Who?\tQui ?", "Who? Qui ?"));  // line 4
   write(c / "bad_utf8.txt", replace(kPairs, "Run!\tCours !", "Run!\tCo\xFFurs !"));  // line 3
   write(c / "huge_line.txt", "Go.\tVa !\n" + std::string(100000, 'a') + "\tb\n");
+  // Old Mac line ends: without a check, one long pair.
+  write(c / "cr_only.txt", "Go.\tVa !\rHi.\tSalut !\rRun!\tCours !\r");
   // Input for `attn translate` on stdin.
   write(out_dir / "stdin" / "bad_utf8.txt", "go .\ni lost .\nhe's c\xFFlm .\n");  // line 3
   write(out_dir / "stdin" / "huge_line.txt", "go .\n" + std::string(70000, 'a') + "\n");

@@ -3,6 +3,8 @@
 #   -DSTDOUT_RE / -DSTDERR_RE: regexes joined by @@, each must match
 #   -DSTDERR_LINES=<n>: stderr must have exactly n lines (empty: not checked)
 #   -DSTDIN=<file>: the command's standard input (empty: none)
+#   -DSH=<command>: instead of ARGS, a /bin/sh command line in which {attn}
+#            stands for the executable (for redirections: > /dev/full, <&-)
 #   -DABSENT=<paths or globs joined by @@>: removed before the run, and nothing
 #            may match them afterwards (a failing command writes nothing)
 # Any AddressSanitizer/UBSan/LeakSanitizer report on stderr fails the test,
@@ -20,8 +22,15 @@ if(STDIN)
 else()
   set(input INPUT_FILE /dev/null)
 endif()
-execute_process(COMMAND "${ATTN}" ${args} ${input}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(SH)
+  string(REPLACE "{attn}" "${ATTN}" sh_line "${SH}")
+  execute_process(COMMAND /bin/sh -c "${sh_line}" ${input}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  set(ARGS "${sh_line}")
+else()
+  execute_process(COMMAND "${ATTN}" ${args} ${input}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+endif()
 
 set(failed "")
 foreach(pattern IN LISTS absent)

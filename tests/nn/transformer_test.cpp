@@ -135,7 +135,7 @@ TEST(Transformer, BadConfigIsAClearError) {
     EncoderDecoder net(c);
     FAIL();
   } catch (const ValueError& e) {
-    EXPECT_STREQ(e.what(), "Transformer: num_hiddens 8 is not divisible by num_heads 3");
+    EXPECT_STREQ(e.what(), "MultiHeadAttention: num_hiddens 8 is not divisible by num_heads 3");
   }
   c = small_config();
   c.num_layers = 0;

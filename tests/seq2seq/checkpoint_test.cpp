@@ -1,4 +1,5 @@
 #include "attn/seq2seq/checkpoint.h"
+#include "attn/nn/init.h"
 
 #include "attn/io/atomic_file.h"
 #include "attn/io/digest.h"
@@ -53,7 +54,7 @@ seq2seq::RunSpec tiny_run(std::int64_t num_epochs) {
 std::unique_ptr<nn::EncoderDecoder> fresh_net(const seq2seq::RunSpec& run, std::uint64_t seed) {
   manual_seed(seed);
   auto net = std::make_unique<nn::EncoderDecoder>(run.model.transformer);
-  seq2seq::xavier_init(*net, default_generator());
+  nn::xavier_init(*net, default_generator());
   return net;
 }
 

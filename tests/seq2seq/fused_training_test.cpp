@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "attn/nn/attention.h"
+#include "attn/nn/init.h"
 #include "attn/seq2seq/trainer.h"
 #include "testing.h"
 
@@ -26,7 +27,7 @@ std::vector<double> losses(const data::NmtData& data, bool materialized) {
   c.src_vocab_size = static_cast<std::int64_t>(data.src_vocab.size());
   c.tgt_vocab_size = static_cast<std::int64_t>(data.tgt_vocab.size());
   nn::EncoderDecoder net(c);  // d2l's preset: dropout 0.1 on the attention weights too
-  seq2seq::xavier_init(net, default_generator());
+  nn::xavier_init(net, default_generator());
   seq2seq::TrainOptions t;
   t.num_epochs = 20;
   t.seed = 3;

@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "attn/nn/init.h"
 #include "attn/seq2seq/bleu.h"
 #include "attn/seq2seq/trainer.h"
 #include "attn/seq2seq/translate.h"
@@ -22,7 +23,7 @@ TEST(Trainer, LossFallsAndIsReproducible) {
     c.src_vocab_size = static_cast<std::int64_t>(data.src_vocab.size());
     c.tgt_vocab_size = static_cast<std::int64_t>(data.tgt_vocab.size());
     nn::EncoderDecoder net(c);
-    seq2seq::xavier_init(net, default_generator());
+    nn::xavier_init(net, default_generator());
     seq2seq::TrainOptions t;
     t.num_epochs = 15;
     t.seed = 1;

@@ -42,6 +42,15 @@ std::string decode_text(std::string_view bytes, std::string_view what);
 // read_file_bytes + decode_text: the whole file as text, gzip or plain.
 std::string read_text_file(const std::string& path);
 
+// A corpus as text: its lines 0..num_examples (all when num_examples <= 0),
+// read as a stream (a regular file, a FIFO, /dev/stdin; gzip or plain) with
+// every limit checked while reading: at most kMaxLineBytes per line, at most
+// kMaxTextBytes in all, no CR-only line ends. Lines end with '\n' ("\r\n"
+// becomes "\n"). The rest of the file is not read. IOError as decode_text and
+// io::LineReader ("'fra.txt' line 2: 70000 bytes long, more than the limit of
+// 65536 bytes per line"), and "'x' is empty".
+std::string read_corpus_text(const std::string& path, long num_examples);
+
 // IOError "<what> line L: invalid UTF-8 at byte B of the line (0xC3)" unless
 // `text` is valid UTF-8 (no overlong forms, surrogates or values past
 // U+10FFFF); a NUL byte is refused too ("not a text file"). Lines are

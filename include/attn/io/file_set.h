@@ -34,11 +34,18 @@
 #include <utility>
 #include <vector>
 
+#include "attn/core/error.h"
 #include "attn/io/read_file.h"
 
 namespace attn::io {
 
 inline constexpr const char* kManifestFile = "manifest.json";
+
+// A directory without a manifest.json (its files cannot be checked).
+class MissingManifestError : public IOError {
+ public:
+  using IOError::IOError;
+};
 inline constexpr const char* kPendingDir = ".pending";
 
 struct ManifestEntry {

@@ -16,3 +16,13 @@ void zeros_(const Tensor& t);
 void ones_(const Tensor& t);
 
 }  // namespace attn::nn::init
+
+namespace attn::nn {
+
+class Module;
+
+// d2l's xavier_init_weights: Xavier-uniform on the weight of every Linear in
+// `net` (biases and other parameters keep their initialization).
+void xavier_init(Module& net, Generator& gen = default_generator());
+
+}  // namespace attn::nn

@@ -14,9 +14,9 @@
 // JSON an object of
 //   "format_version": 1
 //   "model":  the model's config.json object (model_dir.h)
-//   "data":   {"path", "num_examples", "min_freq", "valid_fraction",
-//              "num_pairs", "fingerprint"}  (the corpus and how it was cut)
-//   "train":  {"num_epochs", "lr", "batch_size", "grad_clip", "seed"}
+//   "data":   the data rows of the hyperparameter table (hparams.h: the
+//              corpus and how it was cut) and "fingerprint"
+//   "train":  the train rows of the table (num_epochs, lr, batch_size, ...)
 //   "state":  {"step", "epoch", "batch", "shuffle_offset", "rng_seed",
 //              "rng_offset", "adam_steps", "seconds"}  (TrainState)
 //   "threads": the thread count of the run (losses are bit-identical only
@@ -28,30 +28,13 @@
 
 #include "attn/data/nmt.h"
 #include "attn/io/safetensors.h"
+#include "attn/seq2seq/hparams.h"
 #include "attn/seq2seq/model_dir.h"
 #include "attn/seq2seq/trainer.h"
 
 namespace attn::seq2seq {
 
 inline constexpr const char* kCheckpointFile = "checkpoint.safetensors";
-
-// The corpus of a run and how it was cut (num_steps is the model config's).
-struct DataSpec {
-  std::string path;
-  long num_examples = 600;
-  int min_freq = 2;
-  double valid_fraction = 0.0;
-  std::int64_t num_pairs = 0;  // training pairs
-  std::uint64_t fingerprint = 0;  // data_fingerprint() of the training data
-};
-
-// What stays the same for a whole run.
-struct RunSpec {
-  ModelConfig model;
-  DataSpec data;
-  TrainOptions train;
-  int threads = 0;
-};
 
 struct Checkpoint {
   RunSpec run;

@@ -90,9 +90,6 @@ struct TrainResult {
   bool stopped = false;  // should_stop ended the run before the last epoch
 };
 
-// Xavier-uniform on every Linear weight (d2l's xavier_init_weights).
-void xavier_init(nn::Module& net, Generator& gen);
-
 // ValueError unless `data` has something to learn: at least one pair, and a
 // target token that is not <pad>. d2l's valid length counts the ids that are
 // not <pad>, so a corpus whose targets are the word "<pad>" has none (and d2l

@@ -1,0 +1,129 @@
+// attn/seq2seq/hparams.h — every hyperparameter of a training run, in one table.
+//
+// One row per hyperparameter: its name (the key in config.json and in the
+// checkpoint, and the flag `--name` with '-' for '_' unless the row names
+// another), where it lives in RunSpec, its type and range, its help text,
+// whether `attn train --resume` may change it, and whether it is a flag at
+// all (some are derived: the vocabulary sizes, max_len). The CLI's flags,
+// config.json, the checkpoint and validation are all driven by this table,
+// so adding a hyperparameter is one row (and the code that uses it).
+//
+// Defaults are those of d2l's Transformer (section 10.7): RunSpec's member
+// initializers and nn::TransformerConfig's.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "attn/io/json.h"
+#include "attn/seq2seq/model_dir.h"
+#include "attn/seq2seq/trainer.h"
+
+namespace attn::seq2seq {
+
+// The corpus of a run and how it was cut (num_steps is the model config's).
+struct DataSpec {
+  std::string path;
+  long num_examples = 600;
+  int min_freq = 2;
+  double valid_fraction = 0.0;
+  std::int64_t num_pairs = 0;  // training pairs
+  std::uint64_t fingerprint = 0;  // data_fingerprint() of the training data
+};
+
+// What stays the same for a whole run.
+struct RunSpec {
+  ModelConfig model;
+  DataSpec data;
+  TrainOptions train;
+  int threads = 0;
+};
+
+// Where a hyperparameter is stored: config.json holds the `model` group; a
+// checkpoint holds all three.
+enum class HGroup { model, data, train };
+enum class HType { integer, unsigned64, real, text, boolean };
+// Whether `attn train --resume DIR` may change it (else a flag given with
+// --resume must agree with the checkpoint).
+enum class OnResume { fixed, may_change };
+// command: a flag of `attn train`; global: a global option (--seed); none: not
+// a flag (derived from the data or from other values).
+enum class HFlag { command, global, none };
+
+using HValue = std::variant<std::int64_t, std::uint64_t, double, std::string, bool>;
+
+struct HParam {
+  std::string_view name;  // JSON key and table name
+  HGroup group;
+  HType type;
+  double lo = 0, hi = 0;  // the range of a number, both ends included
+  OnResume on_resume;
+  HFlag flag;
+  std::string_view help;
+  std::string_view flag_name = {};  // when not "--" + name with '-' for '_'
+  HValue (*get)(const RunSpec&) = nullptr;
+  void (*set)(RunSpec&, const HValue&) = nullptr;
+};
+
+// ggml's way: one enum, one table, their sizes checked against each other.
+enum class HP : std::size_t {
+  src_vocab_size,
+  tgt_vocab_size,
+  num_hiddens,
+  num_layers,
+  num_heads,
+  ffn_num_hiddens,
+  dropout,
+  max_len,
+  use_bias,
+  num_steps,
+  path,
+  num_examples,
+  min_freq,
+  valid_fraction,
+  num_pairs,
+  num_epochs,
+  lr,
+  batch_size,
+  grad_clip,
+  seed,
+  count
+};
+inline constexpr std::size_t kNumHParams = static_cast<std::size_t>(HP::count);
+
+const std::array<HParam, kNumHParams>& hparams();
+const HParam& hparam(HP id);
+// The row named `name`, or nullptr.
+const HParam* find_hparam(std::string_view name);
+// "--num-hiddens"
+std::string flag_of(const HParam& p);
+// "[1, 65536]", "[0, 0.99]"; "" for text and booleans.
+std::string range_of(const HParam& p);
+
+// The value as text ("32", "0.005", "true") and back. parse_hvalue throws
+// ValueError naming the flag: "'fast' is not a number", "0 is not in [1, 65536]".
+std::string format_hvalue(const HValue& value);
+HValue parse_hvalue(const HParam& p, const std::string& text);
+// ValueError unless `value` is of p's type and in its range.
+void check_hvalue(const HParam& p, const HValue& value);
+
+// The rules between hyperparameters, once (validate_model): num_hiddens
+// divisible by num_heads, num_steps <= max_len, max_len x num_hiddens entries
+// of the positional encoding at most kMaxPositionalEntries. ValueError naming
+// the keys: "num_hiddens 30 is not divisible by num_heads 4". validate()
+// adds the range of every row that is a flag (the derived ones are checked
+// where they are read from a file).
+void validate(const RunSpec& run);
+void validate_model(const ModelConfig& model);
+
+// One group as a JSON object (in table order), and back: every row of the
+// group read from `object` (typed, range-checked, errors naming the key as
+// io::JsonObject does), then validated.
+nlohmann::ordered_json hparams_to_json(const RunSpec& run, HGroup group);
+void hparams_from_json(const io::JsonObject& object, HGroup group, RunSpec& run);
+
+}  // namespace attn::seq2seq

@@ -1,0 +1,45 @@
+// attn/seq2seq/report.h — what `attn train` shows at the end of a run: d2l's
+// test sentences with their BLEU, the loss curve, the attention maps of a
+// translation, and the latency of translating one sentence.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attn/seq2seq/translate.h"
+
+namespace attn::seq2seq {
+
+// d2l 10.7's four test pairs: English source, French reference.
+const std::vector<std::pair<std::string, std::string>>& d2l_test_pairs();
+
+struct ScoredTranslation {
+  std::string source, prediction, reference;
+  double bleu = 0;  // d2l's bleu(prediction, reference, k = 2)
+};
+
+// Translates every source (greedy, one batch) and scores it against its
+// reference as d2l does.
+std::vector<ScoredTranslation> translate_and_score(
+    nn::EncoderDecoder& net, const data::Vocab& src_vocab, const data::Vocab& tgt_vocab,
+    const std::vector<std::pair<std::string, std::string>>& pairs, std::int64_t num_steps);
+
+// The median wall time of `runs` calls of `fn`, in milliseconds.
+double median_ms(const std::function<void()>& fn, int runs);
+
+// The most tokens an attention picture shows along an axis: a longer
+// sentence is cut to its first kMaxPictureTokens tokens, and the picture's
+// title says so. Keeps a picture's size bounded whatever num_steps is.
+inline constexpr std::size_t kMaxPictureTokens = 64;
+
+// One figure per attention kind, rows = layers, columns = heads:
+// <stem>-encoder, <stem>-decoder-self, <stem>-decoder-cross (.svg and .png).
+void save_attention_figures(const AttentionMaps& maps, std::int64_t num_heads,
+                            const std::string& stem);
+
+// The loss per epoch as a line plot: <stem>.svg and <stem>.png.
+void save_loss_plot(const std::vector<double>& epoch_losses, const std::string& stem);
+
+}  // namespace attn::seq2seq

@@ -1,0 +1,110 @@
+#include "attn/seq2seq/report.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "attn/seq2seq/bleu.h"
+#include "attn/viz/heatmap.h"
+#include "attn/viz/line_plot.h"
+
+namespace attn::seq2seq {
+
+const std::vector<std::pair<std::string, std::string>>& d2l_test_pairs() {
+  static const std::vector<std::pair<std::string, std::string>> pairs = {
+      {"go .", "va !"},
+      {"i lost .", "j'ai perdu ."},
+      {"he's calm .", "il est calme ."},
+      {"i'm home .", "je suis chez moi ."}};
+  return pairs;
+}
+
+std::vector<ScoredTranslation> translate_and_score(
+    nn::EncoderDecoder& net, const data::Vocab& src_vocab, const data::Vocab& tgt_vocab,
+    const std::vector<std::pair<std::string, std::string>>& pairs, std::int64_t num_steps) {
+  std::vector<std::string> sources;
+  for (const auto& [src, _] : pairs) sources.push_back(src);
+  auto translations = translate_greedy(net, src_vocab, tgt_vocab, sources, num_steps);
+  std::vector<ScoredTranslation> out;
+  for (std::size_t i = 0; i < pairs.size(); ++i)
+    out.push_back({pairs[i].first, translations[i].text, pairs[i].second,
+                   bleu(translations[i].text, pairs[i].second, 2)});
+  return out;
+}
+
+double median_ms(const std::function<void()>& fn, int runs) {
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::nth_element(ms.begin(), ms.begin() + runs / 2, ms.end());
+  return ms[static_cast<std::size_t>(runs / 2)];
+}
+
+namespace {
+
+// The first n rows and columns of every (heads, Q, K) map: (heads, min(Q, n), min(K, n)).
+Tensor first_tokens(const Tensor& w, std::size_t n) {
+  const std::int64_t q = std::min<std::int64_t>(w.size(1), static_cast<std::int64_t>(n));
+  const std::int64_t k = std::min<std::int64_t>(w.size(2), static_cast<std::int64_t>(n));
+  return w.slice(1, 0, q).slice(2, 0, k);
+}
+
+data::Tokens first(const data::Tokens& t, std::size_t n) {
+  return data::Tokens(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(std::min(n, t.size())));
+}
+
+}  // namespace
+
+void save_attention_figures(const AttentionMaps& maps, std::int64_t num_heads,
+                            const std::string& stem) {
+  const std::size_t n = kMaxPictureTokens;
+  auto grid = [&](const std::vector<Tensor>& layers) {
+    std::vector<std::vector<Tensor>> rows;
+    for (const auto& w : layers) {
+      Tensor cut = first_tokens(w, n);
+      std::vector<Tensor> heads;
+      for (std::int64_t h = 0; h < num_heads; ++h) heads.push_back(cut.select(0, h));
+      rows.push_back(heads);
+    }
+    return rows;
+  };
+  std::vector<std::string> titles, row_labels;
+  for (std::int64_t h = 1; h <= num_heads; ++h) titles.push_back(fmt::format("Head {}", h));
+  for (std::size_t l = 1; l <= maps.encoder.size(); ++l)
+    row_labels.push_back(fmt::format("Layer {}", l));
+  auto draw = [&](const std::vector<Tensor>& layers, const char* title, const data::Tokens& keys,
+                  const data::Tokens& queries, const char* suffix) {
+    const bool cut = keys.size() > n || queries.size() > n;
+    viz::Heatmaps(grid(layers),
+                  {.xlabel = "Key positions",
+                   .ylabel = "Query positions",
+                   .titles = titles,
+                   .row_labels = row_labels,
+                   .title = cut ? fmt::format("{} (the first {} tokens)", title, n) : title,
+                   .xticklabels = first(keys, n),
+                   .yticklabels = first(queries, n)})
+        .save(stem + suffix);
+  };
+  draw(maps.encoder, "Encoder self-attention", maps.source_tokens, maps.source_tokens, "-encoder");
+  draw(maps.decoder_self, "Decoder self-attention", maps.target_tokens, maps.target_tokens,
+       "-decoder-self");
+  draw(maps.decoder_cross, "Encoder-decoder attention", maps.source_tokens, maps.target_tokens,
+       "-decoder-cross");
+}
+
+void save_loss_plot(const std::vector<double>& epoch_losses, const std::string& stem) {
+  viz::LinePlot plot({.xlabel = "epoch",
+                      .ylabel = "loss",
+                      .legend = viz::LegendLocation::upper_right,
+                      .width = 340,
+                      .height = 230});
+  std::vector<double> epochs;
+  for (std::size_t e = 1; e <= epoch_losses.size(); ++e) epochs.push_back(static_cast<double>(e));
+  plot.plot("train", epochs, epoch_losses, "-");
+  plot.save(stem);
+}
+
+}  // namespace attn::seq2seq
