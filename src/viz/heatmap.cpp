@@ -303,11 +303,6 @@ FigureSize Heatmaps::draw(Canvas& canvas) const {
     const double cap = canvas.cap_height(kTickFont);
     b.add(cb_x, cb_y - cap, cb_x + kColorbarWidth + kTickLength + kTickPad + cb_label_w,
           cb_y + cb_h + cap);
-    if (!o.colorbar_label.empty()) {
-      const double x = cb_x + kColorbarWidth + kTickLength + kTickPad + cb_label_w + kLabelPad;
-      const double w = canvas.text_width(o.colorbar_label, kLabelFont);
-      b.add(x, cb_y + cb_h / 2 - w / 2, x + label_line, cb_y + cb_h / 2 + w / 2);
-    }
   }
 
   // Whole points for the origin, so that cells stay on the pixel grid.
@@ -430,11 +425,6 @@ FigureSize Heatmaps::draw(Canvas& canvas) const {
       canvas.line(x, y, x + kTickLength, y, kFrameWidth, kBlack);
       canvas.text(cb_labels[t], x + kTickLength + kTickPad, y, kTickFont, HAlign::left,
                   VAlign::cap_center);
-    }
-    if (!o.colorbar_label.empty()) {
-      const double x = cb_x + kColorbarWidth + kTickLength + kTickPad + cb_label_w + kLabelPad;
-      canvas.text(o.colorbar_label, x, cb_y + cb_h / 2, kLabelFont, HAlign::center, VAlign::top,
-                  90);
     }
   }
   cairo_restore(cr);
