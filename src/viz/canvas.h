@@ -16,7 +16,6 @@
 #include "attn/viz/color.h"
 #include "attn/viz/figure.h"
 #include "text_metrics.h"
-#include "ticks.h"
 
 namespace attn::viz::detail {
 
