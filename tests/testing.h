@@ -30,15 +30,6 @@ inline Tensor rand32(const Shape& shape, std::uint64_t seed, double lo = -1.0, d
   return uniform(lo, hi, shape, gen, DType::f32);
 }
 
-// Max |a - b| over all elements (shapes must match).
-inline double max_abs_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  auto va = to_vector<double>(a), vb = to_vector<double>(b);
-  double m = 0;
-  for (std::size_t i = 0; i < va.size(); ++i) m = std::max(m, std::fabs(va[i] - vb[i]));
-  return m;
-}
-
 // A fresh, empty directory per test (under the system temp dir), removed afterwards.
 class TempDirTest : public ::testing::Test {
  protected:

@@ -21,13 +21,6 @@ void heading(const std::string& title) { fmt::print("\n== {} ==\n", title); }
 // Prints "name:" and the tensor below it, indented like PyTorch's REPL output.
 void show(const std::string& name, const Tensor& t) { fmt::print("{}\n{}\n", name, t.str()); }
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  auto va = to_vector<double>(a), vb = to_vector<double>(b);
-  double m = 0;
-  for (std::size_t i = 0; i < va.size(); ++i) m = std::max(m, std::fabs(va[i] - vb[i]));
-  return m;
-}
-
 // Prints the comparison and throws when autograd disagrees with the closed form.
 void check_gradient(const std::string& what, const Tensor& autograd_grad, const Tensor& closed) {
   double diff = max_abs_diff(autograd_grad, closed);

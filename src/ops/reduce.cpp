@@ -1,4 +1,4 @@
-// Reductions: sum, mean, max, argmax, sum_to.
+// Reductions: sum, mean, max, argmax, sum_to; max_abs_diff.
 //
 //   sum   d/dx = g broadcast back over the reduced dims
 //   mean  d/dx = g / count, broadcast back
@@ -8,6 +8,7 @@
 // it) and each output element reduces one contiguous row; reducing a prefix of
 // a contiguous tensor (bias gradients) adds rows without any copy.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "attn/autograd/node.h"
@@ -217,6 +218,22 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   }
   if (dims.empty()) return x.reshape(shape);
   return sum(x, dims, true).reshape(shape);
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  ATTN_CHECK(a.defined() && b.defined(), ValueError, "max_abs_diff: got an undefined tensor");
+  ATTN_CHECK(a.shape() == b.shape(), ShapeError,
+             "max_abs_diff: the tensors must have one shape, got {} and {}", shape_str(a.shape()),
+             shape_str(b.shape()));
+  const std::vector<double> va = to_vector<double>(a), vb = to_vector<double>(b);
+  double m = 0;
+  for (std::size_t i = 0; i < va.size(); ++i) {
+    if (va[i] == vb[i]) continue;
+    const double d = std::fabs(va[i] - vb[i]);
+    if (std::isnan(d)) return std::numeric_limits<double>::quiet_NaN();
+    m = std::max(m, d);
+  }
+  return m;
 }
 
 }  // namespace attn

@@ -15,7 +15,7 @@
 
 #include "attn/viz/color.h"
 #include "attn/viz/figure.h"
-#include "ticks.h"
+#include "text_metrics.h"
 
 namespace attn::viz::detail {
 
@@ -26,15 +26,14 @@ enum class VAlign { top, cap_center, baseline, bottom };
 
 inline constexpr const char* kFontFamily = "DejaVu Sans";
 
-class Canvas {
+class Canvas : public TextMetrics {
  public:
   explicit Canvas(cairo_t* cr);
   cairo_t* cr() const { return cr_; }
 
-  double text_width(std::string_view text, double size, bool bold = false) const;
-  double cap_height(double size) const;  // of "H"
-  double descent(double size) const;  // below the baseline
-  double line_height(double size) const { return cap_height(size) + descent(size); }
+  double text_width(std::string_view text, double size, bool bold = false) const override;
+  double cap_height(double size) const override;
+  double descent(double size) const override;
 
   // Draws `text` anchored at (x, y). `angle` in degrees, counter-clockwise
   // (90 reads upwards); the alignment is in the text's own rotated frame.

@@ -6,19 +6,19 @@
 #include <numbers>
 
 #include "canvas.h"
+#include "line_plot_layout.h"
 
 namespace attn::viz {
 
+using detail::Box;
 using detail::Canvas;
 using detail::HAlign;
 using detail::VAlign;
+using namespace detail::line_plot_style;
 
 namespace {
 
-constexpr double kTickFont = 9, kLabelFont = 10, kTitleFont = 11, kLegendFont = 9;
-constexpr double kTickLength = 3.5, kTickPad = 2.5, kLabelPad = 4, kOuterPad = 8;
 constexpr double kFrameWidth = 0.8, kGridWidth = 0.7;
-constexpr double kMargin = 0.05;  // matplotlib's axes.xmargin / ymargin
 const Color kBlack{0, 0, 0, 1};
 const Color kGridColor{0.85, 0.85, 0.85, 1};
 const Color kLegendEdge{0.8, 0.8, 0.8, 1};
@@ -26,141 +26,6 @@ const Color kLegendEdge{0.8, 0.8, 0.8, 1};
 std::string series_name(const Series& s, std::size_t index) {
   return s.label.empty() ? fmt::format("#{}", index) : fmt::format("'{}'", s.label);
 }
-
-// One axis: the data-to-page mapping and its ticks.
-struct Axis {
-  double lo = 0, hi = 1;  // visible data range
-  bool log = false;
-  double p0 = 0, p1 = 1;  // page coordinates of lo and hi
-  std::vector<double> ticks;
-  std::vector<std::string> labels;
-
-  double t(double v) const { return log ? std::log10(v) : v; }
-  double map(double v) const { return p0 + (t(v) - t(lo)) / (t(hi) - t(lo)) * (p1 - p0); }
-  void make_ticks(int max_ticks) {
-    if (log) {
-      ticks = detail::log_ticks(lo, hi, max_ticks);
-      labels = detail::format_log_ticks(ticks);
-    } else {
-      ticks = detail::nice_ticks(lo, hi, max_ticks);
-      labels = detail::format_ticks(ticks);
-    }
-  }
-};
-
-// The visible range: the data (or the fixed limits) plus matplotlib's 5%
-// margin on each free end, in log space on a log axis.
-Axis make_axis(double data_lo, double data_hi, std::optional<double> fixed_lo,
-               std::optional<double> fixed_hi, bool log) {
-  Axis a;
-  a.log = log;
-  auto t = [&](double v) { return log ? std::log10(v) : v; };
-  auto inv = [&](double v) { return log ? std::pow(10.0, v) : v; };
-  double lo = t(fixed_lo.value_or(data_lo)), hi = t(fixed_hi.value_or(data_hi));
-  if (lo > hi && !(fixed_lo && fixed_hi)) {  // one fixed end beyond all data
-    if (fixed_lo)
-      hi = lo + 1;
-    else
-      lo = hi - 1;
-  }
-  if (hi == lo) {
-    const double d = lo == 0 ? 1 : std::fabs(lo) * 0.1;
-    if (!fixed_lo) lo -= d;
-    if (!fixed_hi) hi += d;
-    if (hi == lo) hi = lo + 1;
-  }
-  const double span = hi - lo;
-  if (!fixed_lo) lo -= kMargin * span;
-  if (!fixed_hi) hi += kMargin * span;
-  a.lo = inv(lo);
-  a.hi = inv(hi);
-  return a;
-}
-
-void set_dash(cairo_t* cr, LineStyle style, double lw) {
-  // matplotlib's dash patterns, in units of the line width.
-  static const double kDashed[] = {3.7, 1.6};
-  static const double kDashDot[] = {6.4, 1.6, 1.0, 1.6};
-  static const double kDotted[] = {1.0, 1.65};
-  const double* pattern = nullptr;
-  int n = 0;
-  switch (style) {
-    case LineStyle::dashed:
-      pattern = kDashed;
-      n = 2;
-      break;
-    case LineStyle::dash_dot:
-      pattern = kDashDot;
-      n = 4;
-      break;
-    case LineStyle::dotted:
-      pattern = kDotted;
-      n = 2;
-      break;
-    default: break;
-  }
-  if (n == 0) {
-    cairo_set_dash(cr, nullptr, 0, 0);
-    cairo_set_line_cap(cr, CAIRO_LINE_CAP_ROUND);
-    return;
-  }
-  double scaled[4];
-  for (int i = 0; i < n; ++i) scaled[i] = pattern[i] * lw;
-  cairo_set_dash(cr, scaled, n, 0);
-  cairo_set_line_cap(cr, CAIRO_LINE_CAP_BUTT);
-}
-
-void draw_marker(Canvas& canvas, Marker m, double x, double y, double size, Color color) {
-  cairo_t* cr = canvas.cr();
-  const double r = size / 2;
-  cairo_new_path(cr);
-  cairo_set_dash(cr, nullptr, 0, 0);
-  canvas.set_color(color);
-  switch (m) {
-    case Marker::none: return;
-    case Marker::circle:
-      cairo_arc(cr, x, y, r, 0, 2 * std::numbers::pi);
-      cairo_fill(cr);
-      return;
-    case Marker::point:
-      cairo_arc(cr, x, y, r / 2.5, 0, 2 * std::numbers::pi);
-      cairo_fill(cr);
-      return;
-    case Marker::square:
-      cairo_rectangle(cr, x - r * 0.85, y - r * 0.85, r * 1.7, r * 1.7);
-      cairo_fill(cr);
-      return;
-    case Marker::triangle:
-      cairo_move_to(cr, x, y - r);
-      cairo_line_to(cr, x + r * 0.9, y + r * 0.6);
-      cairo_line_to(cr, x - r * 0.9, y + r * 0.6);
-      cairo_close_path(cr);
-      cairo_fill(cr);
-      return;
-    case Marker::cross:
-    case Marker::plus: {
-      const double d = m == Marker::cross ? r * 0.8 : r;
-      cairo_set_line_width(cr, 1.2);
-      cairo_set_line_cap(cr, CAIRO_LINE_CAP_BUTT);
-      if (m == Marker::cross) {
-        cairo_move_to(cr, x - d, y - d), cairo_line_to(cr, x + d, y + d);
-        cairo_move_to(cr, x - d, y + d), cairo_line_to(cr, x + d, y - d);
-      } else {
-        cairo_move_to(cr, x - d, y), cairo_line_to(cr, x + d, y);
-        cairo_move_to(cr, x, y - d), cairo_line_to(cr, x, y + d);
-      }
-      cairo_stroke(cr);
-      return;
-    }
-  }
-}
-
-struct Box {
-  double x, y, w, h;
-  bool contains(double px, double py) const {
-    return px >= x && px <= x + w && py >= y && py <= y + h;
-  }
-};
 
 }  // namespace
 
@@ -313,80 +178,102 @@ LinePlot& LinePlot::scatter(std::string label, std::vector<double> x, std::vecto
   return add(std::move(s));
 }
 
-FigureSize LinePlot::draw(Canvas& canvas) const {
-  const LinePlotOptions& o = options_;
-  ATTN_CHECK(!series_.empty(), ValueError, "LinePlot: nothing to draw: no series were added");
+// ---- painting (where things go is line_plot_layout.h's business) ----
+
+namespace {
+
+void set_dash(cairo_t* cr, LineStyle style, double lw) {
+  // matplotlib's dash patterns, in units of the line width.
+  static const double kDashed[] = {3.7, 1.6};
+  static const double kDashDot[] = {6.4, 1.6, 1.0, 1.6};
+  static const double kDotted[] = {1.0, 1.65};
+  const double* pattern = nullptr;
+  int n = 0;
+  switch (style) {
+    case LineStyle::dashed:
+      pattern = kDashed;
+      n = 2;
+      break;
+    case LineStyle::dash_dot:
+      pattern = kDashDot;
+      n = 4;
+      break;
+    case LineStyle::dotted:
+      pattern = kDotted;
+      n = 2;
+      break;
+    default: break;
+  }
+  if (n == 0) {
+    cairo_set_dash(cr, nullptr, 0, 0);
+    cairo_set_line_cap(cr, CAIRO_LINE_CAP_ROUND);
+    return;
+  }
+  double scaled[4];
+  for (int i = 0; i < n; ++i) scaled[i] = pattern[i] * lw;
+  cairo_set_dash(cr, scaled, n, 0);
+  cairo_set_line_cap(cr, CAIRO_LINE_CAP_BUTT);
+}
+
+void draw_marker(Canvas& canvas, Marker m, double x, double y, double size, Color color) {
   cairo_t* cr = canvas.cr();
-  const double W = o.width, H = o.height;
-
-  // ---- axis ranges ----
-  double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
-  for (const Series& s : series_) {
-    for (double v : s.x) xlo = std::min(xlo, v), xhi = std::max(xhi, v);
-    for (double v : s.y) ylo = std::min(ylo, v), yhi = std::max(yhi, v);
-  }
-  Axis ax = make_axis(xlo, xhi, o.xmin, o.xmax, o.log_x);
-  Axis ay = make_axis(ylo, yhi, o.ymin, o.ymax, o.log_y);
-
-  // ---- layout: vertical first (it fixes the y ticks), then horizontal ----
-  const double tick_line = canvas.line_height(kTickFont);
-  const double label_line = canvas.line_height(kLabelFont);
-  const double top = kOuterPad + (o.title.empty() ? canvas.cap_height(kTickFont) / 2
-                                                  : canvas.line_height(kTitleFont) + 7);
-  const double bottom = kOuterPad + kTickLength + kTickPad + tick_line +
-                        (o.xlabel.empty() ? 0 : kLabelPad + label_line);
-  ay.p0 = H - bottom;
-  ay.p1 = top;
-  ay.make_ticks(std::clamp(static_cast<int>((ay.p0 - ay.p1) / 26), 3, 9));
-  double ytick_w = 0;
-  for (const auto& s : ay.labels) ytick_w = std::max(ytick_w, canvas.text_width(s, kTickFont));
-  const double left = kOuterPad + (o.ylabel.empty() ? 0 : label_line + kLabelPad) + ytick_w +
-                      kTickPad + kTickLength;
-  double right = kOuterPad + 4;
-  ax.p0 = left;
-  for (int pass = 0; pass < 2; ++pass) {
-    ax.p1 = W - right;
-    const double aw = ax.p1 - ax.p0;
-    // As many ticks as fit with their labels at least 14 pt apart.
-    for (int max_ticks = std::clamp(static_cast<int>(aw / 40), 3, 10); max_ticks >= 2;
-         --max_ticks) {
-      ax.make_ticks(max_ticks);
-      double widest = 0;
-      for (const auto& s : ax.labels) widest = std::max(widest, canvas.text_width(s, kTickFont));
-      if (ax.ticks.size() < 2) break;
-      const double spacing = std::fabs(ax.map(ax.ticks[1]) - ax.map(ax.ticks[0]));
-      if (widest + 14 <= spacing) break;
-    }
-    // The last label may stick out to the right of the axes.
-    const double last_half = canvas.text_width(ax.labels.back(), kTickFont) / 2;
-    const double overflow = ax.map(ax.ticks.back()) + last_half - (W - kOuterPad);
-    if (overflow <= 0) break;
-    right += overflow;
-  }
-  const Box axes{ax.p0, ay.p1, ax.p1 - ax.p0, ay.p0 - ay.p1};
-  ATTN_CHECK(axes.w > 20 && axes.h > 20, ValueError,
-             "LinePlot: the figure ({} x {} points) is too small for its labels", W, H);
-
-  // ---- grid, data, frame ----
-  if (o.grid) {
-    for (double t : ax.ticks) {
-      const double x = ax.map(t);
-      canvas.line(x, axes.y, x, axes.y + axes.h, kGridWidth, kGridColor);
-    }
-    for (double t : ay.ticks) {
-      const double y = ay.map(t);
-      canvas.line(axes.x, y, axes.x + axes.w, y, kGridWidth, kGridColor);
+  const double r = size / 2;
+  cairo_new_path(cr);
+  cairo_set_dash(cr, nullptr, 0, 0);
+  canvas.set_color(color);
+  switch (m) {
+    case Marker::none: return;
+    case Marker::circle:
+      cairo_arc(cr, x, y, r, 0, 2 * std::numbers::pi);
+      cairo_fill(cr);
+      return;
+    case Marker::point:
+      cairo_arc(cr, x, y, r / 2.5, 0, 2 * std::numbers::pi);
+      cairo_fill(cr);
+      return;
+    case Marker::square:
+      cairo_rectangle(cr, x - r * 0.85, y - r * 0.85, r * 1.7, r * 1.7);
+      cairo_fill(cr);
+      return;
+    case Marker::triangle:
+      cairo_move_to(cr, x, y - r);
+      cairo_line_to(cr, x + r * 0.9, y + r * 0.6);
+      cairo_line_to(cr, x - r * 0.9, y + r * 0.6);
+      cairo_close_path(cr);
+      cairo_fill(cr);
+      return;
+    case Marker::cross:
+    case Marker::plus: {
+      const double d = m == Marker::cross ? r * 0.8 : r;
+      cairo_set_line_width(cr, 1.2);
+      cairo_set_line_cap(cr, CAIRO_LINE_CAP_BUTT);
+      if (m == Marker::cross) {
+        cairo_move_to(cr, x - d, y - d), cairo_line_to(cr, x + d, y + d);
+        cairo_move_to(cr, x - d, y + d), cairo_line_to(cr, x + d, y - d);
+      } else {
+        cairo_move_to(cr, x - d, y), cairo_line_to(cr, x + d, y);
+        cairo_move_to(cr, x, y - d), cairo_line_to(cr, x, y + d);
+      }
+      cairo_stroke(cr);
+      return;
     }
   }
+}
+
+// The series' lines and markers, clipped to the axes.
+void paint_series(Canvas& canvas, const std::vector<Series>& series,
+                  const detail::LinePlotLayout& L) {
+  cairo_t* cr = canvas.cr();
+  const Box& axes = L.axes;
   cairo_save(cr);
   cairo_rectangle(cr, axes.x, axes.y, axes.w, axes.h);
   cairo_clip(cr);
-  for (const Series& s : series_) {
+  for (const Series& s : series) {
     const Color color = s.color->with_alpha(s.color->a * s.alpha);
     if (s.line != LineStyle::none && s.line_width > 0) {
       cairo_new_path(cr);
       for (std::size_t i = 0; i < s.x.size(); ++i) {
-        const double px = ax.map(s.x[i]), py = ay.map(s.y[i]);
+        const double px = L.x.map(s.x[i]), py = L.y.map(s.y[i]);
         if (i == 0)
           cairo_move_to(cr, px, py);
         else
@@ -401,38 +288,28 @@ FigureSize LinePlot::draw(Canvas& canvas) const {
     }
     if (s.marker != Marker::none)
       for (std::size_t i = 0; i < s.x.size(); ++i)
-        draw_marker(canvas, s.marker, ax.map(s.x[i]), ay.map(s.y[i]), s.marker_size, color);
+        draw_marker(canvas, s.marker, L.x.map(s.x[i]), L.y.map(s.y[i]), s.marker_size, color);
   }
   cairo_restore(cr);
-  canvas.stroke_rect(axes.x, axes.y, axes.w, axes.h, kFrameWidth, kBlack);
+}
 
-  // ---- ticks and labels ----
+// Major ticks with their labels, minor ticks, the axis labels and the title.
+void paint_ticks_and_labels(Canvas& canvas, const LinePlotOptions& o,
+                            const detail::LinePlotLayout& L) {
+  const Box& axes = L.axes;
+  const detail::PlotAxis& ax = L.x;
+  const detail::PlotAxis& ay = L.y;
   for (std::size_t i = 0; i < ax.ticks.size(); ++i) {
     const double x = ax.map(ax.ticks[i]);
     canvas.line(x, axes.y + axes.h, x, axes.y + axes.h + kTickLength, kFrameWidth, kBlack);
-    canvas.text(ax.labels[i], x, axes.y + axes.h + kTickLength + kTickPad, kTickFont,
-                HAlign::center, VAlign::top);
+    canvas.text(ax.labels[i], x, L.xtick_top, kTickFont, HAlign::center, VAlign::top);
   }
-  // Unlabelled minor ticks at 2..9 x 10^k on log axes, as matplotlib draws them.
-  auto minor_ticks = [](const Axis& a) {
-    std::vector<double> out;
-    if (!a.log) return out;
-    const int e0 = static_cast<int>(std::floor(std::log10(a.lo))),
-              e1 = static_cast<int>(std::ceil(std::log10(a.hi)));
-    if (e1 - e0 > 8) return out;
-    for (int e = e0; e <= e1; ++e)
-      for (int m = 2; m <= 9; ++m) {
-        const double v = m * std::pow(10.0, e);
-        if (v > a.lo && v < a.hi) out.push_back(v);
-      }
-    return out;
-  };
-  for (double t : minor_ticks(ax)) {
+  for (double t : ax.minor_ticks) {
     const double x = ax.map(t);
     canvas.line(x, axes.y + axes.h, x, axes.y + axes.h + kTickLength * 0.6, kFrameWidth * 0.75,
                 kBlack);
   }
-  for (double t : minor_ticks(ay)) {
+  for (double t : ay.minor_ticks) {
     const double y = ay.map(t);
     canvas.line(axes.x - kTickLength * 0.6, y, axes.x, y, kFrameWidth * 0.75, kBlack);
   }
@@ -443,107 +320,75 @@ FigureSize LinePlot::draw(Canvas& canvas) const {
                 VAlign::cap_center);
   }
   if (!o.xlabel.empty())
-    canvas.text(o.xlabel, axes.x + axes.w / 2,
-                axes.y + axes.h + kTickLength + kTickPad + tick_line + kLabelPad, kLabelFont,
-                HAlign::center, VAlign::top);
+    canvas.text(o.xlabel, axes.x + axes.w / 2, L.xlabel_top, kLabelFont, HAlign::center,
+                VAlign::top);
   if (!o.ylabel.empty())
-    canvas.text(o.ylabel, axes.x - kTickLength - kTickPad - ytick_w - kLabelPad,
-                axes.y + axes.h / 2, kLabelFont, HAlign::center, VAlign::bottom, 90);
+    canvas.text(o.ylabel, L.ylabel_x, axes.y + axes.h / 2, kLabelFont, HAlign::center,
+                VAlign::bottom, 90);
   if (!o.title.empty())
-    canvas.text(o.title, axes.x + axes.w / 2, axes.y - 7, kTitleFont, HAlign::center,
+    canvas.text(o.title, axes.x + axes.w / 2, L.title_bottom, kTitleFont, HAlign::center,
                 VAlign::bottom);
+}
 
-  // ---- legend ----
-  std::vector<const Series*> entries;
-  for (const Series& s : series_)
-    if (!s.label.empty()) entries.push_back(&s);
-  if (o.legend != LegendLocation::none && !entries.empty()) {
-    const double pad = 5, handle = 22, gap = 6, row = canvas.line_height(kLegendFont) + 5;
-    double label_w = 0;
-    for (const Series* s : entries)
-      label_w = std::max(label_w, canvas.text_width(s->label, kLegendFont));
-    const double bw = pad + handle + gap + label_w + pad;
-    const double bh = pad + row * static_cast<double>(entries.size()) - 5 + pad;
-    const double inset = 6;
-    auto box_at = [&](LegendLocation loc) {
-      const double l = axes.x + inset, r = axes.x + axes.w - inset - bw,
-                   cx = axes.x + (axes.w - bw) / 2;
-      const double t = axes.y + inset, b = axes.y + axes.h - inset - bh,
-                   cy = axes.y + (axes.h - bh) / 2;
-      switch (loc) {
-        case LegendLocation::upper_left: return Box{l, t, bw, bh};
-        case LegendLocation::lower_left: return Box{l, b, bw, bh};
-        case LegendLocation::lower_right: return Box{r, b, bw, bh};
-        case LegendLocation::center_right: return Box{r, cy, bw, bh};
-        case LegendLocation::center_left: return Box{l, cy, bw, bh};
-        case LegendLocation::lower_center: return Box{cx, b, bw, bh};
-        case LegendLocation::upper_center: return Box{cx, t, bw, bh};
-        case LegendLocation::center: return Box{cx, cy, bw, bh};
-        default: return Box{r, t, bw, bh};
-      }
-    };
-    Box box = box_at(o.legend);
-    if (o.legend == LegendLocation::best) {
-      // matplotlib's "best": the candidate covering the least data, counting
-      // points along each line every 2 pt and every marker.
-      static constexpr LegendLocation kOrder[] = {
-          LegendLocation::upper_right,  LegendLocation::upper_left,   LegendLocation::lower_left,
-          LegendLocation::lower_right,  LegendLocation::center_right, LegendLocation::center_left,
-          LegendLocation::lower_center, LegendLocation::upper_center, LegendLocation::center};
-      double best = INFINITY;
-      for (LegendLocation loc : kOrder) {
-        const Box cand = box_at(loc);
-        double covered = 0;
-        for (const Series& s : series_) {
-          for (std::size_t i = 0; i < s.x.size(); ++i) {
-            const double px = ax.map(s.x[i]), py = ay.map(s.y[i]);
-            if (s.marker != Marker::none && cand.contains(px, py)) covered += 1;
-            if (s.line == LineStyle::none || i == 0) continue;
-            const double qx = ax.map(s.x[i - 1]), qy = ay.map(s.y[i - 1]);
-            const int steps =
-                std::clamp(static_cast<int>(std::hypot(px - qx, py - qy) / 2), 1, 1000);
-            for (int k = 1; k <= steps; ++k) {
-              const double f = static_cast<double>(k) / steps;
-              if (cand.contains(qx + (px - qx) * f, qy + (py - qy) * f)) covered += 1;
-            }
-          }
-        }
-        if (covered < best) best = covered, box = cand;
-      }
+// A rounded white box, slightly see-through, as matplotlib's fancybox, with a
+// line sample, marker and label per entry.
+void paint_legend(Canvas& canvas, const std::vector<Series>& series,
+                  const detail::LegendLayout& legend) {
+  cairo_t* cr = canvas.cr();
+  const Box& box = legend.box;
+  const double rad = 3;
+  cairo_new_path(cr);
+  cairo_arc(cr, box.x + box.w - rad, box.y + rad, rad, -std::numbers::pi / 2, 0);
+  cairo_arc(cr, box.x + box.w - rad, box.y + box.h - rad, rad, 0, std::numbers::pi / 2);
+  cairo_arc(cr, box.x + rad, box.y + box.h - rad, rad, std::numbers::pi / 2, std::numbers::pi);
+  cairo_arc(cr, box.x + rad, box.y + rad, rad, std::numbers::pi, 3 * std::numbers::pi / 2);
+  cairo_close_path(cr);
+  canvas.set_color(Color{1, 1, 1, 0.85});
+  cairo_fill_preserve(cr);
+  canvas.set_color(kLegendEdge);
+  cairo_set_line_width(cr, kFrameWidth);
+  cairo_stroke(cr);
+  for (std::size_t e = 0; e < legend.entries.size(); ++e) {
+    const Series& s = series[legend.entries[e]];
+    const double cy = legend.entry_y(e);
+    const Color color = s.color->with_alpha(s.color->a * s.alpha);
+    const double hx0 = legend.handle_x0(), hx1 = legend.handle_x1();
+    if (s.line != LineStyle::none && s.line_width > 0) {
+      set_dash(cr, s.line, s.line_width);
+      cairo_set_line_width(cr, s.line_width);
+      canvas.set_color(color);
+      cairo_move_to(cr, hx0, cy);
+      cairo_line_to(cr, hx1, cy);
+      cairo_stroke(cr);
+      cairo_set_dash(cr, nullptr, 0, 0);
     }
-    // A rounded white box, slightly see-through, as matplotlib's fancybox.
-    const double rad = 3;
-    cairo_new_path(cr);
-    cairo_arc(cr, box.x + box.w - rad, box.y + rad, rad, -std::numbers::pi / 2, 0);
-    cairo_arc(cr, box.x + box.w - rad, box.y + box.h - rad, rad, 0, std::numbers::pi / 2);
-    cairo_arc(cr, box.x + rad, box.y + box.h - rad, rad, std::numbers::pi / 2, std::numbers::pi);
-    cairo_arc(cr, box.x + rad, box.y + rad, rad, std::numbers::pi, 3 * std::numbers::pi / 2);
-    cairo_close_path(cr);
-    canvas.set_color(Color{1, 1, 1, 0.85});
-    cairo_fill_preserve(cr);
-    canvas.set_color(kLegendEdge);
-    cairo_set_line_width(cr, kFrameWidth);
-    cairo_stroke(cr);
-    for (std::size_t e = 0; e < entries.size(); ++e) {
-      const Series& s = *entries[e];
-      const double cy = box.y + pad + row * static_cast<double>(e) + (row - 5) / 2;
-      const Color color = s.color->with_alpha(s.color->a * s.alpha);
-      const double hx0 = box.x + pad, hx1 = hx0 + handle;
-      if (s.line != LineStyle::none && s.line_width > 0) {
-        set_dash(cr, s.line, s.line_width);
-        cairo_set_line_width(cr, s.line_width);
-        canvas.set_color(color);
-        cairo_move_to(cr, hx0, cy);
-        cairo_line_to(cr, hx1, cy);
-        cairo_stroke(cr);
-        cairo_set_dash(cr, nullptr, 0, 0);
-      }
-      if (s.marker != Marker::none)
-        draw_marker(canvas, s.marker, (hx0 + hx1) / 2, cy, s.marker_size, color);
-      canvas.text(s.label, hx1 + gap, cy, kLegendFont, HAlign::left, VAlign::cap_center);
+    if (s.marker != Marker::none)
+      draw_marker(canvas, s.marker, (hx0 + hx1) / 2, cy, s.marker_size, color);
+    canvas.text(s.label, hx1 + kLegendGap, cy, kLegendFont, HAlign::left, VAlign::cap_center);
+  }
+}
+
+}  // namespace
+
+FigureSize LinePlot::draw(Canvas& canvas) const {
+  ATTN_CHECK(!series_.empty(), ValueError, "LinePlot: nothing to draw: no series were added");
+  const detail::LinePlotLayout L = detail::layout_line_plot(options_, series_, canvas);
+  const Box& axes = L.axes;
+  if (options_.grid) {
+    for (double t : L.x.ticks) {
+      const double x = L.x.map(t);
+      canvas.line(x, axes.y, x, axes.y + axes.h, kGridWidth, kGridColor);
+    }
+    for (double t : L.y.ticks) {
+      const double y = L.y.map(t);
+      canvas.line(axes.x, y, axes.x + axes.w, y, kGridWidth, kGridColor);
     }
   }
-  return {W, H};
+  paint_series(canvas, series_, L);
+  canvas.stroke_rect(axes.x, axes.y, axes.w, axes.h, kFrameWidth, kBlack);
+  paint_ticks_and_labels(canvas, options_, L);
+  if (L.legend.shown) paint_legend(canvas, series_, L.legend);
+  return L.size;
 }
 
 }  // namespace attn::viz

@@ -81,7 +81,7 @@ TEST(Transformer, KvCacheDecodingEqualsFullRecomputation) {
   DecoderState state = net.decoder->init_state(enc, src_lens);
   for (std::int64_t t = 0; t < 7; ++t) {
     Tensor step = net.decoder->step(tgt.narrow(1, t, 1).contiguous(), state);
-    EXPECT_LT(attn::testing::max_abs_diff(step, full.narrow(1, t, 1)), 1e-5) << "step " << t;
+    EXPECT_LT(max_abs_diff(step, full.narrow(1, t, 1)), 1e-5) << "step " << t;
   }
   EXPECT_EQ(state.steps, 7);
   EXPECT_GE(state.self_k[0].size(1), 7);  // a buffer with room to grow
@@ -89,8 +89,8 @@ TEST(Transformer, KvCacheDecodingEqualsFullRecomputation) {
   DecoderState s2 = net.decoder->init_state(enc, src_lens);
   Tensor a = net.decoder->step(tgt.narrow(1, 0, 3).contiguous(), s2);
   Tensor b = net.decoder->step(tgt.narrow(1, 3, 4).contiguous(), s2);
-  EXPECT_LT(attn::testing::max_abs_diff(a, full.narrow(1, 0, 3)), 1e-5);
-  EXPECT_LT(attn::testing::max_abs_diff(b, full.narrow(1, 3, 4)), 1e-5);
+  EXPECT_LT(max_abs_diff(a, full.narrow(1, 0, 3)), 1e-5);
+  EXPECT_LT(max_abs_diff(b, full.narrow(1, 3, 4)), 1e-5);
 }
 
 // Both attention paths: the fused kernels, and (weights kept) the materialized one.

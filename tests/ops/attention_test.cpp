@@ -10,7 +10,6 @@
 
 using namespace attn;
 using attn::testing::leaf64;
-using attn::testing::max_abs_diff;
 
 namespace {
 

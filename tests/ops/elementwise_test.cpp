@@ -81,5 +81,5 @@ TEST(Elementwise, LargeContiguousMatchesStridedPath) {
   Tensor a = attn::testing::rand32({300, 301}, 1), b = attn::testing::rand32({301, 300}, 2);
   Tensor fast = mul(a, b.transpose(0, 1).contiguous());
   Tensor strided = mul(a, b.transpose(0, 1));
-  EXPECT_EQ(attn::testing::max_abs_diff(fast, strided), 0.0);
+  EXPECT_EQ(max_abs_diff(fast, strided), 0.0);
 }

@@ -9,7 +9,6 @@
 
 using namespace attn;
 using attn::testing::leaf64;
-using attn::testing::max_abs_diff;
 using attn::testing::rand32;
 
 namespace {

@@ -167,11 +167,11 @@ TEST(Matmul, BatchedPathsMatchReferenceAndEachOther) {
   Tensor serial_scores = bmm(q, k.transpose(1, 2)), serial_vw = matmul(v, w);
   set_num_threads(threads);
   detail::set_matmul_batched_primitive(true);
-  EXPECT_EQ(attn::testing::max_abs_diff(par_scores, serial_scores), 0.0);
-  EXPECT_EQ(attn::testing::max_abs_diff(par_vw, serial_vw), 0.0);
+  EXPECT_EQ(max_abs_diff(par_scores, serial_scores), 0.0);
+  EXPECT_EQ(max_abs_diff(par_vw, serial_vw), 0.0);
   // The primitive and the per-item GEMMs agree to rounding.
-  EXPECT_LT(attn::testing::max_abs_diff(scores, par_scores), 1e-5);
-  EXPECT_LT(attn::testing::max_abs_diff(vw, par_vw), 1e-5);
+  EXPECT_LT(max_abs_diff(scores, par_scores), 1e-5);
+  EXPECT_LT(max_abs_diff(vw, par_vw), 1e-5);
 }
 
 TEST(Matmul, BatchedUnderChangingThreadCountsAndInsideParallelRegions) {
@@ -180,7 +180,7 @@ TEST(Matmul, BatchedUnderChangingThreadCountsAndInsideParallelRegions) {
   int threads = get_num_threads();
   for (int n : {threads, 1, threads}) {
     set_num_threads(n);
-    EXPECT_LT(attn::testing::max_abs_diff(bmm(q, k.transpose(1, 2)), ref), 1e-5) << n << " threads";
+    EXPECT_LT(max_abs_diff(bmm(q, k.transpose(1, 2)), ref), 1e-5) << n << " threads";
   }
   set_num_threads(threads);
   // Called from every thread of a parallel region (each with its own cache).
@@ -189,10 +189,7 @@ TEST(Matmul, BatchedUnderChangingThreadCountsAndInsideParallelRegions) {
   for (int i = 0; i < 64; ++i) {
     Tensor a = q.narrow(0, i % 4, 12), b = k.narrow(0, i % 4, 12).transpose(1, 2);
     Tensor c = matmul(a, b);
-    double m = 0;
-    auto vc = to_vector<float>(c), vr = to_vector<float>(ref.narrow(0, i % 4, 12));
-    for (std::size_t j = 0; j < vc.size(); ++j) m = std::max(m, std::fabs(double(vc[j]) - vr[j]));
-    diffs[i] = m;
+    diffs[i] = max_abs_diff(c, ref.narrow(0, i % 4, 12));
   }
   for (double d : diffs) EXPECT_LT(d, 1e-5);
 }
@@ -280,7 +277,7 @@ TEST(Matmul, GradOfSharedWeightSumsOverBatch) {
   Tensor x2 = x.detach(), w2 = w.detach().expand({4, 5, 2}).contiguous();
   w2.requires_grad_();
   sum(matmul(x2, w2)).backward();
-  EXPECT_LT(attn::testing::max_abs_diff(w.grad(), sum(w2.grad(), {0})), 1e-12);
+  EXPECT_LT(max_abs_diff(w.grad(), sum(w2.grad(), {0})), 1e-12);
 }
 
 TEST(Matmul, ErrorsNameOpAndShapes) {

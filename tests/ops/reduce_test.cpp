@@ -1,5 +1,8 @@
 #include "attn/ops/reduce.h"
 
+#include <cmath>
+#include <string>
+
 #include "attn/ops/elementwise.h"
 #include "testing.h"
 
@@ -44,5 +47,42 @@ TEST(Reduce, PrefixReductionMatchesPermutedPath) {
   Tensor x = attn::testing::rand32({257, 129}, 5);
   Tensor fast = sum(x, {0});
   Tensor slow = sum(x.transpose(0, 1), {1});
-  EXPECT_LT(attn::testing::max_abs_diff(fast, slow), 1e-4);
+  EXPECT_LT(max_abs_diff(fast, slow), 1e-4);
+}
+
+TEST(MaxAbsDiff, LargestElementwiseDifferenceAcrossDtypesAndLayouts) {
+  Tensor a = from_vector(std::vector<double>{1, -2, 3.5, 0}, {2, 2});
+  Tensor b = from_vector(std::vector<float>{1, 2, 3, 0}, {2, 2});
+  EXPECT_EQ(max_abs_diff(a, b), 4.0);
+  EXPECT_EQ(max_abs_diff(b, a), 4.0);
+  EXPECT_EQ(max_abs_diff(a, a), 0.0);
+  // Any layout: a transposed view against its contiguous copy; integers too.
+  Tensor x = arange(0.0, 12.0, 1.0, DType::f32).reshape({3, 4}).transpose(0, 1);
+  EXPECT_EQ(max_abs_diff(x, x.contiguous()), 0.0);
+  EXPECT_EQ(max_abs_diff(arange(5), arange(0.0, 5.0, 1.0, DType::f64)), 0.0);
+  EXPECT_EQ(max_abs_diff(arange(5), full({5}, 2.0, DType::i64)), 2.0);
+}
+
+TEST(MaxAbsDiff, NaNIsNeverSmallAndEqualInfinitiesAreEqual) {
+  Tensor ok = tensor({1, 2, 3});
+  EXPECT_TRUE(std::isnan(max_abs_diff(tensor({1, NAN, 3}), ok)));
+  EXPECT_TRUE(std::isnan(max_abs_diff(ok, tensor({1, 2, NAN}))));
+  EXPECT_TRUE(std::isnan(max_abs_diff(tensor({NAN}), tensor({NAN}))));
+  EXPECT_EQ(max_abs_diff(tensor({INFINITY, -INFINITY}), tensor({INFINITY, -INFINITY})), 0.0);
+  EXPECT_EQ(max_abs_diff(tensor({INFINITY}), tensor({1})), INFINITY);
+  EXPECT_EQ(max_abs_diff(tensor({INFINITY}), tensor({-INFINITY})), INFINITY);
+}
+
+TEST(MaxAbsDiff, ShapesMustMatch) {
+  std::string msg;
+  try {
+    max_abs_diff(zeros({2, 3}), zeros({3, 2}));  // same count, other shape
+  } catch (const ShapeError& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("max_abs_diff"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[2, 3]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[3, 2]"), std::string::npos) << msg;
+  EXPECT_THROW(max_abs_diff(zeros({3}), zeros({1, 3})), ShapeError);
+  EXPECT_THROW(max_abs_diff(Tensor(), zeros({3})), ValueError);
 }

@@ -1,4 +1,4 @@
-// The tick arithmetic shared by the figures (src/viz/canvas.h, internal).
+// The tick arithmetic shared by the figures (src/viz/ticks.h, internal).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -20,4 +20,10 @@ Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim = false);
 // Sums a broadcast gradient back down to `shape` (the inverse of expand).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 
+// max |a - b| over all elements, in f64, for comparing two results (tests,
+// checks, demos); not differentiable. Same shape required (no broadcasting);
+// any dtypes and layouts. Equal values differ by 0 (infinities included); a
+// NaN in either tensor gives NaN, so that a comparison with a tolerance fails.
+double max_abs_diff(const Tensor& a, const Tensor& b);
+
 }  // namespace attn

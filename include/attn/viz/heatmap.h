@@ -41,7 +41,6 @@ struct HeatmapOptions {
   // Side of one cell in points; 0 picks one from the matrix and grid size.
   double cell_size = 0;
   bool colorbar = true;
-  std::string colorbar_label{};  // optional, written along the bar
 };
 
 class Heatmaps : public Figure {
