@@ -243,8 +243,7 @@ FileSet::FileSet(const fs::path& dir, const std::string& kind) : dir_(dir) {
           check_file(dir / kPendingDir / e.name, e, &f).result == Check::ok)
         c = {};
       if (c.result == Check::missing)
-        problem = fmt::format("model directory '{}' has no {} (its manifest lists it)",
-                              dir.string(), e.name);
+        problem = fmt::format("'{}' has no {} (its manifest lists it)", dir.string(), e.name);
       else if (c.result == Check::unreadable)
         problem = c.why;
       else if (c.result == Check::differs)

@@ -45,28 +45,43 @@ double median_ms(const std::function<void()>& fn, int runs) {
 
 namespace {
 
-// The first n rows and columns of every (heads, Q, K) map: (heads, min(Q, n), min(K, n)).
-Tensor first_tokens(const Tensor& w, std::size_t n) {
-  const std::int64_t q = std::min<std::int64_t>(w.size(1), static_cast<std::int64_t>(n));
-  const std::int64_t k = std::min<std::int64_t>(w.size(2), static_cast<std::int64_t>(n));
-  return w.slice(1, 0, q).slice(2, 0, k);
+// The first n rows and columns of every (heads, Q, K) map.
+std::vector<Tensor> first_of(const std::vector<Tensor>& maps, std::size_t n) {
+  std::vector<Tensor> out;
+  for (const Tensor& w : maps) {
+    const std::int64_t q = std::min<std::int64_t>(w.size(1), static_cast<std::int64_t>(n));
+    const std::int64_t k = std::min<std::int64_t>(w.size(2), static_cast<std::int64_t>(n));
+    out.push_back(w.slice(1, 0, q).slice(2, 0, k));
+  }
+  return out;
 }
 
-data::Tokens first(const data::Tokens& t, std::size_t n) {
+data::Tokens first_of(const data::Tokens& t, std::size_t n) {
   return data::Tokens(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(std::min(n, t.size())));
 }
 
 }  // namespace
 
-void save_attention_figures(const AttentionMaps& maps, std::int64_t num_heads,
+AttentionMaps first_tokens(const AttentionMaps& maps, std::size_t n) {
+  AttentionMaps out;
+  out.source_tokens = first_of(maps.source_tokens, n);
+  out.target_tokens = first_of(maps.target_tokens, n);
+  out.encoder = first_of(maps.encoder, n);
+  out.decoder_self = first_of(maps.decoder_self, n);
+  out.decoder_cross = first_of(maps.decoder_cross, n);
+  return out;
+}
+
+void save_attention_figures(const AttentionMaps& all, std::int64_t num_heads,
                             const std::string& stem) {
   const std::size_t n = kMaxPictureTokens;
+  const bool cut = all.source_tokens.size() > n || all.target_tokens.size() > n;
+  const AttentionMaps maps = first_tokens(all, n);
   auto grid = [&](const std::vector<Tensor>& layers) {
     std::vector<std::vector<Tensor>> rows;
     for (const auto& w : layers) {
-      Tensor cut = first_tokens(w, n);
       std::vector<Tensor> heads;
-      for (std::int64_t h = 0; h < num_heads; ++h) heads.push_back(cut.select(0, h));
+      for (std::int64_t h = 0; h < num_heads; ++h) heads.push_back(w.select(0, h));
       rows.push_back(heads);
     }
     return rows;
@@ -77,15 +92,14 @@ void save_attention_figures(const AttentionMaps& maps, std::int64_t num_heads,
     row_labels.push_back(fmt::format("Layer {}", l));
   auto draw = [&](const std::vector<Tensor>& layers, const char* title, const data::Tokens& keys,
                   const data::Tokens& queries, const char* suffix) {
-    const bool cut = keys.size() > n || queries.size() > n;
     viz::Heatmaps(grid(layers),
                   {.xlabel = "Key positions",
                    .ylabel = "Query positions",
                    .titles = titles,
                    .row_labels = row_labels,
                    .title = cut ? fmt::format("{} (the first {} tokens)", title, n) : title,
-                   .xticklabels = first(keys, n),
-                   .yticklabels = first(queries, n)})
+                   .xticklabels = keys,
+                   .yticklabels = queries})
         .save(stem + suffix);
   };
   draw(maps.encoder, "Encoder self-attention", maps.source_tokens, maps.source_tokens, "-encoder");

@@ -22,9 +22,8 @@
 #include <thread>
 
 #include "attn/seq2seq/checkpoint.h"
+#include "spawn.h"
 #include "testing.h"
-
-extern char** environ;
 
 using namespace attn;
 namespace fs = std::filesystem;
@@ -57,6 +56,7 @@ std::vector<std::string> train_args(const fs::path& out, std::int64_t checkpoint
           "--num-layers",
           "1",
           "--quiet",
+          "--overwrite",  // a kill before the first checkpoint leaves a model to replace
           "--checkpoint-every",
           std::to_string(checkpoint_every),
           "--out",
@@ -67,44 +67,16 @@ std::vector<std::string> resume_args(const fs::path& dir) {
   return {"--threads", "1", "train", "--resume", dir.string(), "--quiet"};
 }
 
-// Starts attn with `args`, stdout and stderr into dir/<tag>.out and .err.
 pid_t spawn_attn(const std::vector<std::string>& args, const fs::path& log_stem) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  std::string out = log_stem.string() + ".out", err = log_stem.string() + ".err";
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  std::vector<std::string> all = {g_attn};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, g_attn.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  EXPECT_EQ(rc, 0) << "cannot start " << g_attn << ": " << std::strerror(rc);
-  return rc == 0 ? pid : -1;
+  return attn::testing::spawn_attn(g_attn, args, log_stem);
 }
 
-int wait_status(pid_t pid) {
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-  return status;
-}
-
-// Runs attn to its end; returns the exit code (or 128 + signal).
 int run_attn(const std::vector<std::string>& args, const fs::path& log_stem) {
-  pid_t pid = spawn_attn(args, log_stem);
-  if (pid < 0) return -1;
-  int st = wait_status(pid);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return attn::testing::run_attn(g_attn, args, log_stem);
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+using attn::testing::seconds_since;
+using attn::testing::wait_status;
 
 // The checkpoint's temp files in `dir` (a write in progress, or one a kill cut).
 std::set<std::string> temp_files(const fs::path& dir) {
@@ -290,7 +262,7 @@ TEST_F(ResumeKill, SigkillAtRandomMoments) {
     int st = 0;
     bool exited = false;
     std::string written;  // the temp file of the write the kill aims at
-    if (aimed_mid_write == 0 && attempt < 30) {
+    if (aimed_mid_write == 0 && attempt < 100) {
       for (auto t0 = std::chrono::steady_clock::now(); written.empty() && seconds_since(t0) < 10;) {
         if (waitpid(pid, &st, WNOHANG) == pid) {
           exited = true;
@@ -314,7 +286,7 @@ TEST_F(ResumeKill, SigkillAtRandomMoments) {
   expect_same_outcome(outcome_of(model), ref, "aimed");
   EXPECT_FALSE(has_temp_file(model)) << "a finished run left a temp file";
   std::printf("%d kills aimed at checkpoint writes, %d inside one\n", aimed, aimed_mid_write);
-  EXPECT_GE(aimed_mid_write, 1) << "no aimed kill landed inside a checkpoint write in 30 tries";
+  EXPECT_GE(aimed_mid_write, 1) << "no aimed kill landed inside a checkpoint write in 100 tries";
 }
 
 // SIGINT / SIGTERM: the step in progress ends, a checkpoint is written, one

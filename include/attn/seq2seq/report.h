@@ -34,7 +34,11 @@ double median_ms(const std::function<void()>& fn, int runs);
 // title says so. Keeps a picture's size bounded whatever num_steps is.
 inline constexpr std::size_t kMaxPictureTokens = 64;
 
-// One figure per attention kind, rows = layers, columns = heads:
+// The maps cut to the first `n` query and key tokens.
+AttentionMaps first_tokens(const AttentionMaps& maps, std::size_t n);
+
+// One figure per attention kind, rows = layers, columns = heads, of at most
+// kMaxPictureTokens tokens a side (the title says when a sentence was cut):
 // <stem>-encoder, <stem>-decoder-self, <stem>-decoder-cross (.svg and .png).
 void save_attention_figures(const AttentionMaps& maps, std::int64_t num_heads,
                             const std::string& stem);

@@ -1,0 +1,114 @@
+// The hyperparameter table (seq2seq/hparams.h): one row per enum value, its
+// ranges and parsing, the rules between values, and the JSON it drives.
+#include "attn/seq2seq/hparams.h"
+
+#include "testing.h"
+
+using namespace attn;
+using namespace attn::seq2seq;
+
+namespace {
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+}  // namespace
+
+TEST(HParams, EveryEnumValueNamesItsRow) {
+  const std::vector<std::pair<HP, std::string>> ids = {
+      {HP::src_vocab_size, "src_vocab_size"}, {HP::tgt_vocab_size, "tgt_vocab_size"},
+      {HP::num_hiddens, "num_hiddens"},       {HP::num_layers, "num_layers"},
+      {HP::num_heads, "num_heads"},           {HP::ffn_num_hiddens, "ffn_num_hiddens"},
+      {HP::dropout, "dropout"},               {HP::max_len, "max_len"},
+      {HP::use_bias, "use_bias"},             {HP::num_steps, "num_steps"},
+      {HP::path, "path"},                     {HP::num_examples, "num_examples"},
+      {HP::min_freq, "min_freq"},             {HP::valid_fraction, "valid_fraction"},
+      {HP::num_pairs, "num_pairs"},           {HP::num_epochs, "num_epochs"},
+      {HP::lr, "lr"},                         {HP::batch_size, "batch_size"},
+      {HP::grad_clip, "grad_clip"},           {HP::seed, "seed"}};
+  ASSERT_EQ(ids.size(), kNumHParams);
+  std::set<std::string> names;
+  for (const auto& [id, name] : ids) {
+    EXPECT_EQ(hparam(id).name, name);
+    EXPECT_TRUE(names.insert(name).second);
+    EXPECT_EQ(find_hparam(name), &hparam(id));
+  }
+  EXPECT_EQ(flag_of(hparam(HP::num_hiddens)), "--num-hiddens");
+  EXPECT_EQ(flag_of(hparam(HP::num_epochs)), "--epochs");
+  EXPECT_EQ(flag_of(hparam(HP::path)), "--data");
+}
+
+TEST(HParams, DefaultsAreD2lsAndValid) {
+  RunSpec run;
+  run.data.path = "fra.txt";
+  EXPECT_EQ(std::get<std::int64_t>(hparam(HP::num_hiddens).get(run)), 32);
+  EXPECT_EQ(std::get<double>(hparam(HP::lr).get(run)), 0.005);
+  EXPECT_EQ(std::get<std::int64_t>(hparam(HP::num_epochs).get(run)), 200);
+  EXPECT_NO_THROW(validate(run));
+  // Every row's setter writes what its getter reads.
+  for (const auto& p : hparams()) {
+    RunSpec r;
+    HValue v = p.get(r);
+    p.set(r, v);
+    EXPECT_EQ(p.get(r), v) << p.name;
+  }
+}
+
+TEST(HParams, ParsingAndRanges) {
+  const HParam& epochs = hparam(HP::num_epochs);
+  EXPECT_EQ(std::get<std::int64_t>(parse_hvalue(epochs, "12")), 12);
+  EXPECT_EQ(error_of([&] { parse_hvalue(epochs, "-3"); }), "--epochs: -3 is not in [1, 1000000]");
+  EXPECT_EQ(error_of([&] { parse_hvalue(epochs, "2.5"); }), "--epochs: '2.5' is not an integer");
+  EXPECT_EQ(error_of([&] { parse_hvalue(epochs, "99999999999999999999"); }),
+            "--epochs: 99999999999999999999 is not in [1, 1000000]");
+  const HParam& lr = hparam(HP::lr);
+  EXPECT_EQ(std::get<double>(parse_hvalue(lr, "0.001")), 0.001);
+  EXPECT_EQ(error_of([&] { parse_hvalue(lr, "fast"); }), "--lr: 'fast' is not a number");
+  EXPECT_EQ(error_of([&] { parse_hvalue(lr, "nan"); }), "--lr: nan is not in [1e-09, 10]");
+  EXPECT_EQ(error_of([&] { parse_hvalue(hparam(HP::dropout), "1"); }),
+            "--dropout: 1 is not in [0, 0.99]");
+  EXPECT_EQ(std::get<std::uint64_t>(parse_hvalue(hparam(HP::seed), "18446744073709551615")),
+            18446744073709551615ULL);
+  EXPECT_EQ(format_hvalue(HValue(0.005)), "0.005");
+  EXPECT_EQ(format_hvalue(HValue(true)), "true");
+}
+
+TEST(HParams, RulesBetweenValuesAreCheckedOnce) {
+  RunSpec run;
+  run.data.path = "x";
+  run.model.transformer.num_hiddens = 30;
+  run.model.transformer.num_heads = 4;
+  EXPECT_EQ(error_of([&] { validate(run); }), "num_hiddens 30 is not divisible by num_heads 4");
+  run = RunSpec();
+  run.data.path = "x";
+  run.model.num_steps = 1001;
+  EXPECT_EQ(error_of([&] { validate(run); }),
+            "num_steps 1001 is more than max_len 1000 (the positional encoding's positions)");
+}
+
+TEST(HParams, JsonRoundTripPerGroup) {
+  RunSpec run;
+  run.data.path = "/data/fra.txt";
+  run.train.lr = 0.002;
+  run.model.transformer.num_heads = 8;
+  run.train.seed = 42;
+  run.model.transformer.src_vocab_size = 184;
+  run.model.transformer.tgt_vocab_size = 201;
+  run.data.num_pairs = 600;
+  for (HGroup g : {HGroup::model, HGroup::data, HGroup::train}) {
+    nlohmann::json j = hparams_to_json(run, g);
+    RunSpec back;
+    hparams_from_json(io::JsonObject(j, "'x'"), g, back);
+    for (const auto& p : hparams())
+      if (p.group == g) EXPECT_EQ(p.get(back), p.get(run)) << p.name;
+  }
+  nlohmann::json j = hparams_to_json(run, HGroup::train);
+  j["lr"] = -1;
+  RunSpec back;
+  EXPECT_EQ(error_of([&] { hparams_from_json(io::JsonObject(j, "'x'"), HGroup::train, back); }),
+            "'x': \"lr\" = -1 is outside [1e-09, 10]");
+}
