@@ -176,11 +176,38 @@ TrainSetup resume_setup(const TrainArgs& a, const Context& ctx) {
 
 // ---- the model directory ----
 
+// Refuses a directory that holds a model or a checkpoint that this run was
+// not asked to replace (--overwrite) or continue (--resume).
+void refuse_a_model(const fs::path& dir) {
+  std::string found;
+  for (const std::string& name :
+       {std::string(io::kManifestFile), std::string("config.json"),
+        std::string("model.safetensors"), std::string(seq2seq::kCheckpointFile)}) {
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(dir / name, ec))) found += (found.empty() ? "" : ", ") + name;
+  }
+  if (!found.empty())
+    throw ErrorWithHint(
+        fmt::format("train: '{}' already holds a model ({}); it is not replaced unasked",
+                    dir.string(), found),
+        fmt::format("continue its training with 'attn train --resume {0}', replace it with "
+                    "--overwrite, or choose another --out",
+                    shell_quote(dir.string())));
+}
+
+// What OutputDir will refuse, found before the data is read (which may take
+// long), without touching the file system.
+void check_output_dir(const fs::path& dir, bool resume, bool overwrite) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return;
+  if (!resume && !overwrite) refuse_a_model(dir);
+  if (io::directory_locked(dir)) io::DirectoryLock probe(dir, "attn train");  // throws, naming the holder
+}
+
 // The directory a run writes: created if missing, locked for the whole run
-// (a second `attn train` into it is refused, naming this process), and
-// refused when it holds a model or a checkpoint that this run was not asked
-// to replace (--overwrite) or continue (--resume). If this run created it
-// and fails before its first model is saved, the directory is removed again.
+// (a second `attn train` into it is refused, naming this process), refused
+// as check_output_dir says. If this run created it and fails before its
+// first model is saved, the directory is removed again.
 class OutputDir {
  public:
   OutputDir(const fs::path& dir, bool resume, bool overwrite) : dir_(dir) {
@@ -189,7 +216,7 @@ class OutputDir {
     io::ensure_directory(dir);
     try {
       lock_.emplace(dir, "attn train");
-      if (!resume && !overwrite) refuse_a_model();
+      if (!resume && !overwrite) refuse_a_model(dir_);
       io::recover_file_set(dir);
       remove_stale_temp_files();
     } catch (...) {
@@ -207,24 +234,6 @@ class OutputDir {
   void keep() { kept_ = true; }
 
  private:
-  void refuse_a_model() const {
-    std::string found;
-    for (const std::string& name :
-         {std::string(io::kManifestFile), std::string("config.json"),
-          std::string("model.safetensors"), std::string(seq2seq::kCheckpointFile)}) {
-      std::error_code ec;
-      if (fs::exists(fs::symlink_status(dir_ / name, ec)))
-        found += (found.empty() ? "" : ", ") + name;
-    }
-    if (!found.empty())
-      throw ErrorWithHint(
-          fmt::format("train: '{}' already holds a model ({}); it is not replaced unasked",
-                      dir_.string(), found),
-          fmt::format("continue its training with 'attn train --resume {0}', replace it with "
-                      "--overwrite, or choose another --out",
-                      shell_quote(dir_.string())));
-  }
-
   // Temp files that a killed run left (".<name>.tmp.<unique>"): nobody else
   // writes here while the lock is held.
   void remove_stale_temp_files() const {
@@ -434,9 +443,12 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   TrainSetup s = a.resume.empty() ? fresh_setup(a, ctx) : resume_setup(a, ctx);
   RunSpec& run = s.run;
   run.threads = get_num_threads();
-  OutputDir dir(s.out, !a.resume.empty(), a.overwrite);
+  // The output directory is checked before the data is read and created
+  // after: a corpus that fails (or a signal while it is read) leaves nothing.
+  check_output_dir(s.out, !a.resume.empty(), a.overwrite);
   const std::string checkpoint_path = (fs::path(s.out) / seq2seq::kCheckpointFile).string();
   data::NmtData data = load_data(run, !s.checkpoint, checkpoint_path);
+  OutputDir dir(s.out, !a.resume.empty(), a.overwrite);
   Model m = make_model(s);
   print_start(s, data, m, checkpoint_path);
   // The model directory holds a loadable model before the first step.

@@ -44,7 +44,7 @@ void HParamFlags::add_to(CLI::App* sub, const seq2seq::RunSpec& defaults) {
     if (p.flag != HFlag::command) continue;
     CLI::Option* o =
         sub->add_option(seq2seq::flag_of(p), text_[std::string(p.name)], std::string(p.help));
-    o->check(check_of(p))->option_text(type_text(p.type));
+    o->check(check_of(p))->type_name(type_text(p.type));
     const std::string def = seq2seq::format_hvalue(p.get(defaults));
     if (!def.empty()) o->default_str(def);
   }

@@ -232,6 +232,31 @@ TEST_F(ModelDirCli, ResumeFromAnotherDirectoryFindsARelativeCorpus) {
             (elsewhere / "c.txt.gz").string());
 }
 
+// A corpus that is a FIFO nobody writes: attn waits, and SIGTERM (or Ctrl-C)
+// ends it at once, leaving nothing behind.
+TEST_F(ModelDirCli, ASignalEndsTheWaitForACorpus) {
+  const fs::path fifo = dir_ / "fifo", out = dir_ / "never";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  std::vector<std::string> args = train_args(out, 4, 1, "0", false);
+  for (std::size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--data") args[i + 1] = fifo.string();
+  for (int sig : {SIGTERM, SIGINT}) {
+    pid_t pid = attn::testing::spawn_attn(g_attn, args, dir_ / "fifo-run");
+    ASSERT_GT(pid, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    kill(pid, sig);
+    auto t0 = std::chrono::steady_clock::now();
+    int st = 0;
+    while (waitpid(pid, &st, WNOHANG) != pid) {
+      ASSERT_LT(attn::testing::seconds_since(t0), 10) << "still waiting after the signal";
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_TRUE(WIFSIGNALED(st)) << err_of(dir_ / "fifo-run");
+    EXPECT_EQ(WTERMSIG(st), sig);
+    EXPECT_FALSE(fs::exists(out));
+  }
+}
+
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   if (argc > 1) g_attn = fs::absolute(argv[1]).string();
