@@ -25,6 +25,8 @@
 #include "attn/core/error.h"
 #include "attn/core/rng.h"
 #include "attn/data/nmt.h"
+#include "attn/io/file_set.h"
+#include "attn/io/line_reader.h"
 #include "attn/io/safetensors.h"
 #include "attn/nn/transformer.h"
 #include "attn/seq2seq/model_dir.h"
@@ -116,6 +118,20 @@ inline const io::TensorMap& small_model_weights() {
 
 inline void model_config(std::string_view bytes) {
   constexpr std::string_view kTarget = "model_config", kName = "fuzz/config.json";
+  // The same bytes as a model directory's manifest.json: rejected clearly,
+  // or written back and read the same.
+  try {
+    io::Manifest m = io::parse_manifest(std::string(bytes), "'fuzz/manifest.json'");
+    io::Manifest back = io::parse_manifest(io::manifest_to_json(m), "'written back'");
+    expect(back.kind == m.kind && back.files.size() == m.files.size(), kTarget,
+           "a manifest differs after writing and reading");
+    for (std::size_t i = 0; i < m.files.size(); ++i)
+      expect(back.files[i].name == m.files[i].name && back.files[i].bytes == m.files[i].bytes &&
+                 back.files[i].sha256 == m.files[i].sha256,
+             kTarget, "a manifest entry differs after writing and reading");
+  } catch (const IOError& e) {
+    expect_clear(e, kTarget, "'fuzz/manifest.json'");
+  }
   seq2seq::ModelConfig c;
   try {
     c = seq2seq::config_from_json(std::string(bytes), std::string(kName));
@@ -129,7 +145,8 @@ inline void model_config(std::string_view bytes) {
   } catch (const ValueError& e) {
     expect(false, kTarget, std::string("accepted a config that validate() rejects: ") + e.what());
   }
-  expect(c.num_steps >= 1 && c.num_steps <= t.max_len, kTarget, "num_steps outside [1, max_len]");
+  expect(c.num_steps >= 2 && c.num_steps <= t.max_len && c.num_steps <= 1024, kTarget,
+         "num_steps outside [2, min(max_len, 1024)]");
   seq2seq::ModelConfig d;
   try {
     d = seq2seq::config_from_json(seq2seq::config_to_json(c), "written back");
@@ -215,6 +232,20 @@ inline void corpus(std::string_view bytes) {
     }
     file = gzip_bytes(bytes);
     file.resize(file.size() - std::min(cut, file.size()));
+  }
+
+  // The streaming reader of `attn train --data` (bounded lines, gzip on the
+  // way), on the same bytes: a rejection must be clear; accepted text holds
+  // no '\r' and no line longer than the limit.
+  try {
+    std::string lines = data::read_corpus_text(io::memory_source(file), std::string(kName),
+                                               options.num_examples);
+    expect(lines.find('\r') == std::string::npos, kTarget, "a CR left in the streamed text");
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = lines.find('\n', start)) != std::string::npos; start = nl + 1)
+      expect(nl - start <= data::kMaxLineBytes, kTarget, "a streamed line over the limit");
+  } catch (const IOError& e) {
+    expect_clear(e, kTarget, kName);
   }
 
   std::string text;

@@ -46,7 +46,12 @@ std::string decode_text(std::string_view bytes, std::string_view what) {
 
 std::string read_corpus_text(const std::string& path, long num_examples) {
   const std::string what = quote_path(path);
-  io::LineReader lines(io::text_source(io::open_file_source(path), what, kMaxTextBytes), what,
+  return read_corpus_text(io::open_file_source(path), what, num_examples);
+}
+
+std::string read_corpus_text(std::unique_ptr<io::ByteSource> source, const std::string& what,
+                             long num_examples) {
+  io::LineReader lines(io::text_source(std::move(source), what, kMaxTextBytes), what,
                        kMaxLineBytes);
   std::string text, line;
   while ((num_examples <= 0 || static_cast<long>(lines.line_number()) <= num_examples) &&

@@ -8,9 +8,12 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "attn/io/line_reader.h"
 
 namespace attn::data {
 
@@ -50,6 +53,9 @@ std::string read_text_file(const std::string& path);
 // io::LineReader ("'fra.txt' line 2: 70000 bytes long, more than the limit of
 // 65536 bytes per line"), and "'x' is empty".
 std::string read_corpus_text(const std::string& path, long num_examples);
+// The same from any source of bytes (`what` names it in errors).
+std::string read_corpus_text(std::unique_ptr<io::ByteSource> source, const std::string& what,
+                             long num_examples);
 
 // IOError "<what> line L: invalid UTF-8 at byte B of the line (0xC3)" unless
 // `text` is valid UTF-8 (no overlong forms, surrogates or values past
