@@ -18,18 +18,6 @@ namespace attn::data {
 
 std::string quote_path(std::string_view path) { return fmt::format("'{}'", path); }
 
-std::string printable_excerpt(std::string_view line, std::size_t max) {
-  std::size_t n = std::min(line.size(), max);
-  while (n > 0 && n < line.size() && (static_cast<unsigned char>(line[n]) & 0xC0) == 0x80) --n;
-  std::string out;
-  for (std::size_t i = 0; i < n; ++i) {
-    unsigned char c = static_cast<unsigned char>(line[i]);
-    out += c < 0x20 || c == 0x7F ? '?' : static_cast<char>(c);
-  }
-  if (n < line.size()) out += "...";
-  return out;
-}
-
 std::string read_file_bytes(const std::string& path) {
   return io::read_file_bytes(path, kMaxTextBytes);
 }

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "attn/core/rng.h"
+#include "../gzip.h"
 #include "attn/data/nmt.h"
 #include "attn/io/dir_lock.h"
 #include "attn/io/file_set.h"
@@ -45,19 +46,7 @@ void write(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
 }
 
-std::string gzip(const std::string& text) {
-  z_stream zs{};
-  deflateInit2(&zs, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&zs, text.size()) + 32, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  zs.avail_in = static_cast<uInt>(text.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  deflate(&zs, Z_FINISH);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
+using attn::testing::gzip;
 
 std::string replace(std::string s, const std::string& from, const std::string& to) {
   std::size_t at = s.find(from);

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "attn/core/error.h"
+#include "gzip.h"
 #include "testing.h"
 
 using namespace attn;
@@ -14,19 +15,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string gzip(const std::string& text) {
-  z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&zs, text.size()) + 32, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  zs.avail_in = static_cast<uInt>(text.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
+using attn::testing::gzip;
 
 template <class F>
 std::string io_error(F&& f) {

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "attn/io/read_file.h"
+#include "gzip.h"
 #include "testing.h"
 
 using namespace attn;
@@ -33,19 +34,7 @@ std::string error_of(const std::string& bytes, std::size_t max_line = 16) {
   return "no error";
 }
 
-std::string gzip(const std::string& text) {
-  z_stream zs{};
-  deflateInit2(&zs, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&zs, text.size()) + 32, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  zs.avail_in = static_cast<uInt>(text.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  deflate(&zs, Z_FINISH);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
+using attn::testing::gzip;
 
 // A source that gives one byte per read: every boundary case of the buffer.
 class Trickle : public ByteSource {

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "attn/io/json.h"
 #include "attn/io/line_reader.h"
 
 namespace attn::data {
@@ -29,7 +30,7 @@ std::string quote_path(std::string_view path);
 
 // At most `max` bytes of `text` for an error message: cut at a UTF-8
 // character boundary, control characters shown as '?', "..." when cut.
-std::string printable_excerpt(std::string_view text, std::size_t max = 60);
+using io::printable_excerpt;  // (io/json.h)
 
 // The bytes of a file, as they are. IOError when it is missing, a directory,
 // unreadable or larger than kMaxTextBytes.
