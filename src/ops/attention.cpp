@@ -1,5 +1,6 @@
-// Scaled dot-product attention: argument checks, the fused op with its
-// backward, the materialized reference, and the KV-cache decode step.
+// Scaled dot-product attention: the valid-lengths rule, argument checks, the
+// fused op with its backward, the materialized reference, and the KV-cache
+// decode step.
 //
 //   forward   S = scale q k^T, masked (d2l: -1e6, i.e. weight 0; a row of
 //             length 0 uniform), P = softmax(S), W = dropout(P), out = W v,
@@ -180,24 +181,21 @@ using Needs = std::vector<bool>;
 namespace {
 
 // The checked problem: geometry, the operands read in place (last dim with
-// stride 1, no autograd), and the lengths as a contiguous i64 tensor.
+// stride 1, no autograd), and the limits L of attention_limits, (B, Q).
 struct Problem {
   bool four_d = false;
   std::int64_t B = 0, H = 0, Q = 0, K = 0, D = 0, Dv = 0;
   Tensor q, k, v;  // detached
-  Tensor lens;  // i64 (B) or (B, Q), or undefined
+  Tensor limits;
   bool causal = false;
   double scale = 1.0;
   std::int64_t N() const { return B * H; }
   Shape out_shape() const { return four_d ? Shape{B, Q, H, Dv} : Shape{B, Q, Dv}; }
   AttnMask mask() const {
     AttnMask m;
+    m.limits = limits.data<std::int64_t>();
+    m.Q = Q;
     m.causal = causal;
-    if (lens.defined()) {
-      m.lens = lens.data<std::int64_t>();
-      m.lens_sb = lens.dim() == 2 ? Q : 1;
-      m.lens_sq = lens.dim() == 2 ? 1 : 0;
-    }
     return m;
   }
 };
@@ -208,21 +206,22 @@ Tensor rows_unit_stride(const Tensor& t) {
   return d.size(-1) > 1 && d.stride(-1) != 1 ? d.contiguous() : d;
 }
 
+// valid_lens as a contiguous i64 tensor of the same shape: fractional
+// lengths ceiled, every value checked to be finite and in [0, K].
 Tensor lengths_i64(const Tensor& lens, std::int64_t K, const char* op) {
   Tensor out;
   if (is_floating(lens.dtype())) {
-    out = Tensor::empty(lens.shape(), DType::f64);
-    copy_(out, lens);
-    Tensor li = Tensor::empty(lens.shape(), DType::i64);
-    const double* p = out.data<double>();
-    std::int64_t* pi = li.data<std::int64_t>();
-    for (std::int64_t i = 0; i < out.numel(); ++i) {
+    Tensor f = Tensor::empty(lens.shape(), DType::f64);
+    copy_(f, lens);
+    out = Tensor::empty(lens.shape(), DType::i64);
+    const double* p = f.data<double>();
+    std::int64_t* pi = out.data<std::int64_t>();
+    for (std::int64_t i = 0; i < f.numel(); ++i) {
       ATTN_CHECK(std::isfinite(p[i]), ValueError, "{}: valid length {} is not finite", op, p[i]);
       ATTN_CHECK(p[i] > -1.0 && p[i] <= static_cast<double>(K), ValueError,
                  "{}: valid length {} is outside [0, {}] (the number of keys)", op, p[i], K);
       pi[i] = static_cast<std::int64_t>(std::ceil(p[i]));
     }
-    out = li;
   } else {
     out = lens.detach().to(DType::i64).contiguous();
   }
@@ -232,6 +231,40 @@ Tensor lengths_i64(const Tensor& lens, std::int64_t K, const char* op) {
                "{}: valid length {} is outside [0, {}] (the number of keys)", op, p[i], K);
   return out;
 }
+
+}  // namespace
+
+Tensor attention_limits(const Tensor& valid_lens, bool causal, std::int64_t B, std::int64_t Q,
+                        std::int64_t K, const char* op) {
+  ATTN_CHECK(B >= 0 && Q >= 0 && K >= 0, ValueError,
+             "{}: sizes must be >= 0, got B = {}, Q = {}, K = {}", op, B, Q, K);
+  Tensor lens;
+  std::int64_t sb = 0, sq = 0;  // lens[b * sb + q * sq]
+  if (valid_lens.defined()) {
+    const Tensor& vl = valid_lens;
+    ATTN_CHECK(
+        (vl.dim() == 1 && vl.size(0) == B) || (vl.dim() == 2 && vl.size(0) == B && vl.size(1) == Q),
+        ShapeError,
+        "{}: valid_lens must have shape [{}] or [{}, {}] (per batch row, or per batch row "
+        "and query), got {}",
+        op, B, B, Q, shape_str(vl.shape()));
+    lens = lengths_i64(vl, K, op);
+    sb = vl.dim() == 2 ? Q : 1;
+    sq = vl.dim() == 2 ? 1 : 0;
+  }
+  Tensor out = Tensor::empty({B, Q}, DType::i64);
+  std::int64_t* pl = out.data<std::int64_t>();
+  const std::int64_t* l = lens.defined() ? lens.data<std::int64_t>() : nullptr;
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t q = 0; q < Q; ++q) {
+      std::int64_t L = l ? l[b * sb + q * sq] : K;
+      if (causal) L = std::min(L, std::clamp<std::int64_t>(q + 1 + (K - Q), 0, K));
+      pl[b * Q + q] = L;
+    }
+  return out;
+}
+
+namespace {
 
 Problem prepare(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt,
                 const char* op) {
@@ -275,16 +308,7 @@ Problem prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Attenti
              opt.scale);
   p.scale = opt.scale != 0.0 ? opt.scale : 1.0 / std::sqrt(static_cast<double>(p.D));
   p.causal = opt.causal;
-  if (opt.valid_lens.defined()) {
-    const Tensor& vl = opt.valid_lens;
-    const char* b_name = four ? "B" : "N";
-    ATTN_CHECK((vl.dim() == 1 && vl.size(0) == p.B) ||
-                   (vl.dim() == 2 && vl.size(0) == p.B && vl.size(1) == p.Q),
-               ShapeError,
-               "{}: valid_lens must have shape ({}) or ({}, {}) ({} = {}, Q = {}), got {}", op, p.B,
-               p.B, p.Q, b_name, p.B, p.Q, shape_str(vl.shape()));
-    p.lens = lengths_i64(vl, p.K, op);
-  }
+  p.limits = attention_limits(opt.valid_lens, opt.causal, p.B, p.Q, p.K, op);
   p.q = rows_unit_stride(q);
   p.k = rows_unit_stride(k);
   p.v = rows_unit_stride(v);
@@ -421,9 +445,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                 });
 }
 
-Tensor scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
-                                              const AttentionOptions& opt) {
-  const char* op = "scaled_dot_product_attention_reference";
+namespace {
+
+MaterializedAttention materialized(const Tensor& q, const Tensor& k, const Tensor& v,
+                                   const AttentionOptions& opt, const char* op) {
   Problem p = prepare(q, k, v, opt, op);
   const std::int64_t N = p.N();
   // (B, T, H, d) -> (B * H, T, d), d2l's transpose_qkv.
@@ -431,23 +456,36 @@ Tensor scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, 
     return p.four_d ? t.permute({0, 2, 1, 3}).reshape({N, t.size(1), t.size(3)}) : t;
   };
   Tensor q3 = to3(q), k3 = to3(k), v3 = to3(v);
-  Tensor scores = mul(bmm(q3, k3.transpose(1, 2)), p.scale);
+  Tensor scores = bmm(q3, k3.transpose(1, 2));
+  // d2l divides by math.sqrt(d); a scale given multiplies.
+  scores =
+      opt.scale != 0.0 ? mul(scores, opt.scale) : div(scores, std::sqrt(static_cast<double>(p.D)));
   Tensor weights;
-  if (!p.lens.defined() && !p.causal) {
+  if (!opt.valid_lens.defined() && !opt.causal) {
     weights = softmax(scores);
   } else {
-    // One length per (head, query) row: d2l's valid_lens repeated over the heads.
-    Tensor rows = Tensor::empty({N, p.Q}, DType::i64);
-    std::int64_t* pr = rows.data<std::int64_t>();
-    const AttnMask mask = p.mask();
-    for (std::int64_t n = 0; n < N; ++n)
-      for (std::int64_t i = 0; i < p.Q; ++i) pr[n * p.Q + i] = mask.len(n / p.H, i, p.Q, p.K);
+    // One limit per (head, query) row: d2l's valid_lens repeated over the heads.
+    Tensor rows =
+        p.H == 1 ? p.limits : p.limits.unsqueeze(1).expand({p.B, p.H, p.Q}).reshape({N, p.Q});
     weights = masked_softmax_lengths(scores, rows);
   }
   Generator& gen = opt.generator ? *opt.generator : default_generator();
   Tensor out = bmm(dropout(weights, opt.dropout, opt.training, gen), v3);
-  if (!p.four_d) return out;
-  return out.reshape({p.B, p.H, p.Q, p.Dv}).permute({0, 2, 1, 3}).contiguous();
+  if (p.four_d) out = out.reshape({p.B, p.H, p.Q, p.Dv}).permute({0, 2, 1, 3}).contiguous();
+  return {out, weights};
+}
+
+}  // namespace
+
+MaterializedAttention scaled_dot_product_attention_materialized(const Tensor& q, const Tensor& k,
+                                                                const Tensor& v,
+                                                                const AttentionOptions& opt) {
+  return materialized(q, k, v, opt, "scaled_dot_product_attention_materialized");
+}
+
+Tensor scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
+                                              const AttentionOptions& opt) {
+  return materialized(q, k, v, opt, "scaled_dot_product_attention_reference").output;
 }
 
 Tensor attention_decode(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -328,7 +328,7 @@ struct AttnKernels {
     i64 lmax = 0, lmin = a.K;
     bool any_zero = false;
     for (i64 r = 0; r < brp; ++r) {
-      i64 L = r < br ? a.mask.len(b, q0 + r, a.Q, a.K) : a.K;
+      i64 L = r < br ? a.mask.len(b, q0 + r) : a.K;
       s.zero[r] = L == 0 ? T(1) : T(0);
       any_zero = any_zero || L == 0;
       if (L == 0) L = a.K;
@@ -534,7 +534,7 @@ struct AttnKernels {
         for (i64 d = 0; d < Dv; ++d) acc += gr[d] * orow[d];
         s.di[r] = acc;
         s.lse[r] = a.lse[n * Q + r];
-        i64 L = a.mask.len(b, r, Q, K);
+        i64 L = a.mask.len(b, r);
         s.zero[r] = L == 0 ? T(1) : T(0);
         s.lim[r] = L == 0 ? K : L;
       } else {
@@ -901,7 +901,7 @@ struct AttnKernels {
     dot_rows(s.qg + q * a.D * W, s.kg, K, a.D, s.s);
     bool mask = false;
     for (int lane = 0; lane < W; ++lane) {
-      i64 L = lane < g.lanes ? a.mask.len(g.b[lane], q, a.Q, K) : K;
+      i64 L = lane < g.lanes ? a.mask.len(g.b[lane], q) : K;
       s.zero[lane] = L == 0 ? T(1) : T(0);
       s.keep[lane] = L == 0 ? T(0) : T(1);
       mask = mask || L < K;
@@ -1148,7 +1148,7 @@ struct AttnKernels {
   static void decode_part(const AttnArgs<T>& a, i64 n, i64 r, i64 ka, i64 kb, T* qs, T* sc, T& m,
                           T& l, T* o) {
     const i64 b = n / a.H, h = n % a.H;
-    const i64 L = a.mask.len(b, r, a.Q, a.K);
+    const i64 L = a.mask.len(b, r);
     const i64 e = std::min(kb, L == 0 ? a.K : L);
     if (ka >= e) {
       m = -std::numeric_limits<T>::infinity();

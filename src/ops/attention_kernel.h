@@ -18,21 +18,14 @@ struct HeadView {
   }
 };
 
-// Which keys query q of batch element b sees: k < L(b, q), L = 0 meaning a
-// uniform row over all K keys (d2l's fully masked row).
+// Which keys query q of batch element b sees: k < len(b, q), the limits L of
+// attn::attention_limits (attn/ops/attention.h), 0 meaning a uniform row over
+// all K keys (d2l's fully masked row).
 struct AttnMask {
-  const std::int64_t* lens = nullptr;  // valid lengths, or nullptr (all K)
-  std::int64_t lens_sb = 0, lens_sq = 0;  // lens[b * lens_sb + q * lens_sq]
-  bool causal = false;  // q sees k < q + 1 + (K - Q)
-  std::int64_t len(std::int64_t b, std::int64_t q, std::int64_t Q, std::int64_t K) const {
-    std::int64_t L = lens ? lens[b * lens_sb + q * lens_sq] : K;
-    if (causal) {
-      std::int64_t c = q + 1 + (K - Q);
-      c = c < 0 ? 0 : (c > K ? K : c);
-      L = c < L ? c : L;
-    }
-    return L;
-  }
+  const std::int64_t* limits = nullptr;  // (B, Q), contiguous
+  std::int64_t Q = 0;
+  bool causal = false;  // only a hint: about half of the scores are masked
+  std::int64_t len(std::int64_t b, std::int64_t q) const { return limits[b * Q + q]; }
 };
 
 // Dropout on the attention weights: element i = ((b * H + h) * Q + q) * K + k

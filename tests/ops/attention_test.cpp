@@ -6,11 +6,13 @@
 #include "attn/ops/elementwise.h"
 #include "attn/ops/reduce.h"
 #include "ops/attention_kernel.h"
+#include "ops/attention_testing.h"
 #include "testing.h"
 
 using namespace attn;
 using attn::testing::leaf64;
 using attn::testing::max_abs_diff;
+using attn::testing::rel_diff;
 
 namespace {
 
@@ -28,14 +30,6 @@ const char* mask_name(MaskKind m) {
     case MaskKind::causal_lens: return "causal_lens";
   }
   return "?";
-}
-
-// Max |a - b| relative to max |b| (absolute when b is all zero).
-double rel_diff(const Tensor& a, const Tensor& b) {
-  auto vb = to_vector<double>(b);
-  double m = 0;
-  for (double x : vb) m = std::max(m, std::fabs(x));
-  return max_abs_diff(a, b) / (m > 0 ? m : 1.0);
 }
 
 // Valid lengths for B batch rows (and Q queries) in [0, K], some of them 0.

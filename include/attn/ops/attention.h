@@ -35,6 +35,8 @@
 // !training reserves nothing. Q == 0 gives an empty output, K == 0 zeros.
 #pragma once
 
+#include <cstdint>
+
 #include "attn/core/rng.h"
 #include "attn/core/tensor.h"
 
@@ -49,14 +51,39 @@ struct AttentionOptions {
   double scale = 0.0;  // 0: 1 / sqrt(D)
 };
 
+// The valid-lengths rule above as numbers, the one place it is computed:
+// L(b, q) for every batch row b < B and query q < Q, as a contiguous i64
+// tensor (B, Q). valid_lens: undefined (L = K), (B) or (B, Q), any dtype,
+// every value finite and in [0, K], a fractional l counting as ceil(l);
+// causal: the minimum with q + 1 + (K - Q) clamped to [0, K]. B is the first
+// dim of the layout that valid_lens indexes (N in 3-D, B in 4-D). Errors name
+// `op`: a ShapeError for another shape, a ValueError for a value outside
+// [0, K]. Every attention path and masked_softmax_lengths take their masks
+// from here.
+Tensor attention_limits(const Tensor& valid_lens, bool causal, std::int64_t B, std::int64_t Q,
+                        std::int64_t K, const char* op = "attention_limits");
+
 // The fused kernel: online softmax over key tiles, the per-row log-sum-exp
 // saved for the backward (FlashAttention-2, ref: Dao, arXiv 2307.08691).
 // Memory O(N Q + N K) besides the inputs and output. Differentiable in q, k, v.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& opt = {});
 
-// The materialized reference: bmm, masked softmax, dropout, bmm with the ops
-// of this library (autograd through them). Same arguments and result.
+// The materialized path, d2l's formulation with the ops of this library
+// (autograd through them): scores = bmm(q, k^T) / sqrt(D) (times opt.scale
+// instead when it is set), weights = masked_softmax(scores, L), output =
+// bmm(dropout(weights), v). `weights` is (N, Q, K) — (B * H, Q, K) in 4-D,
+// d2l's transpose_qkv order —, before dropout, still in the graph.
+struct MaterializedAttention {
+  Tensor output;
+  Tensor weights;
+};
+MaterializedAttention scaled_dot_product_attention_materialized(const Tensor& q, const Tensor& k,
+                                                                const Tensor& v,
+                                                                const AttentionOptions& opt = {});
+
+// The reference the fast kernels are checked against: the materialized path's
+// output. Same arguments and result as scaled_dot_product_attention.
 Tensor scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
                                               const AttentionOptions& opt = {});
 
