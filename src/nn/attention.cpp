@@ -1,6 +1,5 @@
 #include "attn/nn/attention.h"
 
-#include "attn/autograd/node.h"
 #include "attn/ops/attention.h"
 #include "attn/ops/elementwise.h"
 #include "attn/ops/matmul.h"
@@ -96,11 +95,6 @@ Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, c
   opt.training = dropout->is_training();
   if (!attention_weights_kept()) {
     attention_weights = Tensor();
-    const bool grad = autograd::grad_enabled() &&
-                      (queries.requires_grad() || keys.requires_grad() || values.requires_grad());
-    const bool training = dropout->is_training() && dropout->p > 0;
-    if (!grad && !training && queries.size(1) <= 8)
-      return attention_decode(queries, keys, values, opt);
     return scaled_dot_product_attention(queries, keys, values, opt);
   }
   // The materialized path, d2l's formulation, which keeps the weights.

@@ -1,14 +1,20 @@
-// The attention op's seams: the one valid-lengths rule (attention_limits)
-// and the materialized path that returns the weights.
+// The attention op's seams: the one valid-lengths rule (attention_limits),
+// the one choice between the decode, small and tiled kernels, the kernel
+// setting (instruction set, small path, tiles) and the materialized path
+// that returns the weights.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "attn/ops/attention.h"
+#include "ops/attention_kernel.h"
 #include "ops/attention_testing.h"
 #include "testing.h"
 
 using namespace attn;
+using attn::testing::for_each_isa;
+using attn::testing::KernelGuard;
 using attn::testing::max_abs_diff;
 using attn::testing::rel_diff;
 
@@ -68,6 +74,106 @@ TEST(AttentionLimits, BadValidLensNameTheOpAndTheValue) {
             "query), got [2, 4]");
   EXPECT_THROW(attention_limits(zeros({3}, DType::i64), false, 2, 3, 5), ShapeError);
   EXPECT_THROW(attention_limits(from_vector<std::int64_t>({1, 6}), true, 2, 3, 5), ValueError);
+}
+
+// ---- the choice of kernel ----
+
+TEST(AttentionPath, OneChoiceBetweenDecodeSmallAndTiled) {
+  using detail::AttnPath;
+  using detail::choose_attention_path;
+  // Inference with at most 8 queries decodes, whatever the rest.
+  EXPECT_EQ(choose_attention_path(1, 4000, 64, 64, false, false, true), AttnPath::decode);
+  EXPECT_EQ(choose_attention_path(8, 10, 8, 8, false, false, true), AttnPath::decode);
+  // A gradient, active dropout or more queries: small or tiled.
+  EXPECT_EQ(choose_attention_path(8, 10, 8, 8, true, false, true), AttnPath::small);
+  EXPECT_EQ(choose_attention_path(8, 10, 8, 8, false, true, true), AttnPath::small);
+  EXPECT_EQ(choose_attention_path(9, 10, 8, 8, false, false, true), AttnPath::small);
+  EXPECT_EQ(choose_attention_path(10, 10, 8, 8, true, false, false), AttnPath::tiled);
+  // The small path's edges: Q, K, D, Dv <= 64 and Q K <= 1024.
+  EXPECT_EQ(choose_attention_path(64, 16, 64, 64, true, false, true), AttnPath::small);
+  EXPECT_EQ(choose_attention_path(65, 8, 8, 8, true, false, true), AttnPath::tiled);
+  EXPECT_EQ(choose_attention_path(8, 65, 8, 8, true, false, true), AttnPath::tiled);
+  EXPECT_EQ(choose_attention_path(33, 32, 8, 8, true, false, true), AttnPath::tiled);
+  EXPECT_EQ(choose_attention_path(10, 10, 65, 8, true, false, true), AttnPath::tiled);
+  EXPECT_EQ(choose_attention_path(10, 10, 8, 65, true, false, true), AttnPath::tiled);
+}
+
+// The fused op makes that choice itself: without a gradient, 8 queries run
+// the decode kernel (the same numbers as attention_decode), 9 the kernel the
+// training forward runs (the same numbers as with a gradient).
+TEST(AttentionPath, FusedOpDecodesFewQueriesWithoutGradient) {
+  for_each_isa([] {
+    for (std::int64_t Q : {8, 9}) {
+      SCOPED_TRACE(fmt::format("Q {}", Q));
+      Generator gen(21);
+      Tensor q = uniform(-2, 2, {3, Q, 4, 8}, gen), k = uniform(-2, 2, {3, 10, 4, 8}, gen);
+      Tensor v = uniform(-1, 1, {3, 10, 4, 8}, gen);
+      AttentionOptions o;
+      o.valid_lens = from_vector<std::int64_t>({10, 3, 0});
+      o.causal = true;
+      o.training = false;
+      o.dropout = 0.1;
+      Tensor no_grad = scaled_dot_product_attention(q, k, v, o);
+      Tensor qg = q.clone();
+      qg.requires_grad_();
+      Tensor with_grad = scaled_dot_product_attention(qg, k, v, o);
+      Tensor decoded = attention_decode(q, k, v, o);
+      EXPECT_LT(rel_diff(decoded, with_grad), 1e-5);
+      if (Q <= detail::kDecodeMaxQueries)
+        EXPECT_EQ(max_abs_diff(no_grad, decoded), 0.0);
+      else
+        EXPECT_EQ(max_abs_diff(no_grad, with_grad), 0.0);
+    }
+  });
+}
+
+// ---- the kernel setting ----
+
+TEST(AttentionKernelConfig, InstructionSetsTilesAndSmallPath) {
+  const std::vector<std::string> isas = attention_isas();
+  ASSERT_FALSE(isas.empty());
+  EXPECT_EQ(isas.back(), "portable");
+  EXPECT_EQ(attention_kernel_config().isa, isas.front());  // the best by default
+  EXPECT_TRUE(attention_kernel_config().small_path);
+  for (const std::string& isa : isas) {
+    KernelGuard guard([&](AttentionKernelConfig& c) {
+      c.isa = isa;
+      c.small_path = false;
+      c.tile_queries = 7;
+      c.tile_keys = 5;
+    });
+    const AttentionKernelConfig c = attention_kernel_config();
+    EXPECT_EQ(c.isa, isa);
+    EXPECT_FALSE(c.small_path);
+    EXPECT_EQ(c.tile_queries, 7);
+    EXPECT_EQ(c.tile_keys, 5);
+  }
+  EXPECT_EQ(attention_kernel_config().isa, isas.front());  // restored
+  for (const char* isa : {"avx512", "avx2"}) {
+    if (std::find(isas.begin(), isas.end(), isa) != isas.end()) continue;
+    AttentionKernelConfig c;
+    c.isa = isa;
+    try {
+      set_attention_kernel_config(c);
+      ADD_FAILURE() << isa << " accepted on a CPU without it";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("this CPU cannot run the"), std::string::npos);
+    }
+  }
+  AttentionKernelConfig bad;
+  bad.isa = "sse9";
+  try {
+    set_attention_kernel_config(bad);
+    ADD_FAILURE() << "an unknown instruction set was accepted";
+  } catch (const ValueError& e) {
+    EXPECT_STREQ(e.what(),
+                 "set_attention_kernel_config: unknown instruction set 'sse9' (expected avx512, "
+                 "avx2, portable, or \"\" for the best)");
+  }
+  bad.isa = "";
+  bad.tile_keys = -1;
+  EXPECT_THROW(set_attention_kernel_config(bad), ValueError);
+  EXPECT_EQ(attention_kernel_config().tile_keys, 0);  // unchanged
 }
 
 // ---- the materialized path ----

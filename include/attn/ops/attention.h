@@ -36,6 +36,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "attn/core/rng.h"
 #include "attn/core/tensor.h"
@@ -63,8 +65,16 @@ struct AttentionOptions {
 Tensor attention_limits(const Tensor& valid_lens, bool causal, std::int64_t B, std::int64_t Q,
                         std::int64_t K, const char* op = "attention_limits");
 
-// The fused kernel: online softmax over key tiles, the per-row log-sum-exp
-// saved for the backward (FlashAttention-2, ref: Dao, arXiv 2307.08691).
+// The fused op. It picks one of three kernels, none of which stores the
+// (Q x K) weights:
+//   decode  no gradient (nothing requires one, or a no-grad guard), no active
+//           dropout, and at most 8 queries: attention_decode below.
+//   small   at most 64 queries and keys (and Q K <= 1024), head dims <= 64:
+//           several heads at a time, one per vector lane.
+//   tiled   otherwise: online softmax over key tiles, the per-row
+//           log-sum-exp saved for the backward (FlashAttention-2, ref: Dao,
+//           arXiv 2307.08691).
+// The three agree to rounding (the order of floating-point sums differs).
 // Memory O(N Q + N K) besides the inputs and output. Differentiable in q, k, v.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& opt = {});
@@ -95,5 +105,22 @@ Tensor scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, 
 // and the partial softmaxes combined (flash-decoding).
 Tensor attention_decode(const Tensor& q, const Tensor& k, const Tensor& v,
                         const AttentionOptions& opt = {});
+
+// Which kernels the f32 attention ops run, for tests and benchmarks; the
+// defaults are the fastest this CPU has. Process-wide; set it while no
+// attention op runs on another thread. f64 always runs portable vectors.
+struct AttentionKernelConfig {
+  std::string isa;  // "avx512", "avx2" or "portable"; "": the best this CPU has
+  bool small_path = true;  // false: small problems run the tiled kernels too
+  std::int64_t tile_queries = 0, tile_keys = 0;  // 0: the kernels' defaults;
+                                                 // queries round up to the vector width
+};
+// Throws ValueError (and changes nothing) for an unknown instruction set or
+// one this CPU lacks, or a negative tile size.
+void set_attention_kernel_config(const AttentionKernelConfig& config);
+// The current setting; isa names the set in use, never "".
+AttentionKernelConfig attention_kernel_config();
+// The instruction sets this CPU can run, best first; "portable" always.
+std::vector<std::string> attention_isas();
 
 }  // namespace attn
