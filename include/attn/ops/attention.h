@@ -106,9 +106,10 @@ Tensor scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, 
 Tensor attention_decode(const Tensor& q, const Tensor& k, const Tensor& v,
                         const AttentionOptions& opt = {});
 
-// Which kernels the f32 attention ops run, for tests and benchmarks; the
-// defaults are the fastest this CPU has. Process-wide; set it while no
-// attention op runs on another thread. f64 always runs portable vectors.
+// Which kernels the f32 attention ops run, for tests and benchmarks; by
+// default the best instruction set this CPU has, the small path on and each
+// kernel's own tile sizes. Process-wide; set it while no attention op runs on
+// another thread. f64 always runs portable vectors.
 struct AttentionKernelConfig {
   std::string isa;  // "avx512", "avx2" or "portable"; "": the best this CPU has
   bool small_path = true;  // false: small problems run the tiled kernels too
