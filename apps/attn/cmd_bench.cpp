@@ -2,12 +2,15 @@
 // one JSON line for scripts (the peers in bench/peers print the same keys).
 //
 // attn bench attention: scaled dot-product attention on (B, T, H, D) inputs,
-// Q = K = --len, the fused kernel (default) or the materialized reference.
-// Forward under no-grad; with --backward also forward + backward. Each is run
+// Q = K = --len, the fused op (default) or the materialized reference.
+// Forward under no-grad (where --len <= 8 runs the decode kernel, as the op
+// chooses); with --backward also forward + backward. Each is run
 // once to warm up, then --repeats times; the median is reported. FLOPs follow
 // the FlashAttention convention: forward 4 B H T^2 D (halved when causal),
-// backward 2.5 times that.
+// backward 2.5 times that. --isa and --no-small-path pick the f32 kernels
+// (attn/ops/attention.h, AttentionKernelConfig), to compare them.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,6 +32,8 @@ namespace {
 struct AttentionBenchOptions {
   std::int64_t len = 1024, heads = 8, dim = 64, batch = 1;
   bool causal = false, backward = false, reference = false, json = false;
+  std::string isa;  // "": the best this CPU has
+  bool no_small_path = false;
   int threads = 0;  // 0: the global setting
   int repeats = 5;
 };
@@ -53,8 +58,27 @@ double median_ms(int repeats, F f) {
   return median(ms);
 }
 
+// Applies --isa and --no-small-path; an instruction set this CPU lacks is a
+// runtime error (exit 1), an unknown name was refused by the parser (exit 2).
+void configure_kernels(const AttentionBenchOptions& o) {
+  AttentionKernelConfig kc = attention_kernel_config();
+  if (!o.isa.empty()) {
+    const std::vector<std::string> have = attention_isas();
+    if (std::find(have.begin(), have.end(), o.isa) == have.end())
+      throw Error(
+          fmt::format("bench attention: --isa {}: this CPU cannot run the {} kernels (it "
+                      "runs: {})",
+                      o.isa, o.isa, fmt::join(have, ", ")));
+    kc.isa = o.isa;
+  }
+  kc.small_path = !o.no_small_path;
+  set_attention_kernel_config(kc);
+}
+
 int run_attention(const AttentionBenchOptions& o) {
   if (o.threads > 0) set_num_threads(o.threads);
+  configure_kernels(o);
+  const AttentionKernelConfig kernels = attention_kernel_config();
   const Shape shape{o.batch, o.len, o.heads, o.dim};
   Generator gen(1);
   Tensor q = uniform(-1, 1, shape, gen), k = uniform(-1, 1, shape, gen),
@@ -88,6 +112,8 @@ int run_attention(const AttentionBenchOptions& o) {
                                 {"heads", o.heads},
                                 {"dim", o.dim},
                                 {"causal", o.causal},
+                                {"isa", kernels.isa},
+                                {"small_path", kernels.small_path},
                                 {"threads", get_num_threads()},
                                 {"repeats", o.repeats},
                                 {"fwd_ms", fwd_ms},
@@ -105,6 +131,7 @@ int run_attention(const AttentionBenchOptions& o) {
   fmt::print("attention ({}): batch {}, {} heads, length {}, head dim {}, {}, {} threads\n",
              o.reference ? "materialized reference" : "fused", o.batch, o.heads, o.len, o.dim,
              o.causal ? "causal" : "no mask", get_num_threads());
+  fmt::print("kernels: {}, small path {}\n", kernels.isa, kernels.small_path ? "on" : "off");
   fmt::print("forward           {:10.3f} ms  {:8.1f} GFLOP/s  (median of {})\n", fwd_ms, gflops,
              o.repeats);
   if (fwdbwd_ms)
@@ -140,6 +167,13 @@ void setup_bench_attention(CLI::App& parent, Context& ctx) {
   sub->add_flag("--backward", o->backward, "Also time forward + backward");
   sub->add_flag("--reference", o->reference,
                 "Time the materialized reference (bmm, masked softmax, bmm) instead");
+  sub->add_option("--isa", o->isa,
+                  "Instruction set of the f32 kernels (default: the best this CPU has)")
+      ->check(CLI::IsMember({"avx512", "avx2", "portable"}))
+      ->option_text("avx512|avx2|portable");
+  sub->add_flag("--no-small-path", o->no_small_path,
+                "Run small problems (<= 64 queries and keys per head) on the tiled kernels too, "
+                "not several heads at a time across the vector lanes");
   sub->add_option("--threads", o->threads, "Threads (default: the global --threads)")
       ->check(in_range(1, 1024))
       ->option_text("N");

@@ -1,12 +1,7 @@
 #include "attn/nn/attention.h"
 
-#include <algorithm>
-#include <cmath>
-
-#include "attn/autograd/node.h"
 #include "attn/ops/attention.h"
 #include "attn/ops/elementwise.h"
-#include "attn/ops/index.h"
 #include "attn/ops/matmul.h"
 #include "attn/ops/softmax.h"
 
@@ -24,15 +19,8 @@ Tensor masked_softmax(const Tensor& X, const Tensor& valid_lens) {
   if (!valid_lens.defined()) return softmax(X);
   ATTN_CHECK(X.dim() == 3, ShapeError, "masked_softmax: expected scores of shape (B, Q, K), got {}",
              shape_str(X.shape()));
-  const std::int64_t B = X.size(0), Q = X.size(1);
-  bool per_batch = valid_lens.dim() == 1 && valid_lens.size(0) == B;
-  bool per_query = valid_lens.dim() == 2 && valid_lens.size(0) == B && valid_lens.size(1) == Q;
-  ATTN_CHECK(per_batch || per_query, ShapeError,
-             "masked_softmax: valid_lens must have shape ({}) or ({}, {}) for scores {}, got {}", B,
-             B, Q, shape_str(X.shape()), shape_str(valid_lens.shape()));
-  // One length per row of scores: (B) is shared by the Q queries of each batch element.
-  Tensor lens = per_batch ? valid_lens.unsqueeze(1).expand({B, Q}) : valid_lens;
-  return masked_softmax_lengths(X, lens);
+  return masked_softmax_lengths(
+      X, attention_limits(valid_lens, false, X.size(0), X.size(1), X.size(2), "masked_softmax"));
 }
 
 namespace {
@@ -88,37 +76,11 @@ void check_heads(const Tensor& q, const Tensor& k, const Tensor& v) {
              shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
 }
 
-// (B, T, H, d) -> (B * H, T, d): d2l's transpose_qkv layout.
-Tensor heads_to_rows(const Tensor& x) {
-  return x.permute({0, 2, 1, 3}).reshape({-1, x.size(1), x.size(3)});
-}
-
-// The one length mask of the materialized path: valid_lens (rows) or (rows, Q)
-// combined with the causal limit q + 1 + (K - Q), as (rows, Q) i64.
-Tensor combined_lengths(const Tensor& valid_lens, bool causal, std::int64_t rows, std::int64_t Q,
-                        std::int64_t K) {
-  if (!causal) return valid_lens;
-  Tensor out = Tensor::empty({rows, Q}, DType::i64);
-  std::int64_t* p = out.data<std::int64_t>();
-  Tensor lens = valid_lens.defined() ? valid_lens.to(DType::f64).contiguous() : Tensor();
-  const double* l = lens.defined() ? lens.data<double>() : nullptr;
-  const bool per_row = lens.defined() && lens.dim() == 1;
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t q = 0; q < Q; ++q) {
-      std::int64_t c = std::clamp<std::int64_t>(q + 1 + (K - Q), 0, K);
-      if (l != nullptr)
-        c = std::min(c, static_cast<std::int64_t>(std::ceil(per_row ? l[r] : l[r * Q + q])));
-      p[r * Q + q] = c;
-    }
-  return out;
-}
-
 }  // namespace
 
 Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
                                     const Tensor& valid_lens, bool causal) {
-  const bool heads = queries.dim() == 4;
-  if (heads) {
+  if (queries.dim() == 4) {
     check_heads(queries, keys, values);
   } else {
     check_qkv(queries, keys, values, "DotProductAttention");
@@ -126,41 +88,19 @@ Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, c
                "DotProductAttention: queries {} and keys {} must have the same feature size",
                shape_str(queries.shape()), shape_str(keys.shape()));
   }
-  const bool training = dropout->is_training() && dropout->p > 0;
+  AttentionOptions opt;
+  opt.valid_lens = valid_lens;
+  opt.causal = causal;
+  opt.dropout = dropout->p;
+  opt.training = dropout->is_training();
   if (!attention_weights_kept()) {
     attention_weights = Tensor();
-    AttentionOptions opt;
-    opt.valid_lens = valid_lens;
-    opt.causal = causal;
-    opt.dropout = dropout->p;
-    opt.training = dropout->is_training();
-    const bool grad = autograd::grad_enabled() &&
-                      (queries.requires_grad() || keys.requires_grad() || values.requires_grad());
-    if (!grad && !training && queries.size(1) <= 8)
-      return attention_decode(queries, keys, values, opt);
     return scaled_dot_product_attention(queries, keys, values, opt);
   }
-  // The materialized path, d2l's formulation, over (rows, Q, K) scores.
-  const std::int64_t B = queries.size(0), Q = queries.size(1), K = keys.size(1);
-  const std::int64_t H = heads ? queries.size(2) : 1;
-  Tensor q = heads ? heads_to_rows(queries) : queries;
-  Tensor k = heads ? heads_to_rows(keys) : keys;
-  Tensor v = heads ? heads_to_rows(values) : values;
-  Tensor lens = valid_lens;
-  if (heads && lens.defined()) {
-    ATTN_CHECK(lens.dim() >= 1 && lens.size(0) == B, ShapeError,
-               "DotProductAttention: valid_lens {} does not match batch size {}",
-               shape_str(lens.shape()), B);
-    lens = repeat_interleave(lens, H, 0);
-  }
-  lens = combined_lengths(lens, causal, B * H, Q, K);
-  double d = static_cast<double>(q.size(2));
-  Tensor scores = div(bmm(q, k.transpose(1, 2)), std::sqrt(d));
-  Tensor weights = masked_softmax(scores, lens);
-  attention_weights = weights.detach();
-  Tensor out = bmm(dropout->forward(weights), v);
-  if (!heads) return out;
-  return out.reshape({B, H, Q, out.size(2)}).permute({0, 2, 1, 3}).contiguous();
+  // The materialized path, d2l's formulation, which keeps the weights.
+  MaterializedAttention m = scaled_dot_product_attention_materialized(queries, keys, values, opt);
+  attention_weights = m.weights.detach();
+  return m.output;
 }
 
 Tensor transpose_qkv(const Tensor& X, std::int64_t num_heads) {
@@ -201,17 +141,15 @@ Tensor split_heads(const Tensor& x, std::int64_t heads) {
 }  // namespace
 
 std::pair<Tensor, Tensor> MultiHeadAttention::project_kv(const Tensor& keys, const Tensor& values) {
-  return {split_heads(W_k->forward(keys), num_heads),
-          split_heads(W_v->forward(values), num_heads)};
+  return {split_heads(W_k->forward(keys), num_heads), split_heads(W_v->forward(values), num_heads)};
 }
 
 Tensor MultiHeadAttention::attend(const Tensor& queries, const Tensor& K, const Tensor& V,
                                   const Tensor& valid_lens, bool causal) {
-  ATTN_CHECK(queries.dim() == 3 && K.dim() == 4 && queries.size(0) == K.size(0) &&
-                 K.size(2) == num_heads,
-             ShapeError,
-             "MultiHeadAttention: queries {} do not match projected keys {} with {} heads",
-             shape_str(queries.shape()), shape_str(K.shape()), num_heads);
+  ATTN_CHECK(
+      queries.dim() == 3 && K.dim() == 4 && queries.size(0) == K.size(0) && K.size(2) == num_heads,
+      ShapeError, "MultiHeadAttention: queries {} do not match projected keys {} with {} heads",
+      shape_str(queries.shape()), shape_str(K.shape()), num_heads);
   if (valid_lens.defined()) {
     ATTN_CHECK(valid_lens.dim() >= 1 && valid_lens.size(0) == queries.size(0), ShapeError,
                "MultiHeadAttention: valid_lens {} does not match batch size {}",

@@ -1,5 +1,6 @@
-// Scaled dot-product attention: argument checks, the fused op with its
-// backward, the materialized reference, and the KV-cache decode step.
+// Scaled dot-product attention: the valid-lengths rule, argument checks, the
+// choice of kernel, the fused op with its backward, the materialized
+// reference, and the KV-cache decode step.
 //
 //   forward   S = scale q k^T, masked (d2l: -1e6, i.e. weight 0; a row of
 //             length 0 uniform), P = softmax(S), W = dropout(P), out = W v,
@@ -8,23 +9,22 @@
 //             dS = P o (dP - D) with D = rowsum(dO o out), dQ = scale dS k,
 //             dK = scale dS^T q; dS = 0 on masked scores and rows of length 0
 //
-// The kernels (tiled, online softmax, the score matrix never stored) are in
-// attention_impl.h, compiled for AVX-512 (attention_avx512.cpp), AVX2
-// (attention_avx2.cpp) and here for portable vectors (f32 fallback and all of
-// f64). The f32 set is chosen once from the CPU's features.
+// The kernels, one header per algorithm, are assembled by attention_kernels.h
+// into a table per instruction set: AVX-512 (attention_avx512.cpp), AVX2
+// (attention_avx2.cpp) and portable vectors (attention_portable.cpp: the f32
+// fallback and all of f64). The table and the algorithm of a call are chosen
+// here, in kernels_for and choose_attention_path, and nowhere else.
 #include "attn/ops/attention.h"
 
-#include <omp.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstddef>
 #include <cstdint>
-#include <cstring>
-#include <limits>
-#include <memory>
+#include <iterator>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "attn/autograd/node.h"
@@ -33,196 +33,143 @@
 #include "attn/ops/matmul.h"
 #include "attn/ops/softmax.h"
 #include "ops/attention_kernel.h"
-#include "ops/vec_math.h"
-// The kernels for portable vectors (16 bytes: SSE2 on x86-64, NEON elsewhere).
-#include "ops/attention_impl.h"
 
 namespace attn {
 
-namespace detail {
-namespace {
-
-template <class T_, int W_>
-struct VecPortable {
-  using T = T_;
-  using R [[gnu::vector_size(sizeof(T_) * W_)]] = T_;
-  static constexpr int W = W_;
-  static constexpr int kMR = 4, kNV = 2;
-  static R zero() { return R{}; }
-  static R set1(T x) { return R{} + x; }
-  static R load(const T* p) {
-    R r;
-    std::memcpy(&r, p, sizeof r);
-    return r;
-  }
-  static void store(T* p, R x) { std::memcpy(p, &x, sizeof x); }
-  static R fma(R a, R b, R c) { return a * b + c; }
-  static R add(R a, R b) { return a + b; }
-  static R sub(R a, R b) { return a - b; }
-  static R mul(R a, R b) { return a * b; }
-  static R div(R a, R b) { return a / b; }
-  static R max(R a, R b) { return a > b ? a : b; }
-  template <class I>
-  static R gather(const T* p, const I* idx) {
-    R r;
-    for (int i = 0; i < W; ++i) r[i] = p[idx[i]];
-    return r;
-  }
-  template <class I>
-  static void scatter(T* p, const I* idx, R x) {
-    for (int i = 0; i < W; ++i) p[idx[i]] = x[i];
-  }
-  static T hsum(R x) {
-    T s = 0;
-    for (int i = 0; i < W; ++i) s += x[i];
-    return s;
-  }
-  static R exp(R x) {
-    R y;
-    for (int i = 0; i < W; ++i) y[i] = exp_simd<T>(x[i]);
-    return y;
-  }
-};
-
-const AttnKernelTable<float>* best_f32() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  if (const auto* t = attention_kernels_avx512();
-      t && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-    return t;
-  if (const auto* t = attention_kernels_avx2();
-      t && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return t;
-#endif
-  return attention_kernels_portable_f32();
-}
-
-std::atomic<const AttnKernelTable<float>*>& f32_kernels() {
-  static std::atomic<const AttnKernelTable<float>*> table{best_f32()};
-  return table;
-}
-
-std::atomic<std::int64_t> g_tile_br{0}, g_tile_bc{0};
-std::atomic<bool> g_small_path{true};
-
-template <class T>
-AttnTiles tiles_for(const AttnKernelTable<T>& t) {
-  AttnTiles tiles = t.tiles;
-  if (std::int64_t br = g_tile_br.load()) tiles.br = br;
-  if (std::int64_t bc = g_tile_bc.load()) tiles.bc = bc;
-  tiles.small = g_small_path.load();
-  return tiles;
-}
-
-template <class T>
-const AttnKernelTable<T>& kernels() {
-  if constexpr (std::is_same_v<T, float>)
-    return *f32_kernels().load();
-  else
-    return *attention_kernels_portable_f64();
-}
-
-}  // namespace
-
-const AttnKernelTable<float>* attention_kernels_portable_f32() {
-  static const AttnKernelTable<float> table =
-      AttnKernels<VecPortable<float, 4>>::table("portable", AttnTiles{32, 64});
-  return &table;
-}
-
-const AttnKernelTable<double>* attention_kernels_portable_f64() {
-  static const AttnKernelTable<double> table =
-      AttnKernels<VecPortable<double, 2>>::table("portable", AttnTiles{16, 32});
-  return &table;
-}
-
-bool set_attention_isa(const char* name) {
-  std::string_view n = name ? name : "";
-  const AttnKernelTable<float>* t = nullptr;
-  if (n.empty()) {
-    t = best_f32();
-  } else if (n == "portable") {
-    t = attention_kernels_portable_f32();
-  } else {
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    if (n == "avx512" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-      t = attention_kernels_avx512();
-    if (n == "avx2" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-      t = attention_kernels_avx2();
-#endif
-  }
-  if (!t) return false;
-  f32_kernels().store(t);
-  return true;
-}
-
-const char* attention_isa() { return f32_kernels().load()->name; }
-
-void set_attention_tiles(std::int64_t br, std::int64_t bc) {
-  g_tile_br.store(std::max<std::int64_t>(br, 0));
-  g_tile_bc.store(std::max<std::int64_t>(bc, 0));
-}
-
-void set_attention_small_path(bool on) { g_small_path.store(on); }
-
-}  // namespace detail
-
 using autograd::record;
 using detail::AttnArgs;
+using detail::AttnKernelTable;
 using detail::AttnMask;
+using detail::AttnPath;
+using detail::AttnTiles;
 using detail::HeadView;
 using Grads = std::vector<Tensor>;
 using Needs = std::vector<bool>;
 
+// ---- kernel selection ----
+
 namespace {
 
-// The checked problem: geometry, the operands read in place (last dim with
-// stride 1, no autograd), and the lengths as a contiguous i64 tensor.
-struct Problem {
-  bool four_d = false;
-  std::int64_t B = 0, H = 0, Q = 0, K = 0, D = 0, Dv = 0;
-  Tensor q, k, v;  // detached
-  Tensor lens;  // i64 (B) or (B, Q), or undefined
-  bool causal = false;
-  double scale = 1.0;
-  std::int64_t N() const { return B * H; }
-  Shape out_shape() const { return four_d ? Shape{B, Q, H, Dv} : Shape{B, Q, Dv}; }
-  AttnMask mask() const {
-    AttnMask m;
-    m.causal = causal;
-    if (lens.defined()) {
-      m.lens = lens.data<std::int64_t>();
-      m.lens_sb = lens.dim() == 2 ? Q : 1;
-      m.lens_sq = lens.dim() == 2 ? 1 : 0;
-    }
-    return m;
-  }
-};
+constexpr const char* kIsas[] = {"avx512", "avx2", "portable"};  // best first
 
-// The last dim read with stride 1, so a row is a plain array.
-Tensor rows_unit_stride(const Tensor& t) {
-  Tensor d = t.detach();
-  return d.size(-1) > 1 && d.stride(-1) != 1 ? d.contiguous() : d;
+// The f32 kernels of `isa` when this build has them and this CPU runs them.
+const AttnKernelTable<float>* f32_table(std::string_view isa) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (isa == "avx512" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+    return detail::attention_kernels_avx512();
+  if (isa == "avx2" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return detail::attention_kernels_avx2();
+#endif
+  return isa == "portable" ? detail::attention_kernels_portable_f32() : nullptr;
 }
 
+const AttnKernelTable<float>* best_f32() {
+  for (const char* isa : kIsas)
+    if (const auto* t = f32_table(isa)) return t;
+  return detail::attention_kernels_portable_f32();
+}
+
+// The setting of AttentionKernelConfig, read by every call.
+struct KernelSetting {
+  std::atomic<const AttnKernelTable<float>*> f32{best_f32()};
+  std::atomic<std::int64_t> tile_br{0}, tile_bc{0};
+  std::atomic<bool> small_path{true};
+};
+
+KernelSetting& setting() {
+  static KernelSetting s;
+  return s;
+}
+
+// The kernels of one call: the table of its dtype, the tiles, the algorithm.
+template <class T>
+struct Launch {
+  const AttnKernelTable<T>* kernels = nullptr;
+  AttnTiles tiles;
+  AttnPath path = AttnPath::tiled;
+};
+
+// The one place a dtype (and for f32 the instruction set) picks a kernel
+// table; a later device would be chosen here too.
+template <class T>
+Launch<T> kernels_for(std::int64_t Q, std::int64_t K, std::int64_t D, std::int64_t Dv,
+                      bool need_grad, bool dropout) {
+  const KernelSetting& s = setting();
+  Launch<T> l;
+  if constexpr (std::is_same_v<T, float>)
+    l.kernels = s.f32.load();
+  else
+    l.kernels = detail::attention_kernels_portable_f64();
+  l.tiles = l.kernels->tiles;
+  if (std::int64_t br = s.tile_br.load()) l.tiles.br = br;
+  if (std::int64_t bc = s.tile_bc.load()) l.tiles.bc = bc;
+  l.path = detail::choose_attention_path(Q, K, D, Dv, need_grad, dropout, s.small_path.load());
+  return l;
+}
+
+}  // namespace
+
+std::vector<std::string> attention_isas() {
+  std::vector<std::string> out;
+  for (const char* isa : kIsas)
+    if (f32_table(isa)) out.emplace_back(isa);
+  return out;
+}
+
+void set_attention_kernel_config(const AttentionKernelConfig& config) {
+  const char* op = "set_attention_kernel_config";
+  const AttnKernelTable<float>* t = config.isa.empty() ? best_f32() : f32_table(config.isa);
+  if (!t) {
+    const bool known = std::find(std::begin(kIsas), std::end(kIsas), config.isa) != std::end(kIsas);
+    if (known)
+      throw ValueError(fmt::format("{}: this CPU cannot run the {} kernels (it runs: {})", op,
+                                   config.isa, fmt::join(attention_isas(), ", ")));
+    throw ValueError(fmt::format(
+        "{}: unknown instruction set '{}' (expected avx512, avx2, portable, or \"\" for the best)",
+        op, config.isa));
+  }
+  ATTN_CHECK(config.tile_queries >= 0 && config.tile_keys >= 0, ValueError,
+             "{}: tile sizes must be >= 0 (0: the default), got {} x {}", op, config.tile_queries,
+             config.tile_keys);
+  KernelSetting& s = setting();
+  s.f32.store(t);
+  s.tile_br.store(config.tile_queries);
+  s.tile_bc.store(config.tile_keys);
+  s.small_path.store(config.small_path);
+}
+
+AttentionKernelConfig attention_kernel_config() {
+  const KernelSetting& s = setting();
+  AttentionKernelConfig c;
+  c.isa = s.f32.load()->name;
+  c.small_path = s.small_path.load();
+  c.tile_queries = s.tile_br.load();
+  c.tile_keys = s.tile_bc.load();
+  return c;
+}
+
+// ---- the valid-lengths rule ----
+
+namespace {
+
+// valid_lens as a contiguous i64 tensor of the same shape: fractional
+// lengths ceiled, every value checked to be finite and in [0, K].
 Tensor lengths_i64(const Tensor& lens, std::int64_t K, const char* op) {
   Tensor out;
   if (is_floating(lens.dtype())) {
-    out = Tensor::empty(lens.shape(), DType::f64);
-    copy_(out, lens);
-    Tensor li = Tensor::empty(lens.shape(), DType::i64);
-    const double* p = out.data<double>();
-    std::int64_t* pi = li.data<std::int64_t>();
-    for (std::int64_t i = 0; i < out.numel(); ++i) {
+    Tensor f = Tensor::empty(lens.shape(), DType::f64);
+    copy_(f, lens);
+    out = Tensor::empty(lens.shape(), DType::i64);
+    const double* p = f.data<double>();
+    std::int64_t* pi = out.data<std::int64_t>();
+    for (std::int64_t i = 0; i < f.numel(); ++i) {
       ATTN_CHECK(std::isfinite(p[i]), ValueError, "{}: valid length {} is not finite", op, p[i]);
       ATTN_CHECK(p[i] > -1.0 && p[i] <= static_cast<double>(K), ValueError,
                  "{}: valid length {} is outside [0, {}] (the number of keys)", op, p[i], K);
       pi[i] = static_cast<std::int64_t>(std::ceil(p[i]));
     }
-    out = li;
   } else {
     out = lens.detach().to(DType::i64).contiguous();
   }
@@ -231,6 +178,68 @@ Tensor lengths_i64(const Tensor& lens, std::int64_t K, const char* op) {
     ATTN_CHECK(p[i] >= 0 && p[i] <= K, ValueError,
                "{}: valid length {} is outside [0, {}] (the number of keys)", op, p[i], K);
   return out;
+}
+
+}  // namespace
+
+Tensor attention_limits(const Tensor& valid_lens, bool causal, std::int64_t B, std::int64_t Q,
+                        std::int64_t K, const char* op) {
+  ATTN_CHECK(B >= 0 && Q >= 0 && K >= 0, ValueError,
+             "{}: sizes must be >= 0, got B = {}, Q = {}, K = {}", op, B, Q, K);
+  Tensor lens;
+  std::int64_t sb = 0, sq = 0;  // lens[b * sb + q * sq]
+  if (valid_lens.defined()) {
+    const Tensor& vl = valid_lens;
+    ATTN_CHECK(
+        (vl.dim() == 1 && vl.size(0) == B) || (vl.dim() == 2 && vl.size(0) == B && vl.size(1) == Q),
+        ShapeError,
+        "{}: valid_lens must have shape [{}] or [{}, {}] (per batch row, or per batch row "
+        "and query), got {}",
+        op, B, B, Q, shape_str(vl.shape()));
+    lens = lengths_i64(vl, K, op);
+    sb = vl.dim() == 2 ? Q : 1;
+    sq = vl.dim() == 2 ? 1 : 0;
+  }
+  Tensor out = Tensor::empty({B, Q}, DType::i64);
+  std::int64_t* pl = out.data<std::int64_t>();
+  const std::int64_t* l = lens.defined() ? lens.data<std::int64_t>() : nullptr;
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t q = 0; q < Q; ++q) {
+      std::int64_t L = l ? l[b * sb + q * sq] : K;
+      if (causal) L = std::min(L, std::clamp<std::int64_t>(q + 1 + (K - Q), 0, K));
+      pl[b * Q + q] = L;
+    }
+  return out;
+}
+
+// ---- the checked problem ----
+
+namespace {
+
+// Geometry, the operands read in place (last dim with stride 1, no autograd),
+// and the limits L of attention_limits, (B, Q).
+struct Problem {
+  bool four_d = false;
+  std::int64_t B = 0, H = 0, Q = 0, K = 0, D = 0, Dv = 0;
+  Tensor q, k, v;  // detached
+  Tensor limits;
+  bool causal = false;
+  double scale = 1.0;
+  std::int64_t N() const { return B * H; }
+  Shape out_shape() const { return four_d ? Shape{B, Q, H, Dv} : Shape{B, Q, Dv}; }
+  AttnMask mask() const {
+    AttnMask m;
+    m.limits = limits.data<std::int64_t>();
+    m.Q = Q;
+    m.causal = causal;
+    return m;
+  }
+};
+
+// The last dim read with stride 1, so a row is a plain array.
+Tensor rows_unit_stride(const Tensor& t) {
+  Tensor d = t.detach();
+  return d.size(-1) > 1 && d.stride(-1) != 1 ? d.contiguous() : d;
 }
 
 Problem prepare(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt,
@@ -275,16 +284,7 @@ Problem prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Attenti
              opt.scale);
   p.scale = opt.scale != 0.0 ? opt.scale : 1.0 / std::sqrt(static_cast<double>(p.D));
   p.causal = opt.causal;
-  if (opt.valid_lens.defined()) {
-    const Tensor& vl = opt.valid_lens;
-    const char* b_name = four ? "B" : "N";
-    ATTN_CHECK((vl.dim() == 1 && vl.size(0) == p.B) ||
-                   (vl.dim() == 2 && vl.size(0) == p.B && vl.size(1) == p.Q),
-               ShapeError,
-               "{}: valid_lens must have shape ({}) or ({}, {}) ({} = {}, Q = {}), got {}", op, p.B,
-               p.B, p.Q, b_name, p.B, p.Q, shape_str(vl.shape()));
-    p.lens = lengths_i64(vl, p.K, op);
-  }
+  p.limits = attention_limits(opt.valid_lens, opt.causal, p.B, p.Q, p.K, op);
   p.q = rows_unit_stride(q);
   p.k = rows_unit_stride(k);
   p.v = rows_unit_stride(v);
@@ -340,41 +340,76 @@ DropoutDraw draw_dropout(const Problem& p, const AttentionOptions& opt) {
   return d;
 }
 
-// The kernel set (an AttnKernelTable<T> of the problem's dtype) and tiles of
-// one forward, kept for its backward: the small path's saved buffers are laid
-// out for the forward's vector width.
-struct Launch {
-  const void* table = nullptr;
-  detail::AttnTiles tiles;
-};
+// ---- the kernels run ----
 
 template <class T>
-Launch launch() {
-  const auto& kt = detail::kernels<T>();
-  return {&kt, detail::tiles_for(kt)};
+Tensor run_decode(const Problem& p, const AttnKernelTable<T>& kernels) {
+  Tensor out =
+      p.K == 0 ? zeros(p.out_shape(), p.q.dtype()) : Tensor::empty(p.out_shape(), p.q.dtype());
+  if (p.Q == 0 || p.K == 0 || p.Dv == 0) return out;
+  AttnArgs<T> a = make_args<T>(p);
+  a.o = head_view<T>(out, p.four_d);
+  kernels.decode(a);
+  return out;
 }
 
-Grads backward(const Problem& p, const detail::AttnDropout& drop, const Tensor& out,
-               const Tensor& lse, const Tensor& saved, const Launch& l, const Tensor& g) {
+// The backward of run_fused with the kernels its forward ran (the small
+// path's saved buffers are laid out for that table's vector width).
+template <class T>
+Grads fused_backward(const Problem& p, const detail::AttnDropout& drop, const Tensor& out,
+                     const Tensor& lse, const Tensor& saved, const Launch<T>& l, const Tensor& g) {
   const DType dt = p.q.dtype();
   if (p.Q == 0 || p.K == 0)
     return {zeros(p.q.shape(), dt), zeros(p.k.shape(), dt), zeros(p.v.shape(), dt)};
   Tensor dq = Tensor::empty(p.q.shape(), dt), dk = Tensor::empty(p.k.shape(), dt),
          dv = Tensor::empty(p.v.shape(), dt);
   Tensor gc = rows_unit_stride(g);
-  dispatch_float(dt, "scaled_dot_product_attention", [&]<class T>() {
+  AttnArgs<T> a = make_args<T>(p);
+  a.o = head_view<T>(out, p.four_d);
+  a.lse = lse.data<T>();
+  a.drop = drop;
+  a.dout = head_view<const T>(gc, p.four_d);
+  a.dq = head_view<T>(dq, p.four_d);
+  a.dk = head_view<T>(dk, p.four_d);
+  a.dv = head_view<T>(dv, p.four_d);
+  a.saved = saved.defined() ? saved.data<T>() : nullptr;
+  if (l.path == AttnPath::small)
+    l.kernels->backward_small(a);
+  else
+    l.kernels->backward(a, l.tiles);
+  return {dq, dk, dv};
+}
+
+// The small or tiled forward, recorded for autograd when need_grad.
+template <class T>
+Tensor run_fused(const Problem& p, const DropoutDraw& drop, const Launch<T>& l, bool need_grad,
+                 const Tensor& q, const Tensor& k, const Tensor& v, const char* op) {
+  const DType dt = p.q.dtype();
+  Tensor out = p.K == 0 ? zeros(p.out_shape(), dt) : Tensor::empty(p.out_shape(), dt);
+  Tensor lse = need_grad ? Tensor::empty({p.N(), p.Q}, dt) : Tensor();
+  Tensor saved;
+  if (p.Q > 0 && p.K > 0) {
     AttnArgs<T> a = make_args<T>(p);
     a.o = head_view<T>(out, p.four_d);
-    a.lse = lse.data<T>();
-    a.drop = drop;
-    a.dout = head_view<const T>(gc, p.four_d);
-    a.dq = head_view<T>(dq, p.four_d);
-    a.dk = head_view<T>(dk, p.four_d);
-    a.dv = head_view<T>(dv, p.four_d);
-    a.saved = saved.defined() ? saved.data<T>() : nullptr;
-    static_cast<const detail::AttnKernelTable<T>*>(l.table)->backward(a, l.tiles);
+    a.lse = need_grad ? lse.data<T>() : nullptr;
+    a.drop = drop.params;
+    if (l.path == AttnPath::small) {
+      if (need_grad) {
+        saved = Tensor::empty(
+            {detail::attention_saved_size(p.N(), p.Q, p.K, p.D, p.Dv, l.kernels->width)}, dt);
+        a.saved = saved.data<T>();
+      }
+      l.kernels->forward_small(a);
+    } else {
+      l.kernels->forward(a, l.tiles);
+    }
+  }
+  if (!need_grad) return out;
+  Tensor od = out.detach();
+  detail::AttnDropout dp = drop.params;
+  return record(out, op, {q, k, v}, [p, dp, od, lse, saved, l](const Tensor& g, const Needs&) {
+    return fused_backward<T>(p, dp, od, lse, saved, l, g);
   });
-  return {dq, dk, dv};
 }
 
 }  // namespace
@@ -384,46 +419,25 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const char* op = "scaled_dot_product_attention";
   Problem p = prepare(q, k, v, opt, op);
   const DropoutDraw drop = draw_dropout(p, opt);
-  Shape qs = q.shape(), ks = k.shape(), vs = v.shape();
   if (drop.all) {
+    Shape qs = q.shape(), ks = k.shape(), vs = v.shape();
     return record(zeros(p.out_shape(), q.dtype()), op, {q, k, v},
                   [qs, ks, vs](const Tensor& g, const Needs&) {
                     return Grads{zeros(qs, g.dtype()), zeros(ks, g.dtype()), zeros(vs, g.dtype())};
                   });
   }
   const bool need_grad = autograd::any_requires_grad({q, k, v});
-  Tensor out = p.K == 0 ? zeros(p.out_shape(), q.dtype()) : Tensor::empty(p.out_shape(), q.dtype());
-  Tensor lse = need_grad ? Tensor::empty({p.N(), p.Q}, q.dtype()) : Tensor();
-  Tensor saved;
-  Launch launched;
-  if (p.Q > 0 && p.K > 0) {
-    dispatch_float(q.dtype(), op, [&]<class T>() {
-      launched = launch<T>();
-      const auto* kt = static_cast<const detail::AttnKernelTable<T>*>(launched.table);
-      AttnArgs<T> a = make_args<T>(p);
-      a.o = head_view<T>(out, p.four_d);
-      a.lse = need_grad ? lse.data<T>() : nullptr;
-      a.drop = drop.params;
-      if (need_grad && detail::attention_small_problem(p.Q, p.K, p.D, p.Dv, launched.tiles.small)) {
-        saved = Tensor::empty({detail::attention_saved_size(p.N(), p.Q, p.K, p.D, p.Dv, kt->width)},
-                              q.dtype());
-        a.saved = saved.data<T>();
-      }
-      kt->forward(a, launched.tiles);
-    });
-  }
-  if (!need_grad) return out;
-  Tensor od = out.detach();
-  detail::AttnDropout dp = drop.params;
-  return record(out, op, {q, k, v},
-                [p, dp, od, lse, saved, launched](const Tensor& g, const Needs&) {
-                  return backward(p, dp, od, lse, saved, launched, g);
-                });
+  return dispatch_float(q.dtype(), op, [&]<class T>() {
+    const Launch<T> l = kernels_for<T>(p.Q, p.K, p.D, p.Dv, need_grad, drop.params.on);
+    if (l.path == AttnPath::decode) return run_decode<T>(p, *l.kernels);
+    return run_fused<T>(p, drop, l, need_grad, q, k, v, op);
+  });
 }
 
-Tensor scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
-                                              const AttentionOptions& opt) {
-  const char* op = "scaled_dot_product_attention_reference";
+namespace {
+
+MaterializedAttention materialized(const Tensor& q, const Tensor& k, const Tensor& v,
+                                   const AttentionOptions& opt, const char* op) {
   Problem p = prepare(q, k, v, opt, op);
   const std::int64_t N = p.N();
   // (B, T, H, d) -> (B * H, T, d), d2l's transpose_qkv.
@@ -431,23 +445,36 @@ Tensor scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, 
     return p.four_d ? t.permute({0, 2, 1, 3}).reshape({N, t.size(1), t.size(3)}) : t;
   };
   Tensor q3 = to3(q), k3 = to3(k), v3 = to3(v);
-  Tensor scores = mul(bmm(q3, k3.transpose(1, 2)), p.scale);
+  Tensor scores = bmm(q3, k3.transpose(1, 2));
+  // d2l divides by math.sqrt(d); a scale given multiplies.
+  scores =
+      opt.scale != 0.0 ? mul(scores, opt.scale) : div(scores, std::sqrt(static_cast<double>(p.D)));
   Tensor weights;
-  if (!p.lens.defined() && !p.causal) {
+  if (!opt.valid_lens.defined() && !opt.causal) {
     weights = softmax(scores);
   } else {
-    // One length per (head, query) row: d2l's valid_lens repeated over the heads.
-    Tensor rows = Tensor::empty({N, p.Q}, DType::i64);
-    std::int64_t* pr = rows.data<std::int64_t>();
-    const AttnMask mask = p.mask();
-    for (std::int64_t n = 0; n < N; ++n)
-      for (std::int64_t i = 0; i < p.Q; ++i) pr[n * p.Q + i] = mask.len(n / p.H, i, p.Q, p.K);
+    // One limit per (head, query) row: d2l's valid_lens repeated over the heads.
+    Tensor rows =
+        p.H == 1 ? p.limits : p.limits.unsqueeze(1).expand({p.B, p.H, p.Q}).reshape({N, p.Q});
     weights = masked_softmax_lengths(scores, rows);
   }
   Generator& gen = opt.generator ? *opt.generator : default_generator();
   Tensor out = bmm(dropout(weights, opt.dropout, opt.training, gen), v3);
-  if (!p.four_d) return out;
-  return out.reshape({p.B, p.H, p.Q, p.Dv}).permute({0, 2, 1, 3}).contiguous();
+  if (p.four_d) out = out.reshape({p.B, p.H, p.Q, p.Dv}).permute({0, 2, 1, 3}).contiguous();
+  return {out, weights};
+}
+
+}  // namespace
+
+MaterializedAttention scaled_dot_product_attention_materialized(const Tensor& q, const Tensor& k,
+                                                                const Tensor& v,
+                                                                const AttentionOptions& opt) {
+  return materialized(q, k, v, opt, "scaled_dot_product_attention_materialized");
+}
+
+Tensor scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
+                                              const AttentionOptions& opt) {
+  return materialized(q, k, v, opt, "scaled_dot_product_attention_reference").output;
 }
 
 Tensor attention_decode(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -457,14 +484,9 @@ Tensor attention_decode(const Tensor& q, const Tensor& k, const Tensor& v,
   ATTN_CHECK(!(opt.training && opt.dropout > 0.0), ValueError,
              "{}: inference only, but dropout is {} with training on (set training = false)", op,
              opt.dropout);
-  Tensor out = p.K == 0 ? zeros(p.out_shape(), q.dtype()) : Tensor::empty(p.out_shape(), q.dtype());
-  if (p.Q == 0 || p.K == 0 || p.Dv == 0) return out;
-  dispatch_float(q.dtype(), op, [&]<class T>() {
-    AttnArgs<T> a = make_args<T>(p);
-    a.o = head_view<T>(out, p.four_d);
-    detail::kernels<T>().decode(a);
+  return dispatch_float(q.dtype(), op, [&]<class T>() {
+    return run_decode<T>(p, *kernels_for<T>(p.Q, p.K, p.D, p.Dv, false, false).kernels);
   });
-  return out;
 }
 
 }  // namespace attn

@@ -1,4 +1,4 @@
-// The fused attention kernels (attention_impl.h) for AVX2 + FMA: 8 floats per
+// The attention kernels (attention_kernels.h) for AVX2 + FMA: 8 floats per
 // register, a 6 x 2-register micro-kernel (12 accumulators of 16 registers).
 // Compiled for AVX2 whatever the build's -march; attention.cpp calls these only
 // when the CPU has AVX2 and FMA.
@@ -23,7 +23,7 @@
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 
-#include "ops/attention_impl.h"
+#include "ops/attention_kernels.h"
 
 namespace attn::detail {
 namespace {
@@ -92,7 +92,7 @@ struct VecAvx2 {
 
 const AttnKernelTable<float>* attention_kernels_avx2() {
   static const AttnKernelTable<float> table =
-      AttnKernels<VecAvx2>::table("avx2", AttnTiles{32, 96});
+      make_attention_kernels<VecAvx2>("avx2", AttnTiles{32, 96});
   return &table;
 }
 

@@ -1,4 +1,4 @@
-// The fused attention kernels (attention_impl.h) for AVX-512: 16 floats per
+// The attention kernels (attention_kernels.h) for AVX-512: 16 floats per
 // register, a 6 x 4-register micro-kernel (24 accumulators of 32 registers).
 // Compiled for AVX-512 whatever the build's -march; attention.cpp calls these
 // only when the CPU has AVX-512F/DQ.
@@ -27,7 +27,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#include "ops/attention_impl.h"
+#include "ops/attention_kernels.h"
 
 namespace attn::detail {
 namespace {
@@ -88,7 +88,7 @@ struct VecAvx512 {
 
 const AttnKernelTable<float>* attention_kernels_avx512() {
   static const AttnKernelTable<float> table =
-      AttnKernels<VecAvx512>::table("avx512", AttnTiles{64, 96});
+      make_attention_kernels<VecAvx512>("avx512", AttnTiles{64, 96});
   return &table;
 }
 

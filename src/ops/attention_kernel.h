@@ -1,6 +1,9 @@
 // src/ops/attention_kernel.h — internal: the interface between the attention
-// op (attention.cpp: checks, autograd, reference) and its kernels
-// (attention_impl.h, compiled once per instruction set).
+// op (attention.cpp: checks, path choice, autograd, reference) and its
+// kernels, one file per algorithm (attention_gemm.h, attention_flash.h,
+// attention_small.h, attention_decode.h), compiled once per instruction set
+// (attention_avx512.cpp, attention_avx2.cpp, attention_portable.cpp) into a
+// kernel table.
 #pragma once
 
 #include <cstdint>
@@ -18,21 +21,14 @@ struct HeadView {
   }
 };
 
-// Which keys query q of batch element b sees: k < L(b, q), L = 0 meaning a
-// uniform row over all K keys (d2l's fully masked row).
+// Which keys query q of batch element b sees: k < len(b, q), the limits L of
+// attn::attention_limits (attn/ops/attention.h), 0 meaning a uniform row over
+// all K keys (d2l's fully masked row).
 struct AttnMask {
-  const std::int64_t* lens = nullptr;  // valid lengths, or nullptr (all K)
-  std::int64_t lens_sb = 0, lens_sq = 0;  // lens[b * lens_sb + q * lens_sq]
-  bool causal = false;  // q sees k < q + 1 + (K - Q)
-  std::int64_t len(std::int64_t b, std::int64_t q, std::int64_t Q, std::int64_t K) const {
-    std::int64_t L = lens ? lens[b * lens_sb + q * lens_sq] : K;
-    if (causal) {
-      std::int64_t c = q + 1 + (K - Q);
-      c = c < 0 ? 0 : (c > K ? K : c);
-      L = c < L ? c : L;
-    }
-    return L;
-  }
+  const std::int64_t* limits = nullptr;  // (B, Q), contiguous
+  std::int64_t Q = 0;
+  bool causal = false;  // only a hint: about half of the scores are masked
+  std::int64_t len(std::int64_t b, std::int64_t q) const { return limits[b * Q + q]; }
 };
 
 // Dropout on the attention weights: element i = ((b * H + h) * Q + q) * K + k
@@ -50,8 +46,8 @@ struct AttnArgs {
   HeadView<const T> q, k, v;
   HeadView<T> o;  // forward output (written), or the saved output (backward)
   T* lse = nullptr;  // (B * H, Q) log-sum-exp of the scores; written when not null
-  // Small problems only: the forward's lane-interleaved copies of q (scaled),
-  // k, v and the output, kept for the backward (attention_saved_size); or null.
+  // Small path only: the forward's lane-interleaved copies of q (scaled), k,
+  // v and the output, kept for the backward (attention_saved_size); or null.
   T* saved = nullptr;
   AttnMask mask;
   AttnDropout drop;
@@ -61,19 +57,38 @@ struct AttnArgs {
   HeadView<T> dq, dk, dv;
 };
 
-// Tile sizes: Br queries (a multiple of the vector width) by Bc keys; and
-// whether small problems (a few queries and keys per head) may run W heads at
-// a time, one per vector lane, instead of tiled.
+// Tile sizes of the tiled (FlashAttention-2) kernels: Br queries (rounded up
+// to a multiple of the vector width) by Bc keys.
 struct AttnTiles {
   std::int64_t br = 0, bc = 0;
-  bool small = true;
 };
 
-// Small problems (a few queries and keys per head, d2l's Transformer) run W
-// heads at a time, one per vector lane, when AttnTiles::small allows it.
-inline bool attention_small_problem(std::int64_t Q, std::int64_t K, std::int64_t D, std::int64_t Dv,
-                                    bool allowed) {
-  return allowed && Q <= 64 && K <= 64 && Q * K <= 1024 && D <= 64 && Dv <= 64;
+// The algorithms; choose_attention_path (below) picks one per call, for attention.cpp.
+enum class AttnPath {
+  tiled,  // FlashAttention-2: query tiles x key tiles, online softmax (attention_flash.h)
+  small,  // W heads at a time, one per vector lane (attention_small.h)
+  decode,  // one query row per task, long caches split over keys (attention_decode.h)
+};
+
+// The small path's range: a few queries and keys per head (d2l's Transformer).
+inline bool attention_small_problem(std::int64_t Q, std::int64_t K, std::int64_t D,
+                                    std::int64_t Dv) {
+  return Q <= 64 && K <= 64 && Q * K <= 1024 && D <= 64 && Dv <= 64;
+}
+
+// The decode kernel serves inference with at most this many queries (a KV
+// cache step, or a few): no gradient, no dropout.
+constexpr std::int64_t kDecodeMaxQueries = 8;
+
+// Every choice between the attention algorithms, in one place: inference
+// with few queries decodes; small problems run heads across lanes when
+// `small_allowed`; everything else is tiled.
+inline AttnPath choose_attention_path(std::int64_t Q, std::int64_t K, std::int64_t D,
+                                      std::int64_t Dv, bool need_grad, bool dropout,
+                                      bool small_allowed) {
+  if (!need_grad && !dropout && Q <= kDecodeMaxQueries) return AttnPath::decode;
+  if (small_allowed && attention_small_problem(Q, K, D, Dv)) return AttnPath::small;
+  return AttnPath::tiled;
 }
 
 // Elements of AttnArgs::saved for a small problem on W lanes.
@@ -82,13 +97,18 @@ inline std::int64_t attention_saved_size(std::int64_t N, std::int64_t Q, std::in
   return (N + W - 1) / W * W * (Q * D + K * D + K * Dv + Q * Dv);
 }
 
+// One instruction set's kernels for element type T. All of them require
+// Q >= 1 and K >= 1; backward_small requires the buffers saved by
+// forward_small (AttnArgs::saved) with the same table.
 template <class T>
 struct AttnKernelTable {
   const char* name;
   int width;  // vector lanes
-  AttnTiles tiles;  // defaults
+  AttnTiles tiles;  // default tile sizes
   void (*forward)(const AttnArgs<T>&, AttnTiles);
   void (*backward)(const AttnArgs<T>&, AttnTiles);
+  void (*forward_small)(const AttnArgs<T>&);
+  void (*backward_small)(const AttnArgs<T>&);
   void (*decode)(const AttnArgs<T>&);
 };
 
@@ -97,16 +117,5 @@ const AttnKernelTable<float>* attention_kernels_avx512();
 const AttnKernelTable<float>* attention_kernels_avx2();
 const AttnKernelTable<float>* attention_kernels_portable_f32();
 const AttnKernelTable<double>* attention_kernels_portable_f64();
-
-// Testing and benchmarking switches (attention.cpp). The instruction set the
-// f32 kernels use: "avx512", "avx2", "portable", or "" for the best the CPU
-// supports; returns false (and changes nothing) if that one is unavailable.
-bool set_attention_isa(const char* name);
-const char* attention_isa();
-// Tile sizes (0: the kernel's default). br is rounded up to the vector width.
-void set_attention_tiles(std::int64_t br, std::int64_t bc);
-// Whether small problems take the heads-across-lanes path (default on); off,
-// every problem runs tiled.
-void set_attention_small_path(bool on);
 
 }  // namespace attn::detail

@@ -19,6 +19,7 @@
 
 #include "attn/autograd/node.h"
 #include "attn/core/threads.h"
+#include "attn/ops/attention.h"
 #include "ops/vec_math.h"
 
 namespace attn {
@@ -225,20 +226,6 @@ Tensor log_softmax_reference(const Tensor& x) {
   return reference(x, Kind::log_softmax, "log_softmax_reference");
 }
 
-namespace {
-Tensor ceil_of(const Tensor& t) {
-  Tensor out = Tensor::empty(t.shape(), DType::f64);
-  copy_(out, t);
-  double* p = out.data<double>();
-  for (std::int64_t i = 0; i < out.numel(); ++i) {
-    ATTN_CHECK(std::isfinite(p[i]), ValueError, "masked_softmax: valid length {} is not finite",
-               p[i]);
-    p[i] = std::ceil(p[i]);
-  }
-  return out;
-}
-}  // namespace
-
 Tensor masked_softmax_lengths(const Tensor& x, const Tensor& lengths) {
   const char* op = "masked_softmax";
   ATTN_CHECK(x.dim() >= 1, ShapeError, "{}: expected scores (..., K), got a 0-dim tensor", op);
@@ -247,13 +234,10 @@ Tensor masked_softmax_lengths(const Tensor& x, const Tensor& lengths) {
              "{}: lengths must have shape {} (one per row of scores {}), got {}", op,
              shape_str(rows_shape), shape_str(x.shape()), shape_str(lengths.shape()));
   const std::int64_t d = x.size(-1), rows = shape_numel(rows_shape);
-  // k < length for a fractional length means k < ceil(length).
-  Tensor len =
-      (is_floating(lengths.dtype()) ? ceil_of(lengths) : lengths).to(DType::i64).contiguous();
+  // attention's valid-lengths rule (checked, fractional lengths ceiled), one
+  // length per row: (rows, 1).
+  Tensor len = attention_limits(lengths.detach().reshape({rows}), false, rows, 1, d, op);
   const std::int64_t* pl = len.data<std::int64_t>();
-  for (std::int64_t r = 0; r < rows; ++r)
-    ATTN_CHECK(pl[r] >= 0 && pl[r] <= d, ValueError,
-               "{}: valid length {} is outside [0, {}] (the number of keys)", op, pl[r], d);
   Tensor y = dispatch_float(x.dtype(), op, [&]<class T>() {
     Tensor xc = x.detach().contiguous();
     Tensor out = Tensor::empty(x.shape(), x.dtype());

@@ -1,15 +1,20 @@
 #include "attn/ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "attn/ops/elementwise.h"
 #include "attn/ops/reduce.h"
-#include "ops/attention_kernel.h"
+#include "ops/attention_testing.h"
 #include "testing.h"
 
 using namespace attn;
+using attn::testing::for_each_isa;
+using attn::testing::KernelGuard;
 using attn::testing::leaf64;
+using attn::testing::rel_diff;
 
 namespace {
 
@@ -27,14 +32,6 @@ const char* mask_name(MaskKind m) {
     case MaskKind::causal_lens: return "causal_lens";
   }
   return "?";
-}
-
-// Max |a - b| relative to max |b| (absolute when b is all zero).
-double rel_diff(const Tensor& a, const Tensor& b) {
-  auto vb = to_vector<double>(b);
-  double m = 0;
-  for (double x : vb) m = std::max(m, std::fabs(x));
-  return max_abs_diff(a, b) / (m > 0 ? m : 1.0);
 }
 
 // Valid lengths for B batch rows (and Q queries) in [0, K], some of them 0.
@@ -109,20 +106,12 @@ void expect_fused_matches_reference(const Case& c, double tol = 1e-5) {
   EXPECT_LT(rel_diff(vf.grad(), vr.grad()), tol) << "dv";
 }
 
-// Runs `body` with the f32 kernels of every instruction set this CPU has.
-template <class F>
-void for_each_isa(F body) {
-  for (const char* isa : {"avx512", "avx2", "portable"}) {
-    if (!detail::set_attention_isa(isa)) continue;
-    SCOPED_TRACE(isa);
-    body();
-  }
-  detail::set_attention_isa("");
-}
-
-struct TileGuard {
-  TileGuard(std::int64_t br, std::int64_t bc) { detail::set_attention_tiles(br, bc); }
-  ~TileGuard() { detail::set_attention_tiles(0, 0); }
+struct TileGuard : KernelGuard {
+  TileGuard(std::int64_t br, std::int64_t bc)
+      : KernelGuard([=](AttentionKernelConfig& c) {
+          c.tile_queries = br;
+          c.tile_keys = bc;
+        }) {}
 };
 
 // Runs `body` twice: small problems on the heads-across-lanes path (the
@@ -130,11 +119,10 @@ struct TileGuard {
 template <class F>
 void for_both_paths(F body) {
   for (bool small : {true, false}) {
-    detail::set_attention_small_path(small);
+    KernelGuard guard([=](AttentionKernelConfig& c) { c.small_path = small; });
     SCOPED_TRACE(small ? "small path allowed" : "tiled only");
     body();
   }
-  detail::set_attention_small_path(true);
 }
 
 struct ThreadGuard {
@@ -190,20 +178,21 @@ TEST(Attention, FusedMatchesReferenceOnHeadDims) {
 // than the lengths (many key tiles per row: the online softmax rescaling,
 // masks crossing tile edges, the backward's per-tile skipping).
 TEST(Attention, EveryInstructionSetAndTileSize) {
-  detail::set_attention_small_path(false);
-  for_each_isa([] {
-    for (auto [br, bc] : {std::pair<std::int64_t, std::int64_t>{0, 0}, {1, 5}, {16, 13}}) {
-      TileGuard tiles(br, bc);
-      SCOPED_TRACE(fmt::format("tiles {} x {}", br, bc));
-      int i = 0;
-      for (MaskKind m : kAllMasks) {
-        ++i;
-        expect_fused_matches_reference({i % 2 == 0, 2, 2, 37, 29, 17, 12, m, i % 2 ? 0.25 : 0.0});
-        expect_fused_matches_reference({i % 2 == 1, 1, 3, 20, 61, 32, 40, m, 0.0});
+  {
+    KernelGuard tiled_only([](AttentionKernelConfig& c) { c.small_path = false; });
+    for_each_isa([] {
+      for (auto [br, bc] : {std::pair<std::int64_t, std::int64_t>{0, 0}, {1, 5}, {16, 13}}) {
+        TileGuard tiles(br, bc);
+        SCOPED_TRACE(fmt::format("tiles {} x {}", br, bc));
+        int i = 0;
+        for (MaskKind m : kAllMasks) {
+          ++i;
+          expect_fused_matches_reference({i % 2 == 0, 2, 2, 37, 29, 17, 12, m, i % 2 ? 0.25 : 0.0});
+          expect_fused_matches_reference({i % 2 == 1, 1, 3, 20, 61, 32, 40, m, 0.0});
+        }
       }
-    }
-  });
-  detail::set_attention_small_path(true);
+    });
+  }
   for_each_isa([] {
     int i = 0;
     for (MaskKind m : kAllMasks) {

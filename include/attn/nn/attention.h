@@ -61,8 +61,9 @@ class AdditiveAttention : public Module {
 // -> (B, Q, H, v) with valid_lens per batch element, shared by the heads.
 // `causal`: query q also sees only keys k < q + 1 + (K - Q) (d2l's
 // dec_valid_lens when Q == K; combined with valid_lens by the minimum).
-// Without grad and dropout and with few queries (decoding against a KV
-// cache), the fused path runs ops' attention_decode.
+// The fused path is ops' scaled_dot_product_attention, which picks its kernel
+// (without grad and dropout and with few queries, as when decoding against a
+// KV cache, the decode kernel).
 class DotProductAttention : public Module {
  public:
   explicit DotProductAttention(double dropout);

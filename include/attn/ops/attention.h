@@ -35,6 +35,10 @@
 // !training reserves nothing. Q == 0 gives an empty output, K == 0 zeros.
 #pragma once
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "attn/core/rng.h"
 #include "attn/core/tensor.h"
 
@@ -49,14 +53,47 @@ struct AttentionOptions {
   double scale = 0.0;  // 0: 1 / sqrt(D)
 };
 
-// The fused kernel: online softmax over key tiles, the per-row log-sum-exp
-// saved for the backward (FlashAttention-2, ref: Dao, arXiv 2307.08691).
+// The valid-lengths rule above as numbers, the one place it is computed:
+// L(b, q) for every batch row b < B and query q < Q, as a contiguous i64
+// tensor (B, Q). valid_lens: undefined (L = K), (B) or (B, Q), any dtype,
+// every value finite and in [0, K], a fractional l counting as ceil(l);
+// causal: the minimum with q + 1 + (K - Q) clamped to [0, K]. B is the first
+// dim of the layout that valid_lens indexes (N in 3-D, B in 4-D). Errors name
+// `op`: a ShapeError for another shape, a ValueError for a value outside
+// [0, K]. Every attention path and masked_softmax_lengths take their masks
+// from here.
+Tensor attention_limits(const Tensor& valid_lens, bool causal, std::int64_t B, std::int64_t Q,
+                        std::int64_t K, const char* op = "attention_limits");
+
+// The fused op. It picks one of three kernels, none of which stores the
+// (Q x K) weights:
+//   decode  no gradient (nothing requires one, or a no-grad guard), no active
+//           dropout, and at most 8 queries: attention_decode below.
+//   small   at most 64 queries and keys (and Q K <= 1024), head dims <= 64:
+//           several heads at a time, one per vector lane.
+//   tiled   otherwise: online softmax over key tiles, the per-row
+//           log-sum-exp saved for the backward (FlashAttention-2, ref: Dao,
+//           arXiv 2307.08691).
+// The three agree to rounding (the order of floating-point sums differs).
 // Memory O(N Q + N K) besides the inputs and output. Differentiable in q, k, v.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& opt = {});
 
-// The materialized reference: bmm, masked softmax, dropout, bmm with the ops
-// of this library (autograd through them). Same arguments and result.
+// The materialized path, d2l's formulation with the ops of this library
+// (autograd through them): scores = bmm(q, k^T) / sqrt(D) (times opt.scale
+// instead when it is set), weights = masked_softmax(scores, L), output =
+// bmm(dropout(weights), v). `weights` is (N, Q, K) — (B * H, Q, K) in 4-D,
+// d2l's transpose_qkv order —, before dropout, still in the graph.
+struct MaterializedAttention {
+  Tensor output;
+  Tensor weights;
+};
+MaterializedAttention scaled_dot_product_attention_materialized(const Tensor& q, const Tensor& k,
+                                                                const Tensor& v,
+                                                                const AttentionOptions& opt = {});
+
+// The reference the fast kernels are checked against: the materialized path's
+// output. Same arguments and result as scaled_dot_product_attention.
 Tensor scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
                                               const AttentionOptions& opt = {});
 
@@ -68,5 +105,23 @@ Tensor scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, 
 // and the partial softmaxes combined (flash-decoding).
 Tensor attention_decode(const Tensor& q, const Tensor& k, const Tensor& v,
                         const AttentionOptions& opt = {});
+
+// Which kernels the f32 attention ops run, for tests and benchmarks; by
+// default the best instruction set this CPU has, the small path on and each
+// kernel's own tile sizes. Process-wide; set it while no attention op runs on
+// another thread. f64 always runs portable vectors.
+struct AttentionKernelConfig {
+  std::string isa;  // "avx512", "avx2" or "portable"; "": the best this CPU has
+  bool small_path = true;  // false: small problems run the tiled kernels too
+  std::int64_t tile_queries = 0, tile_keys = 0;  // 0: the kernels' defaults;
+                                                 // queries round up to the vector width
+};
+// Throws ValueError (and changes nothing) for an unknown instruction set or
+// one this CPU lacks, or a negative tile size.
+void set_attention_kernel_config(const AttentionKernelConfig& config);
+// The current setting; isa names the set in use, never "".
+AttentionKernelConfig attention_kernel_config();
+// The instruction sets this CPU can run, best first; "portable" always.
+std::vector<std::string> attention_isas();
 
 }  // namespace attn

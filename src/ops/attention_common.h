@@ -1,0 +1,115 @@
+// src/ops/attention_common.h — internal: what the attention kernels share:
+// sizes, the per-thread workspace, the thread count, the dropout words.
+//
+// How the kernel headers are compiled. attention_kernels.h assembles the
+// algorithms (attention_gemm.h, attention_flash.h, attention_small.h,
+// attention_decode.h), each written once over a SIMD type V, into a kernel
+// table. It is included by attention_portable.cpp (portable vectors, f32 and
+// f64), attention_avx2.cpp and attention_avx512.cpp, each time after its own
+// `#pragma GCC target`; everything defined in these headers has internal
+// linkage, so the copies never meet at link time. The including file includes
+// the headers below (the standard library and ops/philox_inline.h, whose
+// inline function has external linkage) before its pragma, so that they stay
+// compiled for the baseline: an out-of-line copy built for AVX-512 could
+// otherwise be the one the linker keeps for every caller.
+//
+// V provides: T (element), R (register), W (lanes), kMR x kNV (the register
+// block of the GEMM micro-kernel: kMR rows by kNV registers), zero, set1,
+// load, store, fma(a, b, c) = a * b + c, add, sub, mul, div, max, exp, hsum,
+// and gather(p, idx) / scatter(p, idx, x): lane l reads / writes p[idx[l]].
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <utility>
+
+#include "ops/attention_kernel.h"
+#include "ops/philox_inline.h"
+
+namespace attn::detail {
+namespace {
+
+using i64 = std::int64_t;
+
+inline i64 round_up(i64 x, i64 m) { return (x + m - 1) / m * m; }
+inline i64 ceil_div(i64 x, i64 m) { return (x + m - 1) / m; }
+
+// Below this many multiply-adds a call runs on one thread: forking costs more.
+constexpr i64 kParallelWork = 1 << 17;
+
+inline int team_size(i64 work) { return work >= kParallelWork ? omp_get_max_threads() : 1; }
+
+// ---- workspace ----
+
+// One buffer per calling thread, sliced per OpenMP thread, kept between calls
+// (small calls allocate nothing) unless it grew past kKeepBytes. Allocated on
+// the calling thread, so running out of memory throws std::bad_alloc there.
+class Workspace {
+ public:
+  static constexpr std::size_t kKeepBytes = std::size_t{16} << 20;
+  std::byte* get(std::size_t bytes) {
+    if (bytes + 64 > cap_) {
+      buf_.reset();
+      buf_.reset(new std::byte[bytes + 64]);
+      cap_ = bytes + 64;
+    }
+    auto p = reinterpret_cast<std::uintptr_t>(buf_.get());
+    return buf_.get() + ((64 - p % 64) % 64);
+  }
+  void trim() {
+    if (cap_ > kKeepBytes) {
+      buf_.reset();
+      cap_ = 0;
+    }
+  }
+
+ private:
+  std::unique_ptr<std::byte[]> buf_;
+  std::size_t cap_ = 0;
+};
+thread_local Workspace tls_workspace;
+
+// Hands out 64-byte aligned pieces of a slice; with base == nullptr it only
+// counts, so the same code sizes the slice and carves it.
+class Carver {
+ public:
+  explicit Carver(std::byte* base) : p_(base) {}
+  template <class U>
+  U* take(i64 n) {
+    U* r = reinterpret_cast<U*>(p_);
+    used_ += static_cast<std::size_t>(round_up(n * static_cast<i64>(sizeof(U)), 64));
+    if (p_) p_ += round_up(n * static_cast<i64>(sizeof(U)), 64);
+    return r;
+  }
+  std::size_t used() const { return used_; }
+
+ private:
+  std::byte* p_;
+  std::size_t used_ = 0;
+};
+
+// ---- dropout mask (Philox: ops/philox_inline.h) ----
+
+// The random words of elements i0 .. i0 + len - 1 of the dropout stream;
+// `buf` holds len + 8 words. Returns a pointer p with p[c] = word of i0 + c.
+inline const std::uint32_t* dropout_words(const AttnDropout& dp, std::uint64_t i0, i64 len,
+                                          std::uint32_t* buf) {
+  const std::uint64_t first = i0 / 4;
+  const i64 shift = static_cast<i64>(i0 % 4);
+  const i64 nctr = (shift + len + 3) / 4;
+  const std::uint64_t base = dp.offset + first;
+#pragma omp simd
+  for (i64 j = 0; j < nctr; ++j)
+    philox_inline(base + static_cast<std::uint64_t>(j), dp.seed, buf + 4 * j);
+  return buf + shift;
+}
+
+}  // namespace
+}  // namespace attn::detail

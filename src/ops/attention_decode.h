@@ -1,0 +1,208 @@
+// src/ops/attention_decode.h — internal: the decode kernel, inference for a
+// few queries against a KV cache: one task per (head, query row) or, for few
+// heads and a long cache, per (head, chunk of keys), the chunks' partial
+// softmaxes combined afterwards (flash-decoding: ref: Dao et al., "Flash-
+// Decoding for long-context inference", 2023). How these headers are
+// compiled: attention_common.h.
+#pragma once
+
+#include "ops/attention_common.h"
+
+namespace attn::detail {
+namespace {
+
+template <class V>
+struct DecodeAttention {
+  using T = typename V::T;
+  using R = typename V::R;
+  static constexpr int W = V::W;
+
+  // s . k over d, vectors plus a scalar tail.
+  static T dot(const T* x, const T* y, i64 d) {
+    R acc = V::zero();
+    i64 i = 0;
+    for (; i + W <= d; i += W) acc = V::fma(V::load(x + i), V::load(y + i), acc);
+    T sum = V::hsum(acc);
+    for (; i < d; ++i) sum += x[i] * y[i];
+    return sum;
+  }
+
+  // sc[c] = x . k_c for c < n, k_c = k + c * ks; four keys at a time (four
+  // independent FMA chains), a scalar tail over the head dim.
+  static void scores(const T* x, const T* k, i64 ks, i64 n, i64 d, T* sc) {
+    const i64 dv = d / W * W;
+    i64 c = 0;
+    for (; c + 4 <= n; c += 4) {
+      const T* k0 = k + c * ks;
+      R s0 = V::zero(), s1 = V::zero(), s2 = V::zero(), s3 = V::zero();
+      for (i64 i = 0; i < dv; i += W) {
+        const R xv = V::load(x + i);
+        s0 = V::fma(xv, V::load(k0 + i), s0);
+        s1 = V::fma(xv, V::load(k0 + ks + i), s1);
+        s2 = V::fma(xv, V::load(k0 + 2 * ks + i), s2);
+        s3 = V::fma(xv, V::load(k0 + 3 * ks + i), s3);
+      }
+      T t0 = V::hsum(s0), t1 = V::hsum(s1), t2 = V::hsum(s2), t3 = V::hsum(s3);
+      for (i64 i = dv; i < d; ++i) {
+        t0 += x[i] * k0[i];
+        t1 += x[i] * k0[ks + i];
+        t2 += x[i] * k0[2 * ks + i];
+        t3 += x[i] * k0[3 * ks + i];
+      }
+      sc[c] = t0;
+      sc[c + 1] = t1;
+      sc[c + 2] = t2;
+      sc[c + 3] = t3;
+    }
+    for (; c < n; ++c) sc[c] = dot(x, k + c * ks, d);
+  }
+
+  // o (Dv) = sum_c p[c] v_c over keys [ka, kb).
+  static void weighted_sum(const T* p, const T* vb, i64 vst, i64 ka, i64 kb, i64 Dv, T* o) {
+    i64 d = 0;
+    for (; d + 4 * W <= Dv; d += 4 * W) {
+      R acc0 = V::zero(), acc1 = V::zero(), acc2 = V::zero(), acc3 = V::zero();
+      for (i64 c = ka; c < kb; ++c) {
+        const R pc = V::set1(p[c - ka]);
+        const T* vr = vb + c * vst + d;
+        acc0 = V::fma(pc, V::load(vr), acc0);
+        acc1 = V::fma(pc, V::load(vr + W), acc1);
+        acc2 = V::fma(pc, V::load(vr + 2 * W), acc2);
+        acc3 = V::fma(pc, V::load(vr + 3 * W), acc3);
+      }
+      V::store(o + d, acc0);
+      V::store(o + d + W, acc1);
+      V::store(o + d + 2 * W, acc2);
+      V::store(o + d + 3 * W, acc3);
+    }
+    for (; d + W <= Dv; d += W) {
+      R acc = V::zero();
+      for (i64 c = ka; c < kb; ++c)
+        acc = V::fma(V::set1(p[c - ka]), V::load(vb + c * vst + d), acc);
+      V::store(o + d, acc);
+    }
+    for (; d < Dv; ++d) {
+      T acc = 0;
+      for (i64 c = ka; c < kb; ++c) acc += p[c - ka] * vb[c * vst + d];
+      o[d] = acc;
+    }
+  }
+
+  // Query r of head n over keys [ka, kb): m, l and the unnormalized o (Dv).
+  static void decode_part(const AttnArgs<T>& a, i64 n, i64 r, i64 ka, i64 kb, T* qs, T* sc, T& m,
+                          T& l, T* o) {
+    const i64 b = n / a.H, h = n % a.H;
+    const i64 L = a.mask.len(b, r);
+    const i64 e = std::min(kb, L == 0 ? a.K : L);
+    if (ka >= e) {
+      m = -std::numeric_limits<T>::infinity();
+      l = 0;
+      std::fill(o, o + a.Dv, T(0));
+      return;
+    }
+    const T scale = static_cast<T>(a.scale);
+    const T* qr = a.q.row(b, h, r);
+    for (i64 d = 0; d < a.D; ++d) qs[d] = qr[d] * scale;
+    const T* kb0 = a.k.row(b, h, 0);
+    const i64 len = e - ka;
+    if (L == 0) {
+      std::fill(sc, sc + len, T(0));
+    } else {
+      scores(qs, kb0 + ka * a.k.st, a.k.st, len, a.D, sc);
+    }
+    T mx = -std::numeric_limits<T>::infinity();
+    for (i64 c = 0; c < len; ++c) mx = std::max(mx, sc[c]);
+    R sum = V::zero();
+    i64 c = 0;
+    const R mxv = V::set1(mx);
+    for (; c + W <= len; c += W) {
+      const R p = V::exp(V::sub(V::load(sc + c), mxv));
+      V::store(sc + c, p);
+      sum = V::add(sum, p);
+    }
+    T tail = 0;
+    if (c < len) {
+      alignas(64) T buf[W];
+      std::fill(buf, buf + W, -std::numeric_limits<T>::infinity());
+      std::copy(sc + c, sc + len, buf);
+      V::store(buf, V::exp(V::sub(V::load(buf), mxv)));
+      for (i64 i = 0; i < len - c; ++i) {
+        sc[c + i] = buf[i];
+        tail += buf[i];
+      }
+    }
+    m = mx;
+    l = V::hsum(sum) + tail;
+    weighted_sum(sc, a.v.row(b, h, 0), a.v.st, ka, e, a.Dv, o);
+  }
+
+  static void decode(const AttnArgs<T>& a) {
+    const i64 N = a.B * a.H, Q = a.Q, K = a.K, Dv = a.Dv;
+    const i64 work = N * Q * K * (a.D + Dv);
+    const int max_threads = team_size(work);
+    // Few heads and a long cache: split the keys (flash-decoding).
+    constexpr i64 kMinChunk = 256;
+    const i64 nch = N >= max_threads
+                        ? 1
+                        : std::max<i64>(1, std::min(ceil_div(2 * max_threads, N), K / kMinChunk));
+    const i64 chunk = ceil_div(K, nch);
+    const i64 units = N * nch;
+    const int threads = static_cast<int>(std::min<i64>(max_threads, units));
+    Carver count(nullptr);
+    count.take<T>(a.D);
+    count.take<T>(chunk + W);
+    count.take<T>(std::max<i64>(Dv, 1));
+    const std::size_t slice = count.used();
+    const std::size_t parts = nch > 1 ? static_cast<std::size_t>(units * Q * (Dv + 2)) : 0;
+    std::byte* ws =
+        tls_workspace.get(slice * static_cast<std::size_t>(threads) + parts * sizeof(T) + 64);
+    T* part = reinterpret_cast<T*>(ws + slice * static_cast<std::size_t>(threads));
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+      Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
+      T* qs = cv.take<T>(a.D);
+      T* sc = cv.take<T>(chunk + W);
+      T* o = cv.take<T>(std::max<i64>(Dv, 1));
+#pragma omp for schedule(dynamic, 1)
+      for (i64 u = 0; u < units; ++u) {
+        const i64 n = u / nch, ch = u % nch;
+        const i64 ka = ch * chunk, kb = std::min(K, ka + chunk);
+        for (i64 r = 0; r < Q; ++r) {
+          T m, l;
+          if (nch == 1) {
+            decode_part(a, n, r, ka, kb, qs, sc, m, l, o);
+            T* out = a.o.row(n / a.H, n % a.H, r);
+            const T inv = T(1) / l;
+            for (i64 d = 0; d < Dv; ++d) out[d] = o[d] * inv;
+          } else {
+            T* pr = part + ((n * Q + r) * nch + ch) * (Dv + 2);
+            decode_part(a, n, r, ka, kb, qs, sc, pr[0], pr[1], pr + 2);
+          }
+        }
+      }
+      if (nch > 1) {
+#pragma omp for schedule(static)
+        for (i64 nr = 0; nr < N * Q; ++nr) {
+          const T* pr = part + nr * nch * (Dv + 2);
+          T mx = -std::numeric_limits<T>::infinity();
+          for (i64 ch = 0; ch < nch; ++ch) mx = std::max(mx, pr[ch * (Dv + 2)]);
+          T l = 0;
+          for (i64 ch = 0; ch < nch; ++ch)
+            l += pr[ch * (Dv + 2) + 1] * std::exp(pr[ch * (Dv + 2)] - mx);
+          const i64 n = nr / Q, r = nr % Q;
+          T* out = a.o.row(n / a.H, n % a.H, r);
+          for (i64 d = 0; d < Dv; ++d) {
+            T acc = 0;
+            for (i64 ch = 0; ch < nch; ++ch)
+              acc += pr[ch * (Dv + 2) + 2 + d] * std::exp(pr[ch * (Dv + 2)] - mx);
+            out[d] = acc / l;
+          }
+        }
+      }
+    }
+    tls_workspace.trim();
+  }
+};
+
+}  // namespace
+}  // namespace attn::detail

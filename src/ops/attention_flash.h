@@ -1,0 +1,470 @@
+// src/ops/attention_flash.h — internal: the tiled attention kernels,
+// FlashAttention-2 forward and backward (ref: Dao, arXiv 2307.08691): query
+// tiles by key tiles, online softmax, the score matrix never stored, the
+// dropout mask regenerated per tile. How these headers are compiled:
+// attention_common.h.
+//
+// Notation: one head n = b * H + h; its queries q (Q x D), keys k (K x D),
+// values v (K x Dv); S = scale * q k^T; P = softmax rows of S; W = P o Z with
+// Z the dropout multipliers (0 or 1 / (1 - p)); out = W v.
+//
+// Layout. The tile products are TileGemm's (attention_gemm.h). The forward
+// keeps the score tile transposed, S^T (keys x queries):
+//   S^T = k_j (q_i^T scaled)        A = key rows, B = the query tile transposed
+//   O^T += v_j^T P^T                A = value rows read transposed, B = P^T
+// so the online-softmax statistics (row max m, row sum l) are vectors along
+// the queries and the masks are per-lane limits. The query tile is transposed
+// once and reused over all key tiles; a head's keys and values are copied
+// once per thread into contiguous rows (in the (B, T, H, D) layout their rows
+// lie H * D apart, 2 KiB for 8 heads of 64, so the rows a micro-kernel reads
+// at once would share a few L1 sets: measured 40% slower in place). The
+// backward (FA2, key tiles outer, dK and dV accumulated per key tile, dQ per
+// head) uses the same orientation:
+//   S^T  = k_j q_i^T       P^T = exp(S^T - lse)      dP^T = v_j dO_i^T
+//   dV_j += W^T dO_i       dS^T = P^T o (dP^T o Z^T - D_i) scale,  D_i = rowsum(dO o O)
+//   dK_j += dS^T q_i       dQ_i += dS k_j
+// The FA2 identity D_i = rowsum(dO o O) holds with dropout too:
+// rowsum(dP o Z o P) = rowsum(dW o W) = dO . (W v) = dO . O.
+#pragma once
+
+#include "ops/attention_common.h"
+#include "ops/attention_gemm.h"
+
+namespace attn::detail {
+namespace {
+
+template <class V>
+struct FlashAttention {
+  using T = typename V::T;
+  using R = typename V::R;
+  using Gemm = TileGemm<V>;
+  static constexpr int W = V::W;
+
+  // ---- masks on a transposed score tile st (bc keys x brp queries) ----
+
+  // Keys c0 + c >= lim[r] get -inf (weight 0); queries with zero[r] (a row of
+  // length 0) get score 0 on every key (uniform weights).
+  static void mask_tile(T* st, i64 bc, i64 brp, i64 c0, const i64* lim, const T* zero) {
+    constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+    for (i64 c = 0; c < bc; ++c) {
+      T* s = st + c * brp;
+      const i64 key = c0 + c;
+#pragma omp simd
+      for (i64 r = 0; r < brp; ++r) {
+        T x = key < lim[r] ? s[r] : kNegInf;
+        s[r] = zero[r] != T(0) ? T(0) : x;
+      }
+    }
+  }
+
+  // Multiplies column r (query row0 + r of the (N * Q) rows) of the tile by the
+  // dropout multipliers of its keys c0 .. c0 + bc - 1; with `copy_to`, writes the product there and
+  // multiplies `also` (the dP tile) in place.
+  static void dropout_tile(const AttnDropout& dp, std::uint64_t row0, i64 K, i64 c0, i64 br,
+                           i64 brp, i64 bc, T* tile, T* copy_to, T* also, std::uint32_t* words) {
+    const T keep = static_cast<T>(dp.scale);
+    for (i64 r = 0; r < br; ++r) {
+      const std::uint64_t i0 =
+          (row0 + static_cast<std::uint64_t>(r)) * static_cast<std::uint64_t>(K) +
+          static_cast<std::uint64_t>(c0);
+      const std::uint32_t* w = dropout_words(dp, i0, bc, words);
+      for (i64 c = 0; c < bc; ++c) {
+        const T z = (w[c] >> 8) >= dp.threshold ? keep : T(0);
+        if (copy_to) {
+          copy_to[c * brp + r] = tile[c * brp + r] * z;
+          also[c * brp + r] *= z;
+        } else {
+          tile[c * brp + r] *= z;
+        }
+      }
+    }
+  }
+
+  // ---- forward ----
+
+  struct FwdSlice {
+    T *kp, *vp;  // the keys and values of one head, packed (K x ldk), (K x ldv)
+    T *qt, *st, *ot, *m, *l, *alpha, *zero;
+    i64* lim;
+    std::uint32_t* words;
+  };
+
+  struct FwdGeom {
+    i64 Br, Bc, ldk, ldv;
+  };
+
+  static FwdSlice carve_fwd(Carver& cv, const AttnArgs<T>& a, const FwdGeom& g) {
+    FwdSlice s{};
+    s.kp = cv.take<T>(a.K * g.ldk);
+    s.vp = cv.take<T>(a.K * g.ldv);
+    s.qt = cv.take<T>(a.D * g.Br);
+    s.st = cv.take<T>(g.Bc * g.Br);
+    s.ot = cv.take<T>(std::max<i64>(a.Dv, 1) * g.Br);
+    s.m = cv.take<T>(g.Br);
+    s.l = cv.take<T>(g.Br);
+    s.alpha = cv.take<T>(g.Br);
+    s.zero = cv.take<T>(g.Br);
+    s.lim = cv.take<i64>(g.Br);
+    s.words = cv.take<std::uint32_t>(g.Bc + 8);
+    return s;
+  }
+
+  // Unnormalized attention of queries q0 .. q0 + br - 1 of head n over its
+  // packed keys kp and values vp: leaves O^T (Dv x brp), the running max m and
+  // the sum l in s.
+  static void attend_tile(const AttnArgs<T>& a, const FwdGeom& g, i64 n, i64 q0, i64 br,
+                          const FwdSlice& s) {
+    const i64 b = n / a.H, h = n % a.H;
+    const i64 brp = round_up(br, W), Bc = g.Bc;
+    const i64 D = a.D, Dv = a.Dv;
+    const T scale = static_cast<T>(a.scale);
+    // Limits per query lane; padded lanes see every key with score 0.
+    i64 lmax = 0, lmin = a.K;
+    bool any_zero = false;
+    for (i64 r = 0; r < brp; ++r) {
+      i64 L = r < br ? a.mask.len(b, q0 + r) : a.K;
+      s.zero[r] = L == 0 ? T(1) : T(0);
+      any_zero = any_zero || L == 0;
+      if (L == 0) L = a.K;
+      s.lim[r] = L;
+      lmax = std::max(lmax, L);
+      lmin = std::min(lmin, L);
+    }
+    // q^T scaled, zero in the padded lanes.
+    for (i64 r = 0; r < brp; ++r) {
+      const T* qr = r < br ? a.q.row(b, h, q0 + r) : nullptr;
+      for (i64 d = 0; d < D; ++d) s.qt[d * brp + r] = qr ? qr[d] * scale : T(0);
+    }
+    for (i64 r = 0; r < brp; r += W) {
+      V::store(s.m + r, V::set1(-std::numeric_limits<T>::infinity()));
+      V::store(s.l + r, V::zero());
+    }
+    std::fill(s.ot, s.ot + Dv * brp, T(0));
+    const std::uint64_t row0 = static_cast<std::uint64_t>(n * a.Q + q0);
+    for (i64 c0 = 0; c0 < lmax; c0 += Bc) {
+      const i64 bc = std::min(Bc, lmax - c0);
+      // S^T (bc x brp) = k_j (bc x D) q^T (D x brp)
+      Gemm::gemm(bc, brp, D, s.kp + c0 * g.ldk, g.ldk, 1, s.qt, brp, s.st, brp, false);
+      if (any_zero || c0 + bc > lmin) mask_tile(s.st, bc, brp, c0, s.lim, s.zero);
+      // Online softmax, vectors along the queries; two chains per reduction
+      // to hide the latency of max and add.
+      for (i64 j = 0; j < brp; j += W) {
+        const R mo = V::load(s.m + j);
+        R m0 = mo, m1 = mo;
+        i64 c = 0;
+        for (; c + 2 <= bc; c += 2) {
+          m0 = V::max(m0, V::load(s.st + c * brp + j));
+          m1 = V::max(m1, V::load(s.st + (c + 1) * brp + j));
+        }
+        if (c < bc) m0 = V::max(m0, V::load(s.st + c * brp + j));
+        const R mx = V::max(m0, m1);
+        const R al = V::exp(V::sub(mo, mx));
+        R s0 = V::zero(), s1 = V::zero();
+        for (c = 0; c + 2 <= bc; c += 2) {
+          const R p0 = V::exp(V::sub(V::load(s.st + c * brp + j), mx));
+          const R p1 = V::exp(V::sub(V::load(s.st + (c + 1) * brp + j), mx));
+          V::store(s.st + c * brp + j, p0);
+          V::store(s.st + (c + 1) * brp + j, p1);
+          s0 = V::add(s0, p0);
+          s1 = V::add(s1, p1);
+        }
+        if (c < bc) {
+          const R p0 = V::exp(V::sub(V::load(s.st + c * brp + j), mx));
+          V::store(s.st + c * brp + j, p0);
+          s0 = V::add(s0, p0);
+        }
+        V::store(s.l + j, V::fma(V::load(s.l + j), al, V::add(s0, s1)));
+        V::store(s.m + j, mx);
+        V::store(s.alpha + j, al);
+      }
+      if (a.drop.on)
+        dropout_tile(a.drop, row0, a.K, c0, br, brp, bc, s.st, nullptr, nullptr, s.words);
+      if (c0 != 0) {
+        for (i64 d = 0; d < Dv; ++d)
+          for (i64 j = 0; j < brp; j += W)
+            V::store(s.ot + d * brp + j, V::mul(V::load(s.ot + d * brp + j), V::load(s.alpha + j)));
+      }
+      // O^T (Dv x brp) += v_j^T (Dv x bc) P^T (bc x brp); v_j^T(d, c) = vp[(c0 + c) * ldv + d].
+      Gemm::gemm(Dv, brp, bc, s.vp + c0 * g.ldv, 1, g.ldv, s.st, brp, s.ot, brp, true);
+    }
+  }
+
+  static void forward_tile(const AttnArgs<T>& a, const FwdGeom& g, i64 n, i64 q0, i64 br,
+                           const FwdSlice& s) {
+    attend_tile(a, g, n, q0, br, s);
+    const i64 b = n / a.H, h = n % a.H;
+    const i64 brp = round_up(br, W);
+    for (i64 r = 0; r < br; ++r) {
+      const T inv = T(1) / s.l[r];
+      T* orow = a.o.row(b, h, q0 + r);
+      for (i64 d = 0; d < a.Dv; ++d) orow[d] = s.ot[d * brp + r] * inv;
+      if (a.lse) a.lse[n * a.Q + q0 + r] = s.m[r] + std::log(s.l[r]);
+    }
+  }
+
+  // Requires K >= 1 and Q >= 1.
+  static void forward(const AttnArgs<T>& a, AttnTiles t) {
+    const i64 N = a.B * a.H;
+    FwdGeom g{};
+    g.Br = round_up(std::max<i64>(t.br, W), W);
+    g.Bc = std::max<i64>(t.bc, 1);
+    g.ldk = Gemm::packed_ld(a.D);
+    g.ldv = Gemm::packed_ld(a.Dv);
+    const i64 nqt = ceil_div(a.Q, g.Br);
+    const i64 units = N * nqt;
+    Carver count(nullptr);
+    carve_fwd(count, a, g);
+    const std::size_t slice = count.used();
+    i64 work = N * a.Q * a.K * (a.D + a.Dv);
+    if (a.mask.causal) work /= 2;
+    const int threads = static_cast<int>(std::min<i64>(team_size(work), units));
+    std::byte* ws = tls_workspace.get(slice * static_cast<std::size_t>(threads));
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+      Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
+      const FwdSlice s = carve_fwd(cv, a, g);
+      i64 packed = -1;  // the head whose keys and values s.kp, s.vp hold
+      // Heads one after the other (each thread packs a head once), in a head
+      // the last query tiles first: under a causal mask they are the longest.
+#pragma omp for schedule(dynamic, 1)
+      for (i64 u = 0; u < units; ++u) {
+        const i64 n = u / nqt, i = nqt - 1 - u % nqt;
+        if (n != packed) {
+          const i64 b = n / a.H, h = n % a.H;
+          Gemm::pack_rows(a.k.row(b, h, 0), a.k.st, a.K, a.D, g.ldk, s.kp);
+          Gemm::pack_rows(a.v.row(b, h, 0), a.v.st, a.K, a.Dv, g.ldv, s.vp);
+          packed = n;
+        }
+        forward_tile(a, g, n, i * g.Br, std::min(g.Br, a.Q - i * g.Br), s);
+      }
+    }
+    tls_workspace.trim();
+  }
+
+  // ---- backward ----
+
+  struct BwdSlice {
+    T *qt, *dot, *qrows, *dorows, *krows, *vrows, *dqacc, *di, *lse, *zero;
+    T *pt, *dpt, *wt, *dkacc, *dvacc;
+    i64 *lim, *tmax, *tmin;
+    unsigned char* tzero;
+    std::uint32_t* words;
+  };
+
+  struct BwdGeom {
+    i64 Br, Bc, Qp, Dp, Dvp, nqt, nkt, nkc, ldq, ldo, ldk, ldv;
+  };
+
+  // The keys of one unit: key tiles [kc * nkt / nkc, (kc + 1) * nkt / nkc).
+  static i64 unit_keys(const BwdGeom& g, i64 K) {
+    return std::min(K, ceil_div(g.nkt, g.nkc) * g.Bc);
+  }
+
+  static BwdSlice carve_bwd(Carver& cv, const AttnArgs<T>& a, const BwdGeom& g) {
+    BwdSlice s{};
+    const i64 kr = unit_keys(g, a.K);
+    s.qt = cv.take<T>(a.D * g.nqt * g.Br);
+    s.dot = cv.take<T>(std::max<i64>(a.Dv, 1) * g.nqt * g.Br);
+    s.qrows = cv.take<T>(a.Q * g.ldq);
+    s.dorows = cv.take<T>(a.Q * g.ldo);
+    s.krows = cv.take<T>(kr * g.ldk);
+    s.vrows = cv.take<T>(kr * g.ldv);
+    s.dqacc = cv.take<T>(a.Q * g.Dp);
+    s.di = cv.take<T>(g.Qp);
+    s.lse = cv.take<T>(g.Qp);
+    s.zero = cv.take<T>(g.Qp);
+    s.lim = cv.take<i64>(g.Qp);
+    s.tmax = cv.take<i64>(g.nqt);
+    s.tmin = cv.take<i64>(g.nqt);
+    s.tzero = cv.take<unsigned char>(g.nqt);
+    s.pt = cv.take<T>(g.Bc * g.Br);
+    s.dpt = cv.take<T>(g.Bc * g.Br);
+    s.wt = a.drop.on ? cv.take<T>(g.Bc * g.Br) : nullptr;
+    s.dkacc = cv.take<T>(g.Bc * g.Dp);
+    s.dvacc = cv.take<T>(g.Bc * std::max<i64>(g.Dvp, W));
+    s.words = cv.take<std::uint32_t>(g.Bc + 8);
+    return s;
+  }
+
+  // Head n, key tiles [kt_begin, kt_end): accumulates dK, dV of those keys
+  // (written to a.dk, a.dv) and this range's part of dQ, left in s.dqacc (Q x Dp).
+  static void backward_unit(const AttnArgs<T>& a, const BwdGeom& g, i64 n, i64 kt_begin, i64 kt_end,
+                            const BwdSlice& s) {
+    const i64 b = n / a.H, h = n % a.H;
+    const i64 Q = a.Q, K = a.K, D = a.D, Dv = a.Dv, Qp = g.Qp, Dp = g.Dp, Dvp = g.Dvp;
+    const i64 Br = g.Br, Bc = g.Bc;
+    const T scale = static_cast<T>(a.scale);
+    // Per head: q^T scaled and dO^T (vectors along queries), q, dO and this
+    // unit's keys and values packed as rows, D_i, lse, and the limits per
+    // query and per query tile.
+    // q^T and dO^T are stored per query tile, (D x Br) and (Dv x Br) blocks,
+    // so that a product reads rows Br apart, not Q apart.
+    for (i64 i = 0; i < g.nqt; ++i)
+      for (i64 rl = 0; rl < std::min(Br, round_up(Q - i * Br, W)); ++rl) {
+        const i64 r = i * Br + rl;
+        T* qt = s.qt + i * D * Br + rl;
+        T* dot = s.dot + i * Dv * Br + rl;
+        if (r < Q) {
+          const T* qr = a.q.row(b, h, r);
+          const T* gr = a.dout.row(b, h, r);
+          for (i64 d = 0; d < D; ++d) qt[d * Br] = qr[d] * scale;
+          for (i64 d = 0; d < Dv; ++d) dot[d * Br] = gr[d];
+        } else {
+          for (i64 d = 0; d < D; ++d) qt[d * Br] = T(0);
+          for (i64 d = 0; d < Dv; ++d) dot[d * Br] = T(0);
+        }
+      }
+    Gemm::pack_rows(a.q.row(b, h, 0), a.q.st, Q, D, g.ldq, s.qrows);
+    Gemm::pack_rows(a.dout.row(b, h, 0), a.dout.st, Q, Dv, g.ldo, s.dorows);
+    const i64 k_first = kt_begin * Bc, k_last = std::min(K, kt_end * Bc);
+    Gemm::pack_rows(a.k.row(b, h, k_first), a.k.st, k_last - k_first, D, g.ldk, s.krows);
+    Gemm::pack_rows(a.v.row(b, h, k_first), a.v.st, k_last - k_first, Dv, g.ldv, s.vrows);
+    for (i64 r = 0; r < Qp; ++r) {
+      if (r < Q) {
+        const T* gr = a.dout.row(b, h, r);
+        const T* orow = a.o.row(b, h, r);
+        T acc = 0;
+        for (i64 d = 0; d < Dv; ++d) acc += gr[d] * orow[d];
+        s.di[r] = acc;
+        s.lse[r] = a.lse[n * Q + r];
+        i64 L = a.mask.len(b, r);
+        s.zero[r] = L == 0 ? T(1) : T(0);
+        s.lim[r] = L == 0 ? K : L;
+      } else {
+        s.di[r] = 0;
+        s.lse[r] = 0;
+        s.zero[r] = 0;
+        s.lim[r] = K;
+      }
+    }
+    for (i64 i = 0; i < g.nqt; ++i) {
+      i64 lmax = 0, lmin = K;
+      bool z = false;
+      for (i64 r = i * Br; r < std::min(Q, (i + 1) * Br); ++r) {
+        lmax = std::max(lmax, s.lim[r]);
+        lmin = std::min(lmin, s.lim[r]);
+        z = z || s.zero[r] != T(0);
+      }
+      s.tmax[i] = lmax;
+      s.tmin[i] = lmin;
+      s.tzero[i] = z;
+    }
+    std::fill(s.dqacc, s.dqacc + Q * Dp, T(0));
+    for (i64 kt = kt_begin; kt < kt_end; ++kt) {
+      const i64 c0 = kt * Bc, bc = std::min(Bc, K - c0);
+      const T* kj = s.krows + (c0 - k_first) * g.ldk;
+      const T* vj = s.vrows + (c0 - k_first) * g.ldv;
+      std::fill(s.dkacc, s.dkacc + bc * Dp, T(0));
+      std::fill(s.dvacc, s.dvacc + bc * Dvp, T(0));
+      for (i64 i = 0; i < g.nqt; ++i) {
+        if (s.tmax[i] <= c0) continue;  // no query of this tile sees these keys
+        const i64 q0 = i * Br, br = std::min(Br, Q - q0), brp = round_up(br, W);
+        const i64 bce = std::min(bc, s.tmax[i] - c0);
+        // P^T = exp(S^T - lse)
+        Gemm::gemm(bce, brp, D, kj, g.ldk, 1, s.qt + i * D * Br, Br, s.pt, brp, false);
+        if (s.tzero[i] || c0 + bce > s.tmin[i])
+          mask_tile(s.pt, bce, brp, c0, s.lim + q0, s.zero + q0);
+        for (i64 c = 0; c < bce; ++c)
+          for (i64 j = 0; j < brp; j += W) {
+            T* p = s.pt + c * brp + j;
+            V::store(p, V::exp(V::sub(V::load(p), V::load(s.lse + q0 + j))));
+          }
+        // dP^T = v_j dO_i^T
+        Gemm::gemm(bce, brp, Dv, vj, g.ldv, 1, s.dot + i * Dv * Br, Br, s.dpt, brp, false);
+        const T* wt = s.pt;
+        if (a.drop.on) {
+          dropout_tile(a.drop, static_cast<std::uint64_t>(n * Q + q0), K, c0, br, brp, bce, s.pt,
+                       s.wt, s.dpt, s.words);
+          wt = s.wt;
+        }
+        // dV_j += W^T dO_i
+        Gemm::gemm(bce, Dvp, br, wt, brp, 1, s.dorows + q0 * g.ldo, g.ldo, s.dvacc, Dvp, true);
+        // dS^T = P^T o (dP^T - D_i) * scale, 0 on rows of length 0
+        const R sc = V::set1(scale);
+        for (i64 c = 0; c < bce; ++c)
+          for (i64 j = 0; j < brp; j += W) {
+            T* dp = s.dpt + c * brp + j;
+            const R ds = V::mul(
+                V::mul(V::load(s.pt + c * brp + j), V::sub(V::load(dp), V::load(s.di + q0 + j))),
+                sc);
+            V::store(dp, ds);
+          }
+        if (s.tzero[i])
+          for (i64 c = 0; c < bce; ++c)
+            for (i64 r = 0; r < br; ++r)
+              if (s.zero[q0 + r] != T(0)) s.dpt[c * brp + r] = T(0);
+        // dK_j += dS^T q_i ; dQ_i += dS k_j
+        Gemm::gemm(bce, Dp, br, s.dpt, brp, 1, s.qrows + q0 * g.ldq, g.ldq, s.dkacc, Dp, true);
+        Gemm::gemm(br, Dp, bce, s.dpt, 1, brp, kj, g.ldk, s.dqacc + q0 * Dp, Dp, true);
+      }
+      for (i64 c = 0; c < bc; ++c) {
+        Gemm::copy_row(s.dkacc + c * Dp, D, a.dk.row(b, h, c0 + c));
+        Gemm::copy_row(s.dvacc + c * Dvp, Dv, a.dv.row(b, h, c0 + c));
+      }
+    }
+  }
+
+  // Requires K >= 1 and Q >= 1.
+  static void backward(const AttnArgs<T>& a, AttnTiles t) {
+    const i64 N = a.B * a.H;
+    BwdGeom g{};
+    g.Br = round_up(std::max<i64>(t.br, W), W);
+    g.Bc = std::max<i64>(t.bc, 1);
+    g.Qp = round_up(a.Q, W);
+    g.Dp = round_up(a.D, W);
+    g.Dvp = round_up(a.Dv, W);
+    g.nqt = ceil_div(a.Q, g.Br);
+    g.nkt = ceil_div(a.K, g.Bc);
+    g.ldq = Gemm::packed_ld(a.D);
+    g.ldk = Gemm::packed_ld(a.D);
+    g.ldo = Gemm::packed_ld(a.Dv);
+    g.ldv = Gemm::packed_ld(a.Dv);
+    i64 work = N * a.Q * a.K * (a.D + a.Dv) * 5 / 2;
+    if (a.mask.causal) work /= 2;
+    const int max_threads = team_size(work);
+    // Few heads: split each head's keys into chunks, each with a partial dQ.
+    g.nkc = N >= max_threads ? 1 : std::min(g.nkt, ceil_div(4 * max_threads, N));
+    const i64 units = N * g.nkc, nkc = g.nkc;
+    const int threads = static_cast<int>(std::min<i64>(max_threads, units));
+    Carver count(nullptr);
+    carve_bwd(count, a, g);
+    const std::size_t slice = count.used();
+    const std::size_t partial_bytes =
+        nkc > 1 ? static_cast<std::size_t>(units * a.Q * g.Dp) * sizeof(T) : 0;
+    std::byte* ws =
+        tls_workspace.get(slice * static_cast<std::size_t>(threads) + partial_bytes + 64);
+    T* partial = reinterpret_cast<T*>(ws + slice * static_cast<std::size_t>(threads));
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+      Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
+      const BwdSlice s = carve_bwd(cv, a, g);
+#pragma omp for schedule(dynamic, 1)
+      for (i64 u = 0; u < units; ++u) {
+        const i64 n = u / nkc, kc = u % nkc;
+        backward_unit(a, g, n, kc * g.nkt / nkc, (kc + 1) * g.nkt / nkc, s);
+        const i64 b = n / a.H, h = n % a.H;
+        if (nkc == 1) {
+          for (i64 r = 0; r < a.Q; ++r) Gemm::copy_row(s.dqacc + r * g.Dp, a.D, a.dq.row(b, h, r));
+        } else {
+          std::copy(s.dqacc, s.dqacc + a.Q * g.Dp, partial + u * a.Q * g.Dp);
+        }
+      }
+      if (nkc > 1) {
+#pragma omp for schedule(static)
+        for (i64 nr = 0; nr < N * a.Q; ++nr) {
+          const i64 n = nr / a.Q, r = nr % a.Q;
+          T* dst = a.dq.row(n / a.H, n % a.H, r);
+          for (i64 d = 0; d < a.D; ++d) {
+            T acc = 0;
+            for (i64 kc = 0; kc < nkc; ++kc) acc += partial[((n * nkc + kc) * a.Q + r) * g.Dp + d];
+            dst[d] = acc;
+          }
+        }
+      }
+    }
+    tls_workspace.trim();
+  }
+};
+
+}  // namespace
+}  // namespace attn::detail

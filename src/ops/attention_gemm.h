@@ -1,0 +1,127 @@
+// src/ops/attention_gemm.h — internal: the tile products of the tiled
+// attention kernels (attention_flash.h), and the packing of their operands.
+// How these headers are compiled: attention_common.h.
+//
+// Every tile product is C (M x N) (+)= A (M x K) B (K x N) by one
+// register-blocked micro-kernel (kMR x kNV registers of C held while K runs):
+// A read by scalar broadcasts at any strides, B and C by vectors along N.
+#pragma once
+
+#include "ops/attention_common.h"
+
+namespace attn::detail {
+namespace {
+
+template <class V>
+struct TileGemm {
+  using T = typename V::T;
+  using R = typename V::R;
+  static constexpr int W = V::W;
+  static constexpr int MR = V::kMR;
+  static constexpr int NV = V::kNV;
+
+  // C (MRk x NVk*W) (+)= A (MRk x K) B (K x NVk*W), A(m, k) = A[m * ars + k * acs],
+  // B(k, :) = B + k * ldb, C(m, :) = C + m * ldc. The block stays in registers.
+  template <int MRk, int NVk>
+  static inline void micro(i64 K, const T* A, i64 ars, i64 acs, const T* B, i64 ldb, T* C, i64 ldc,
+                           bool accumulate) {
+    R c[MRk][NVk];
+    if (accumulate) {
+#pragma GCC unroll 32
+      for (int m = 0; m < MRk; ++m)
+#pragma GCC unroll 8
+        for (int j = 0; j < NVk; ++j) c[m][j] = V::load(C + m * ldc + j * W);
+    } else {
+#pragma GCC unroll 32
+      for (int m = 0; m < MRk; ++m)
+#pragma GCC unroll 8
+        for (int j = 0; j < NVk; ++j) c[m][j] = V::zero();
+    }
+    for (i64 k = 0; k < K; ++k) {
+      const T* b = B + k * ldb;
+      const T* a = A + k * acs;
+      R bv[NVk];
+#pragma GCC unroll 8
+      for (int j = 0; j < NVk; ++j) bv[j] = V::load(b + j * W);
+#pragma GCC unroll 32
+      for (int m = 0; m < MRk; ++m) {
+        R av = V::set1(a[m * ars]);
+#pragma GCC unroll 8
+        for (int j = 0; j < NVk; ++j) c[m][j] = V::fma(av, bv[j], c[m][j]);
+      }
+    }
+#pragma GCC unroll 32
+    for (int m = 0; m < MRk; ++m)
+#pragma GCC unroll 8
+      for (int j = 0; j < NVk; ++j) V::store(C + m * ldc + j * W, c[m][j]);
+  }
+
+  // One column panel (NVk registers wide), all M rows: full MR blocks, then
+  // the remaining rows with the micro-kernel of that height.
+  template <int NVk>
+  static void panel(i64 M, i64 K, const T* A, i64 ars, i64 acs, const T* B, i64 ldb, T* C, i64 ldc,
+                    bool accumulate) {
+    i64 i = 0;
+    for (; i + MR <= M; i += MR)
+      micro<MR, NVk>(K, A + i * ars, ars, acs, B, ldb, C + i * ldc, ldc, accumulate);
+    const int rest = static_cast<int>(M - i);
+    if (rest == 0) return;
+    [&]<int... I>(std::integer_sequence<int, I...>) {
+      (void)((rest == I + 1 ? (micro<I + 1, NVk>(K, A + i * ars, ars, acs, B, ldb, C + i * ldc, ldc,
+                                                 accumulate),
+                               true)
+                            : false) ||
+             ...);
+    }
+    (std::make_integer_sequence<int, MR - 1>{});
+  }
+
+  // C (M x N) (+)= A (M x K) B (K x N), N a multiple of W.
+  static void gemm(i64 M, i64 N, i64 K, const T* A, i64 ars, i64 acs, const T* B, i64 ldb, T* C,
+                   i64 ldc, bool accumulate) {
+    if (M <= 0 || N <= 0) return;
+    const i64 nvec = N / W;
+    i64 j = 0;
+    for (; j + NV <= nvec; j += NV)
+      panel<NV>(M, K, A, ars, acs, B + j * W, ldb, C + j * W, ldc, accumulate);
+    const int rest = static_cast<int>(nvec - j);
+    if (rest == 0) return;
+    [&]<int... I>(std::integer_sequence<int, I...>) {
+      (void)((rest == I + 1
+                  ? (panel<I + 1>(M, K, A, ars, acs, B + j * W, ldb, C + j * W, ldc, accumulate),
+                     true)
+                  : false) ||
+             ...);
+    }
+    (std::make_integer_sequence<int, NV - 1>{});
+  }
+
+  // Leading dimension for packed rows of d elements: whole registers, and
+  // not a multiple of 512 bytes, so that the rows a micro-kernel reads at
+  // once do not all fall into the same few L1 sets.
+  static i64 packed_ld(i64 d) {
+    i64 ld = round_up(std::max<i64>(d, 1), W);
+    if (ld * static_cast<i64>(sizeof(T)) % 512 == 0) ld += W;
+    return ld;
+  }
+
+  // dst[0, n) = src[0, n): whole registers, then a scalar tail (rows here are
+  // short; a library call per row costs more than the copy).
+  static void copy_row(const T* src, i64 n, T* dst) {
+    i64 j = 0;
+    for (; j + W <= n; j += W) V::store(dst + j, V::load(src + j));
+    for (; j < n; ++j) dst[j] = src[j];
+  }
+
+  // Copies rows (rows x d, row stride ld) into dst (rows x ldp), zero padded.
+  static void pack_rows(const T* src, i64 ld, i64 rows, i64 d, i64 ldp, T* dst) {
+    for (i64 r = 0; r < rows; ++r) {
+      T* o = dst + r * ldp;
+      copy_row(src + r * ld, d, o);
+      for (i64 j = d; j < ldp; ++j) o[j] = T(0);
+    }
+  }
+};
+
+}  // namespace
+}  // namespace attn::detail

@@ -1,0 +1,410 @@
+// src/ops/attention_small.h — internal: the small-problem attention kernels,
+// W heads at a time, one head per vector lane, forward and backward. How these
+// headers are compiled: attention_common.h.
+//
+// With a handful of queries and keys per head (d2l's Transformer: 10 steps,
+// head dim 8) tiles would be mostly padding and per-tile overhead. Here a
+// group of W heads is gathered into lane-interleaved buffers, x[(t * d + i)
+// * W + lane], and every product is elementwise across the lanes: no padding
+// of queries or head dims, no broadcasts, the same arithmetic per head as the
+// tiled kernels (notation and backward formulas: attention_flash.h). Groups
+// run in parallel. The forward keeps its gathered q, k, v and output for the
+// backward (AttnArgs::saved, laid out for this table's W).
+#pragma once
+
+#include "ops/attention_common.h"
+
+namespace attn::detail {
+namespace {
+
+template <class V>
+struct SmallAttention {
+  using T = typename V::T;
+  using R = typename V::R;
+  static constexpr int W = V::W;
+
+  // Group gi's part of a.saved: q (scaled), k, v, out, each lane-interleaved.
+  struct Saved {
+    T *qg, *kg, *vg, *og;
+  };
+  static Saved saved_group(const AttnArgs<T>& a, i64 gi) {
+    const i64 Dv = a.Dv;
+    T* base = a.saved + gi * W * (a.Q * a.D + a.K * a.D + a.K * Dv + a.Q * Dv);
+    Saved sv;
+    sv.qg = base;
+    sv.kg = sv.qg + a.Q * a.D * W;
+    sv.vg = sv.kg + a.K * a.D * W;
+    sv.og = sv.vg + a.K * Dv * W;
+    return sv;
+  }
+
+  // The heads of a group: lane -> (b, h), `lanes` of them real.
+  struct Group {
+    i64 n0;
+    int lanes;
+    i64 b[W], h[W];
+  };
+
+  static Group make_group(const AttnArgs<T>& a, i64 n0) {
+    Group g{};
+    g.n0 = n0;
+    g.lanes = static_cast<int>(std::min<i64>(W, a.B * a.H - n0));
+    i64 b = n0 / a.H, h = n0 % a.H;
+    for (int lane = 0; lane < g.lanes; ++lane) {
+      g.b[lane] = b;
+      g.h[lane] = h;
+      if (++h == a.H) {
+        h = 0;
+        ++b;
+      }
+    }
+    return g;
+  }
+
+  // The offset of each lane's head in x; lanes past the last head repeat
+  // lane 0 (their results are never written back). 32-bit offsets (one
+  // gather or scatter instruction per vector on AVX-512) when every offset
+  // fits, as it does for any tensor under 2^31 elements.
+  template <class U>
+  static bool lane_offsets(const HeadView<U>& x, const Group& g, i64* off, std::int32_t* off32) {
+    bool fits = true;
+    for (int lane = 0; lane < W; ++lane) {
+      const int l = lane < g.lanes ? lane : 0;
+      off[lane] = g.b[l] * x.sb + g.h[l] * x.sh;
+      fits = fits && off[lane] <= std::numeric_limits<std::int32_t>::max();
+      off32[lane] = static_cast<std::int32_t>(off[lane]);
+    }
+    return fits;
+  }
+
+  // buf[(t * d + i) * W + lane] = scale * x(head n0 + lane, t, i).
+  template <class I>
+  static void gather_rows(const HeadView<const T>& x, const I* off, i64 rows, i64 d, T scale,
+                          T* buf) {
+    const R sc = V::set1(scale);
+    for (i64 t = 0; t < rows; ++t)
+      for (i64 i = 0; i < d; ++i)
+        V::store(buf + (t * d + i) * W, V::mul(V::gather(x.ptr + t * x.st + i, off), sc));
+  }
+  static void gather(const HeadView<const T>& x, const Group& g, i64 rows, i64 d, T scale, T* buf) {
+    alignas(64) i64 off[W];
+    alignas(64) std::int32_t off32[W];
+    if (lane_offsets(x, g, off, off32))
+      gather_rows(x, off32, rows, d, scale, buf);
+    else
+      gather_rows(x, off, rows, d, scale, buf);
+  }
+
+  // x(head n0 + lane, t, i) = scale * buf[(t * d + i) * W + lane] for the real lanes.
+  template <class I>
+  static void scatter_rows(const T* buf, const Group& g, const I* off, i64 rows, i64 d, T scale,
+                           const HeadView<T>& x) {
+    const R sc = V::set1(scale);
+    for (i64 t = 0; t < rows; ++t)
+      for (i64 i = 0; i < d; ++i) {
+        const R v = V::mul(V::load(buf + (t * d + i) * W), sc);
+        T* base = x.ptr + t * x.st + i;
+        if (g.lanes == W) {
+          V::scatter(base, off, v);
+        } else {
+          alignas(64) T tmp[W];
+          V::store(tmp, v);
+          for (int lane = 0; lane < g.lanes; ++lane) base[off[lane]] = tmp[lane];
+        }
+      }
+  }
+  static void scatter(const T* buf, const Group& g, i64 rows, i64 d, T scale,
+                      const HeadView<T>& x) {
+    alignas(64) i64 off[W];
+    alignas(64) std::int32_t off32[W];
+    if (lane_offsets(x, g, off, off32))
+      scatter_rows(buf, g, off32, rows, d, scale, x);
+    else
+      scatter_rows(buf, g, off, rows, d, scale, x);
+  }
+
+  // out[c] = sum_i x[i] y[c][i] over d, for c < rows, per lane; x and y
+  // lane-interleaved with row length d. Four rows at a time, so that four
+  // independent chains hide the FMA latency.
+  static void dot_rows(const T* x, const T* y, i64 rows, i64 d, T* out) {
+    i64 c = 0;
+    for (; c + 4 <= rows; c += 4) {
+      R s0 = V::zero(), s1 = V::zero(), s2 = V::zero(), s3 = V::zero();
+      const T* y0 = y + c * d * W;
+      for (i64 i = 0; i < d; ++i) {
+        const R xv = V::load(x + i * W);
+        s0 = V::fma(xv, V::load(y0 + i * W), s0);
+        s1 = V::fma(xv, V::load(y0 + (d + i) * W), s1);
+        s2 = V::fma(xv, V::load(y0 + (2 * d + i) * W), s2);
+        s3 = V::fma(xv, V::load(y0 + (3 * d + i) * W), s3);
+      }
+      V::store(out + c * W, s0);
+      V::store(out + (c + 1) * W, s1);
+      V::store(out + (c + 2) * W, s2);
+      V::store(out + (c + 3) * W, s3);
+    }
+    for (; c < rows; ++c) {
+      R s0 = V::zero();
+      for (i64 i = 0; i < d; ++i) s0 = V::fma(V::load(x + i * W), V::load(y + (c * d + i) * W), s0);
+      V::store(out + c * W, s0);
+    }
+  }
+
+  // out[i] = sum_c p[c * ps] y[c][i] for i < d, per lane (ps: the stride of
+  // p in elements, W for a vector of rows).
+  static void weigh_rows(const T* p, i64 ps, const T* y, i64 rows, i64 d, T* out) {
+    i64 i = 0;
+    for (; i + 4 <= d; i += 4) {
+      R s0 = V::zero(), s1 = V::zero(), s2 = V::zero(), s3 = V::zero();
+      for (i64 c = 0; c < rows; ++c) {
+        const R pc = V::load(p + c * ps);
+        const T* yc = y + (c * d + i) * W;
+        s0 = V::fma(pc, V::load(yc), s0);
+        s1 = V::fma(pc, V::load(yc + W), s1);
+        s2 = V::fma(pc, V::load(yc + 2 * W), s2);
+        s3 = V::fma(pc, V::load(yc + 3 * W), s3);
+      }
+      V::store(out + i * W, s0);
+      V::store(out + (i + 1) * W, s1);
+      V::store(out + (i + 2) * W, s2);
+      V::store(out + (i + 3) * W, s3);
+    }
+    for (; i < d; ++i) {
+      R s0 = V::zero();
+      for (i64 c = 0; c < rows; ++c)
+        s0 = V::fma(V::load(p + c * ps), V::load(y + (c * d + i) * W), s0);
+      V::store(out + i * W, s0);
+    }
+  }
+
+  // out[t] = sum_i x[t][i] y[t][i] for t < rows, per lane.
+  static void dot_pairs(const T* x, const T* y, i64 rows, i64 d, T* out) {
+    for (i64 t = 0; t < rows; ++t) {
+      R acc = V::zero();
+      for (i64 i = 0; i < d; ++i)
+        acc = V::fma(V::load(x + (t * d + i) * W), V::load(y + (t * d + i) * W), acc);
+      V::store(out + t * W, acc);
+    }
+  }
+
+  struct SmallSlice {
+    T *qg, *kg, *vg, *dog, *dqg, *dkg, *dvg, *s, *p, *dp, *o, *di, *lse, *zero, *keep;
+    T* dkeep;  // the group's dropout multipliers (small_dropout_masks)
+    T *wq, *dsq;  // backward: every query's weights (after dropout) and dS, (Q, K) x W
+    i64* lim;
+    std::uint32_t* words;
+  };
+
+  // Scratch of one thread; q, k, v only without saved buffers (forward).
+  static SmallSlice carve_small(Carver& cv, const AttnArgs<T>& a, bool backward) {
+    SmallSlice s{};
+    const i64 Q = a.Q, K = a.K, D = a.D, Dv = std::max<i64>(a.Dv, 1);
+    if (!a.saved) {
+      s.qg = cv.take<T>(Q * D * W);
+      s.kg = cv.take<T>(K * D * W);
+      s.vg = cv.take<T>(K * Dv * W);
+    }
+    s.s = cv.take<T>(K * W);
+    s.o = cv.take<T>(Dv * W);
+    s.zero = cv.take<T>(W);
+    s.keep = cv.take<T>(W);
+    s.lim = cv.take<i64>(W);
+    if (a.drop.on) {
+      s.words = cv.take<std::uint32_t>(W * Q * K + 8);
+      s.dkeep = cv.take<T>(Q * K * W);
+    }
+    if (backward) {
+      s.dog = cv.take<T>(Q * Dv * W);
+      s.dqg = cv.take<T>(Q * D * W);
+      s.dkg = cv.take<T>(K * D * W);
+      s.dvg = cv.take<T>(K * Dv * W);
+      s.p = cv.take<T>(K * W);
+      s.dp = cv.take<T>(K * W);
+      s.di = cv.take<T>(Q * W);
+      s.lse = cv.take<T>(Q * W);
+      s.wq = cv.take<T>(Q * K * W);
+      s.dsq = cv.take<T>(Q * K * W);
+    }
+    return s;
+  }
+
+  // The scores of query q for every lane: s[c] = q . k_c, masked: keys past a
+  // lane's limit -inf, every key 0 on a lane whose row has length 0.
+  static void small_scores(const AttnArgs<T>& a, const Group& g, i64 q, const SmallSlice& s) {
+    const i64 K = a.K;
+    dot_rows(s.qg + q * a.D * W, s.kg, K, a.D, s.s);
+    bool mask = false;
+    for (int lane = 0; lane < W; ++lane) {
+      i64 L = lane < g.lanes ? a.mask.len(g.b[lane], q) : K;
+      s.zero[lane] = L == 0 ? T(1) : T(0);
+      s.keep[lane] = L == 0 ? T(0) : T(1);
+      mask = mask || L < K;
+      s.lim[lane] = L == 0 ? K : L;
+    }
+    if (!mask) return;
+    constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+    for (i64 c = 0; c < K; ++c) {
+      T* sc = s.s + c * W;
+#pragma omp simd
+      for (int lane = 0; lane < W; ++lane) {
+        T x = c < s.lim[lane] ? sc[lane] : kNegInf;
+        sc[lane] = s.zero[lane] != T(0) ? T(0) : x;
+      }
+    }
+  }
+
+  // The dropout multipliers of the whole group, keep[(q * K + c) * W + lane]
+  // = the multiplier of (head n0 + lane, q, c) (0 on lanes past the last
+  // head). The group's elements are one contiguous stretch of the dropout
+  // stream, so its words come from one vectorized pass over the counters.
+  static void small_dropout_masks(const AttnArgs<T>& a, const Group& g, std::uint32_t* words,
+                                  T* keep) {
+    const i64 QK = a.Q * a.K;
+    const std::uint32_t* wd =
+        dropout_words(a.drop, static_cast<std::uint64_t>(g.n0 * QK), g.lanes * QK, words);
+    const T scale = static_cast<T>(a.drop.scale);
+    const std::uint32_t threshold = a.drop.threshold;
+    for (int lane = 0; lane < W; ++lane) {
+      const std::uint32_t* wl = wd + lane * QK;
+      if (lane < g.lanes) {
+        for (i64 j = 0; j < QK; ++j) keep[j * W + lane] = (wl[j] >> 8) >= threshold ? scale : T(0);
+      } else {
+        for (i64 j = 0; j < QK; ++j) keep[j * W + lane] = T(0);
+      }
+    }
+  }
+
+  // x[c] *= keep[c] for c < K, per lane; with `copy_to`, copy_to[c] = x[c] *
+  // keep[c] and also[c] *= keep[c] instead.
+  static void small_dropout(const T* keep, i64 K, T* x, T* copy_to, T* also) {
+    for (i64 c = 0; c < K; ++c) {
+      const R z = V::load(keep + c * W);
+      if (copy_to) {
+        V::store(copy_to + c * W, V::mul(V::load(x + c * W), z));
+        V::store(also + c * W, V::mul(V::load(also + c * W), z));
+      } else {
+        V::store(x + c * W, V::mul(V::load(x + c * W), z));
+      }
+    }
+  }
+
+  // Runs body(g, gi, s) for every group of W heads, groups split over the
+  // threads (as many as `work` multiply-adds call for), each thread with its
+  // own scratch slice s (carve_small).
+  template <class Body>
+  static void for_each_group(const AttnArgs<T>& a, bool backward, i64 work, Body body) {
+    const i64 groups = ceil_div(a.B * a.H, W);
+    Carver count(nullptr);
+    carve_small(count, a, backward);
+    const std::size_t slice = count.used();
+    const int threads = static_cast<int>(std::min<i64>(team_size(work), groups));
+    std::byte* ws = tls_workspace.get(slice * static_cast<std::size_t>(threads));
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+      Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
+      const SmallSlice s0 = carve_small(cv, a, backward);
+#pragma omp for schedule(static)
+      for (i64 gi = 0; gi < groups; ++gi) {
+        SmallSlice s = s0;
+        body(make_group(a, gi * W), gi, s);
+      }
+    }
+    tls_workspace.trim();
+  }
+
+  static void forward(const AttnArgs<T>& a) {
+    const i64 N = a.B * a.H, Q = a.Q, K = a.K, D = a.D, Dv = a.Dv;
+    for_each_group(a, false, N * Q * K * (D + Dv), [&](const Group& g, i64 gi, SmallSlice& s) {
+      T* og = nullptr;  // the normalized output, kept for the backward
+      if (a.saved) {
+        const Saved sv = saved_group(a, gi);
+        s.qg = sv.qg;
+        s.kg = sv.kg;
+        s.vg = sv.vg;
+        og = sv.og;
+      }
+      gather(a.q, g, Q, D, static_cast<T>(a.scale), s.qg);
+      gather(a.k, g, K, D, T(1), s.kg);
+      gather(a.v, g, K, Dv, T(1), s.vg);
+      if (a.drop.on) small_dropout_masks(a, g, s.words, s.dkeep);
+      for (i64 q = 0; q < Q; ++q) {
+        small_scores(a, g, q, s);
+        R mx = V::set1(-std::numeric_limits<T>::infinity());
+        for (i64 c = 0; c < K; ++c) mx = V::max(mx, V::load(s.s + c * W));
+        R l = V::zero();
+        for (i64 c = 0; c < K; ++c) {
+          const R p = V::exp(V::sub(V::load(s.s + c * W), mx));
+          V::store(s.s + c * W, p);
+          l = V::add(l, p);
+        }
+        if (a.drop.on) small_dropout(s.dkeep + q * K * W, K, s.s, nullptr, nullptr);
+        T* o = og ? og + q * Dv * W : s.o;
+        weigh_rows(s.s, W, s.vg, K, Dv, o);
+        const R inv = V::div(V::set1(T(1)), l);
+        for (i64 d = 0; d < Dv; ++d) V::store(o + d * W, V::mul(V::load(o + d * W), inv));
+        scatter(o, g, 1, Dv, T(1), HeadView<T>{a.o.ptr + q * a.o.st, a.o.sb, a.o.sh, a.o.st});
+        if (a.lse) {
+          alignas(64) T lv[W], mv[W];
+          V::store(lv, l);
+          V::store(mv, mx);
+          for (int lane = 0; lane < g.lanes; ++lane)
+            a.lse[(g.n0 + lane) * Q + q] = mv[lane] + std::log(lv[lane]);
+        }
+      }
+    });
+  }
+
+  static void backward(const AttnArgs<T>& a) {
+    const i64 N = a.B * a.H, Q = a.Q, K = a.K, D = a.D, Dv = a.Dv;
+    const T scale = static_cast<T>(a.scale);
+    for_each_group(
+        a, true, N * Q * K * (D + Dv) * 5 / 2, [&](const Group& g, i64 gi, SmallSlice& s) {
+          gather(a.dout, g, Q, Dv, T(1), s.dog);
+          // q, k, v as the forward gathered them; D_i = rowsum(dO o O) from its output.
+          const Saved sv = saved_group(a, gi);
+          s.qg = sv.qg;
+          s.kg = sv.kg;
+          s.vg = sv.vg;
+          dot_pairs(s.dog, sv.og, Q, Dv, s.di);
+          for (int lane = 0; lane < W; ++lane)
+            for (i64 q = 0; q < Q; ++q)
+              s.lse[q * W + lane] = lane < g.lanes ? a.lse[(g.n0 + lane) * Q + q] : T(0);
+          if (a.drop.on) small_dropout_masks(a, g, s.words, s.dkeep);
+          for (i64 q = 0; q < Q; ++q) {
+            // P = exp(S - lse); dP = dO v^T
+            small_scores(a, g, q, s);
+            const R lse = V::load(s.lse + q * W);
+            T* p = s.wq + q * K * W;  // P, then the weights after dropout
+            for (i64 c = 0; c < K; ++c)
+              V::store(p + c * W, V::exp(V::sub(V::load(s.s + c * W), lse)));
+            dot_rows(s.dog + q * Dv * W, s.vg, K, Dv, s.dp);
+            const T* pp = p;  // P before dropout
+            if (a.drop.on) {
+              std::copy(p, p + K * W, s.p);
+              small_dropout(s.dkeep + q * K * W, K, s.p, p, s.dp);
+              pp = s.p;
+            }
+            // dS = P o (dP - D_i), 0 on rows of length 0; dQ = scale dS k
+            T* ds = s.dsq + q * K * W;
+            const R di = V::load(s.di + q * W), keep = V::load(s.keep);
+            for (i64 c = 0; c < K; ++c) {
+              const R v =
+                  V::mul(V::mul(V::load(pp + c * W), V::sub(V::load(s.dp + c * W), di)), keep);
+              V::store(ds + c * W, v);
+            }
+            weigh_rows(ds, W, s.kg, K, D, s.dqg + q * D * W);
+          }
+          // dV = W^T dO and dK = dS^T (scale q), key by key over every query.
+          for (i64 c = 0; c < K; ++c) {
+            weigh_rows(s.wq + c * W, K * W, s.dog, Q, Dv, s.dvg + c * Dv * W);
+            weigh_rows(s.dsq + c * W, K * W, s.qg, Q, D, s.dkg + c * D * W);
+          }
+          scatter(s.dqg, g, Q, D, scale, a.dq);
+          scatter(s.dkg, g, K, D, T(1), a.dk);
+          scatter(s.dvg, g, K, Dv, T(1), a.dv);
+        });
+  }
+};
+
+}  // namespace
+}  // namespace attn::detail
