@@ -1,8 +1,9 @@
 // attn demo <section> — short guided tours that print what the library does.
 //
-// This file holds the `demo` group and its first section, `core`. Later
-// sections register themselves under the parent "demo" from their own files:
-//   const attn::cli::Registration reg{"demo", "attention-scoring", 20, setup};
+// This file holds the `demo` group and its first section, `core`. The
+// chapter's sections (cues, nadaraya-watson, scoring, ...) register under the
+// parent "demo" from cmd_demo_chapter.cpp, one loop over their table:
+//   const attn::cli::Registration reg{"demo", "", 20, setup_every_section};
 #include <fmt/format.h>
 
 #include <algorithm>

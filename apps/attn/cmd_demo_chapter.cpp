@@ -38,16 +38,10 @@ void setup_section(const Section& s, CLI::App& parent, Context& ctx) {
   });
 }
 
-const Registration reg_cues{"demo", "cues", 20,
-                            [](CLI::App& p, Context& c) { setup_section(kSections[0], p, c); }};
-const Registration reg_nw{"demo", "nadaraya-watson", 21,
-                          [](CLI::App& p, Context& c) { setup_section(kSections[1], p, c); }};
-const Registration reg_scoring{"demo", "scoring", 22,
-                               [](CLI::App& p, Context& c) { setup_section(kSections[2], p, c); }};
-const Registration reg_mh{"demo", "multihead", 23,
-                          [](CLI::App& p, Context& c) { setup_section(kSections[3], p, c); }};
-const Registration reg_pe{"demo", "positional-encoding", 24,
-                          [](CLI::App& p, Context& c) { setup_section(kSections[4], p, c); }};
+// Every section of the table, in its order, under `attn demo`.
+const Registration sections_reg{"demo", "", 20, [](CLI::App& parent, Context& ctx) {
+                                  for (const Section& s : kSections) setup_section(s, parent, ctx);
+                                }};
 
 }  // namespace
 }  // namespace attn::cli

@@ -1,14 +1,15 @@
 // apps/attn/commands.h — how the attn CLI's commands plug in.
 //
-// main.cpp knows no command by name. Each command group lives in its own file
-// (cmd_demo.cpp, later cmd_train.cpp, cmd_translate.cpp, ...) and registers
-// itself with a static Registration:
+// main.cpp knows no command by name. Each command lives in its own file
+// (cmd_train.cpp, cmd_translate.cpp, cmd_evaluate.cpp, cmd_attention.cpp,
+// cmd_manifest.cpp, cmd_bench.cpp, cmd_demo.cpp with cmd_demo_chapter.cpp)
+// and registers itself with a static Registration:
 //
 //   namespace {
 //   void setup_train(CLI::App& parent, attn::cli::Context& ctx) {
 //     CLI::App* sub = parent.add_subcommand("train", "Train a Transformer on fra-eng");
-//     auto opts = std::make_shared<TrainOptions>();
-//     sub->add_option("--epochs", opts->epochs, "...");
+//     auto opts = std::make_shared<TrainArgs>();
+//     sub->add_option("--out", opts->out, "...");
 //     attn::cli::set_action(sub, ctx, [opts](const attn::cli::Context& c) { ...; return 0; });
 //   }
 //   const attn::cli::Registration reg{"", "train", 10, setup_train};
@@ -16,8 +17,9 @@
 //
 // `parent` names where the command goes: "" for the top level, "demo" for a
 // section of `attn demo` (the demo group adds its registered children with
-// add_registered(..., "demo", ...)). Commands are added in (order, name) order,
-// which is the order `--help` lists them in.
+// add_registered(..., "demo", ...)). Registrations are run in (order, name)
+// order, which is the order `--help` lists them in; one registration may add
+// several commands (the demo sections: one loop over their table).
 //
 // An action runs after the whole command line is parsed and the global options
 // (--threads, --seed) are applied. It returns the exit code; errors are thrown

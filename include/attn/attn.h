@@ -1,6 +1,12 @@
-// attn/attn.h — the whole library.
+// attn/attn.h — the whole public API, one umbrella header per layer.
 #pragma once
 
 #include "attn/autograd.h"
 #include "attn/core.h"
+#include "attn/data.h"
+#include "attn/io.h"
+#include "attn/nn.h"
 #include "attn/ops.h"
+#include "attn/optim.h"
+#include "attn/seq2seq.h"
+#include "attn/viz.h"

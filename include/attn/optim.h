@@ -1,0 +1,4 @@
+// attn/optim.h — optimizers, gradient clipping.
+#pragma once
+
+#include "attn/optim/optimizer.h"
