@@ -238,8 +238,8 @@ inline void corpus(std::string_view bytes) {
   // way), on the same bytes: a rejection must be clear; accepted text holds
   // no '\r' and no line longer than the limit.
   try {
-    std::string lines = data::read_corpus_text(io::memory_source(file), std::string(kName),
-                                               options.num_examples);
+    std::string lines =
+        data::read_corpus_text(io::memory_source(file), std::string(kName), options.num_examples);
     expect(lines.find('\r') == std::string::npos, kTarget, "a CR left in the streamed text");
     std::size_t start = 0;
     for (std::size_t nl; (nl = lines.find('\n', start)) != std::string::npos; start = nl + 1)

@@ -201,7 +201,8 @@ void check_output_dir(const fs::path& dir, bool resume, bool overwrite) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return;
   if (!resume && !overwrite) refuse_a_model(dir);
-  if (io::directory_locked(dir)) io::DirectoryLock probe(dir, "attn train");  // throws, naming the holder
+  if (io::directory_locked(dir))
+    io::DirectoryLock probe(dir, "attn train");  // throws, naming the holder
 }
 
 // The directory a run writes: created if missing, locked for the whole run

@@ -27,9 +27,21 @@ int g_runs = 32;
 const std::string kCorpus = std::string(ATTN_SOURCE_DIR) + "/datasets/fra-eng/fra.txt.gz";
 
 std::vector<std::string> train_args(const fs::path& out, int threads) {
-  return {"--threads", std::to_string(threads), "train",   "--data",        kCorpus,
-          "--epochs",  "3",                     "--num-hiddens", "128", "--ffn-num-hiddens",
-          "512",       "--quiet",               "--checkpoint-every", "5",   "--out",
+  return {"--threads",
+          std::to_string(threads),
+          "train",
+          "--data",
+          kCorpus,
+          "--epochs",
+          "3",
+          "--num-hiddens",
+          "128",
+          "--ffn-num-hiddens",
+          "512",
+          "--quiet",
+          "--checkpoint-every",
+          "5",
+          "--out",
           out.string()};
 }
 
@@ -63,7 +75,8 @@ class Interrupt : public attn::testing::TempDirTest {
 
   Reference reference(int threads) {
     const fs::path model = dir_ / fmt::format("ref{}", threads);
-    pid_t pid = attn::testing::spawn_attn(g_attn, train_args(model, threads), model.string() + "-run");
+    pid_t pid =
+        attn::testing::spawn_attn(g_attn, train_args(model, threads), model.string() + "-run");
     EXPECT_GT(pid, 0);
     Reference r;
     EXPECT_TRUE(wait_for(model / seq2seq::kCheckpointFile, pid));
@@ -126,13 +139,13 @@ TEST_F(Interrupt, SignalsAtRandomMomentsNeverCorruptAndResumeExactly) {
         }
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
-      const double per_step =
-          target == 0 ? ref.train_seconds / 30 : attn::testing::seconds_since(started) / (5 * target);
+      const double per_step = target == 0 ? ref.train_seconds / 30
+                                          : attn::testing::seconds_since(started) / (5 * target);
       std::this_thread::sleep_for(std::chrono::duration<double>(fraction(rng) * 4 * per_step));
       if (early < 0) kill(pid, sig);
       const int st = early < 0 ? attn::testing::wait_status(pid) : early;
-      SCOPED_TRACE(fmt::format("{} thread(s), run {}, signal {}: {}", threads, run, sig,
-                               err_of(stem)));
+      SCOPED_TRACE(
+          fmt::format("{} thread(s), run {}, signal {}: {}", threads, run, sig, err_of(stem)));
       seq2seq::Checkpoint ck;
       ASSERT_NO_THROW(ck = seq2seq::load_checkpoint((model / seq2seq::kCheckpointFile).string()));
       if (WIFSIGNALED(st)) {
@@ -157,9 +170,10 @@ TEST_F(Interrupt, SignalsAtRandomMomentsNeverCorruptAndResumeExactly) {
       fs::remove_all(model);
     }
   }
-  std::printf("%d runs stopped by SIGINT/SIGTERM during training (exit 130/143), %d after it; "
-              "every checkpoint loaded, every resumed run bit-identical to the reference\n",
-              interrupted, after_training);
+  std::printf(
+      "%d runs stopped by SIGINT/SIGTERM during training (exit 130/143), %d after it; "
+      "every checkpoint loaded, every resumed run bit-identical to the reference\n",
+      interrupted, after_training);
   EXPECT_GE(interrupted, g_runs * 3 / 4);
 }
 

@@ -20,8 +20,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "attn/core/rng.h"
 #include "../gzip.h"
+#include "attn/core/rng.h"
 #include "attn/data/nmt.h"
 #include "attn/io/dir_lock.h"
 #include "attn/io/file_set.h"

@@ -24,18 +24,37 @@ namespace {
 
 std::string g_attn;
 const std::string kCorpus = std::string(ATTN_SOURCE_DIR) + "/datasets/fra-eng/fra.txt.gz";
-const std::vector<std::string> kSentences = {"go .", "i lost .", "he's calm .", "i'm home .",
-                                             "we won .", "help me ."};
+const std::vector<std::string> kSentences = {"go .",       "i lost .", "he's calm .",
+                                             "i'm home .", "we won .", "help me ."};
 
 // A tiny model; `heads` 4 or 8 changes nothing in the weights' shapes.
 std::vector<std::string> train_args(const fs::path& out, int heads, int epochs,
                                     const std::string& seed, bool overwrite) {
-  std::vector<std::string> a = {"--threads",  "1",         "--seed",        seed,
-                                "train",      "--data",    kCorpus,         "--num-examples",
-                                "60",         "--epochs",  std::to_string(epochs), "--batch-size",
-                                "8",          "--num-hiddens", "16",        "--num-heads",
-                                std::to_string(heads), "--ffn-num-hiddens", "16", "--num-layers",
-                                "1",          "--quiet",   "--checkpoint-every", "0", "--out",
+  std::vector<std::string> a = {"--threads",
+                                "1",
+                                "--seed",
+                                seed,
+                                "train",
+                                "--data",
+                                kCorpus,
+                                "--num-examples",
+                                "60",
+                                "--epochs",
+                                std::to_string(epochs),
+                                "--batch-size",
+                                "8",
+                                "--num-hiddens",
+                                "16",
+                                "--num-heads",
+                                std::to_string(heads),
+                                "--ffn-num-hiddens",
+                                "16",
+                                "--num-layers",
+                                "1",
+                                "--quiet",
+                                "--checkpoint-every",
+                                "0",
+                                "--out",
                                 out.string()};
   if (overwrite) a.push_back("--overwrite");
   return a;
@@ -46,8 +65,7 @@ class ModelDirCli : public attn::testing::TempDirTest {
   std::string err_of(const fs::path& stem) {
     return attn::testing::read_file(stem.string() + ".err");
   }
-  int run(const std::vector<std::string>& args, const std::string& tag,
-          const fs::path& cwd = {}) {
+  int run(const std::vector<std::string>& args, const std::string& tag, const fs::path& cwd = {}) {
     return attn::testing::run_attn(g_attn, args, dir_ / tag, cwd);
   }
   // What `attn translate` prints for kSentences, or "exit N: <stderr>".
@@ -67,8 +85,7 @@ class ModelDirCli : public attn::testing::TempDirTest {
         auto v = to_vector<float>(p);
         all.insert(all.end(), v.begin(), v.end());
       }
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
     return all;
   }
 };
@@ -96,8 +113,8 @@ TEST_F(ModelDirCli, KillInsideSaveModelLeavesTheOldOrTheNewModel) {
   // The new model's first save (its initial weights): a long run, killed
   // once its first model is complete.
   const fs::path init_dir = dir_ / "init";
-  pid_t pid = attn::testing::spawn_attn(g_attn, train_args(init_dir, 8, 100000, "1", false),
-                                        dir_ / "init");
+  pid_t pid =
+      attn::testing::spawn_attn(g_attn, train_args(init_dir, 8, 100000, "1", false), dir_ / "init");
   ASSERT_GT(pid, 0);
   for (auto t0 = std::chrono::steady_clock::now();
        !(fs::exists(init_dir / "manifest.json") && !fs::exists(init_dir / io::kPendingDir));) {
@@ -158,10 +175,11 @@ TEST_F(ModelDirCli, KillInsideSaveModelLeavesTheOldOrTheNewModel) {
     init_seen += is_init;
     final_seen += is_final;
   }
-  std::printf("24 runs of train --overwrite over a trained model, %d killed (%d inside a save, "
-              "its staging directory left): translate read the old model %d times, the new "
-              "model's first save %d times, its final save %d times, never anything else\n",
-              kills, mid_save, old_seen, init_seen, final_seen);
+  std::printf(
+      "24 runs of train --overwrite over a trained model, %d killed (%d inside a save, "
+      "its staging directory left): translate read the old model %d times, the new "
+      "model's first save %d times, its final save %d times, never anything else\n",
+      kills, mid_save, old_seen, init_seen, final_seen);
   EXPECT_GE(mid_save, 1) << "no kill landed inside a save";
 }
 
@@ -195,7 +213,8 @@ TEST_F(ModelDirCli, ADirectoryInUseIsRefused) {
   const int ra = attn::testing::exit_code(attn::testing::wait_status(a));
   const int rb = attn::testing::exit_code(attn::testing::wait_status(b));
   EXPECT_TRUE((ra == 0 && rb == 1) || (ra == 1 && rb == 0))
-      << ra << " " << rb << "\n" << err_of(dir_ / "a") << err_of(dir_ / "b");
+      << ra << " " << rb << "\n"
+      << err_of(dir_ / "a") << err_of(dir_ / "b");
   EXPECT_NE((ra == 1 ? err_of(dir_ / "a") : err_of(dir_ / "b")).find("is in use by process"),
             std::string::npos);
   EXPECT_EQ(translate(same).rfind("exit", 0), std::string::npos);
@@ -227,9 +246,9 @@ TEST_F(ModelDirCli, ResumeFromAnotherDirectoryFindsARelativeCorpus) {
                 "resume2", elsewhere),
             0)
       << err_of(dir_ / "resume2");
-  EXPECT_EQ(seq2seq::load_checkpoint((work / "model" / seq2seq::kCheckpointFile).string())
-                .run.data.path,
-            (elsewhere / "c.txt.gz").string());
+  EXPECT_EQ(
+      seq2seq::load_checkpoint((work / "model" / seq2seq::kCheckpointFile).string()).run.data.path,
+      (elsewhere / "c.txt.gz").string());
 }
 
 // A corpus that is a FIFO nobody writes: attn waits, and SIGTERM (or Ctrl-C)

@@ -114,17 +114,18 @@ TEST_F(FileSetTest, FilesThatDoNotMatchAreNamed) {
   fs::remove(dir_ / "b.bin");
   EXPECT_EQ(read_error(), "'" + dir_.string() + "' has no b.bin (its manifest lists it)");
   fs::create_symlink("b.bin", dir_ / "b.bin");  // a loop
-  EXPECT_EQ(read_error(), "cannot open '" + (dir_ / "b.bin").string() +
-                              "': Too many levels of symbolic links");
+  EXPECT_EQ(read_error(),
+            "cannot open '" + (dir_ / "b.bin").string() + "': Too many levels of symbolic links");
   fs::remove(dir_ / "b.bin");
   ASSERT_EQ(mkfifo((dir_ / "b.bin").c_str(), 0644), 0);
-  EXPECT_EQ(read_error(), "cannot read '" + (dir_ / "b.bin").string() +
-                              "': it is a FIFO, not a regular file");
+  EXPECT_EQ(read_error(),
+            "cannot read '" + (dir_ / "b.bin").string() + "': it is a FIFO, not a regular file");
   fs::remove(dir_ / kManifestFile);
   EXPECT_THROW(read_set(), MissingManifestError);
-  put(dir_ / kManifestFile, "{\"format\": \"attn-manifest\", \"format_version\": 1, "
-                            "\"kind\": \"test-kind\", \"files\": [{\"name\": \"../x\", "
-                            "\"bytes\": 1, \"sha256\": \"00\"}]}");
+  put(dir_ / kManifestFile,
+      "{\"format\": \"attn-manifest\", \"format_version\": 1, "
+      "\"kind\": \"test-kind\", \"files\": [{\"name\": \"../x\", "
+      "\"bytes\": 1, \"sha256\": \"00\"}]}");
   EXPECT_NE(read_error().find("\"../x\" is not a file name a set may hold"), std::string::npos);
   write_file_set(dir_ / "other", "other-kind", old_files);
   try {

@@ -336,7 +336,8 @@ TEST(Linear, MatchesMatmulPlusBiasOnOddSizes) {
         ASSERT_NEAR(vy[i], vr[i], 1e-4 * (1 + std::fabs(vr[i]))) << shape_str(xs) << " n " << n;
       auto vn = to_vector<float>(linear(x, w));
       auto vm = to_vector<float>(matmul_reference(x2, w.transpose(0, 1)));
-      for (std::size_t i = 0; i < vn.size(); ++i) ASSERT_NEAR(vn[i], vm[i], 1e-4 * (1 + std::fabs(vm[i])));
+      for (std::size_t i = 0; i < vn.size(); ++i)
+        ASSERT_NEAR(vn[i], vm[i], 1e-4 * (1 + std::fabs(vm[i])));
     }
 }
 
@@ -350,15 +351,24 @@ TEST(Linear, Gradcheck) {
   }
   // A transposed (non-contiguous) input.
   Tensor xt = leaf64({5, 3}, 4), w = leaf64({2, 3}, 5), b = leaf64({2}, 6);
-  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return linear(v[0].transpose(0, 1).transpose(0, 1), v[1], v[2]); },
-                   {xt, w, b});
+  EXPECT_GRADCHECK(
+      [](const std::vector<Tensor>& v) {
+        return linear(v[0].transpose(0, 1).transpose(0, 1), v[1], v[2]);
+      },
+      {xt, w, b});
 }
 
 TEST(Linear, Errors) {
-  EXPECT_EQ(error_of([] { linear(zeros({2, 3}), zeros({4, 5})); }),
+  EXPECT_EQ(error_of([] {
+              linear(zeros({2, 3}), zeros({4, 5}));
+            }),
             "linear: expected input (..., 5) for weight [4, 5], got [2, 3]");
-  EXPECT_EQ(error_of([] { linear(zeros({2, 5}), zeros({4, 5}), zeros({3})); }),
+  EXPECT_EQ(error_of([] {
+              linear(zeros({2, 5}), zeros({4, 5}), zeros({3}));
+            }),
             "linear: expected a bias (4) for weight [4, 5], got [3]");
-  EXPECT_EQ(error_of([] { linear(zeros({2, 5}), zeros({5})); }),
+  EXPECT_EQ(error_of([] {
+              linear(zeros({2, 5}), zeros({5}));
+            }),
             "linear: expected a weight (out, in), got [5]");
 }

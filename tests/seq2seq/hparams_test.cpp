@@ -19,17 +19,26 @@ std::string error_of(const std::function<void()>& f) {
 }  // namespace
 
 TEST(HParams, EveryEnumValueNamesItsRow) {
-  const std::vector<std::pair<HP, std::string>> ids = {
-      {HP::src_vocab_size, "src_vocab_size"}, {HP::tgt_vocab_size, "tgt_vocab_size"},
-      {HP::num_hiddens, "num_hiddens"},       {HP::num_layers, "num_layers"},
-      {HP::num_heads, "num_heads"},           {HP::ffn_num_hiddens, "ffn_num_hiddens"},
-      {HP::dropout, "dropout"},               {HP::max_len, "max_len"},
-      {HP::use_bias, "use_bias"},             {HP::num_steps, "num_steps"},
-      {HP::path, "path"},                     {HP::num_examples, "num_examples"},
-      {HP::min_freq, "min_freq"},             {HP::valid_fraction, "valid_fraction"},
-      {HP::num_pairs, "num_pairs"},           {HP::num_epochs, "num_epochs"},
-      {HP::lr, "lr"},                         {HP::batch_size, "batch_size"},
-      {HP::grad_clip, "grad_clip"},           {HP::seed, "seed"}};
+  const std::vector<std::pair<HP, std::string>> ids = {{HP::src_vocab_size, "src_vocab_size"},
+                                                       {HP::tgt_vocab_size, "tgt_vocab_size"},
+                                                       {HP::num_hiddens, "num_hiddens"},
+                                                       {HP::num_layers, "num_layers"},
+                                                       {HP::num_heads, "num_heads"},
+                                                       {HP::ffn_num_hiddens, "ffn_num_hiddens"},
+                                                       {HP::dropout, "dropout"},
+                                                       {HP::max_len, "max_len"},
+                                                       {HP::use_bias, "use_bias"},
+                                                       {HP::num_steps, "num_steps"},
+                                                       {HP::path, "path"},
+                                                       {HP::num_examples, "num_examples"},
+                                                       {HP::min_freq, "min_freq"},
+                                                       {HP::valid_fraction, "valid_fraction"},
+                                                       {HP::num_pairs, "num_pairs"},
+                                                       {HP::num_epochs, "num_epochs"},
+                                                       {HP::lr, "lr"},
+                                                       {HP::batch_size, "batch_size"},
+                                                       {HP::grad_clip, "grad_clip"},
+                                                       {HP::seed, "seed"}};
   ASSERT_EQ(ids.size(), kNumHParams);
   std::set<std::string> names;
   for (const auto& [id, name] : ids) {
