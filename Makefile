@@ -3,8 +3,9 @@
 #   make run        install what is missing, build, run the main job
 #   make test       install what is missing, build, run every test
 #
-# More: make build | asan | test-asan | fuzz | bench | clean | help
-# The build itself lives in CMakePresets.json (presets release, debug, asan).
+# More: make build | docs | install | test-subproject | asan | test-asan | portable
+#       | test-portable | fuzz | bench | clean | help
+# The build itself lives in CMakePresets.json (presets release, portable, debug, asan).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -15,9 +16,12 @@ BENCH_ARGS ?=
 FUZZ_SECONDS ?= 60
 RELEASE_DIR := build/release
 ASAN_DIR := build/asan
+PORTABLE_DIR := build/portable
+PREFIX ?= /usr/local
 ATTN := ./$(RELEASE_DIR)/attn
 
-.PHONY: all help deps configure build test asan test-asan fuzz bench run clean
+.PHONY: all help deps configure build test docs install test-subproject asan test-asan portable \
+        test-portable fuzz bench run clean
 
 all: build
 
@@ -25,6 +29,12 @@ help:
 	@echo "make run        install deps, build (release), train d2l's Transformer on fra-eng into out/model"
 	@echo "make test       install deps, build (release), run every test (ctest --preset release)"
 	@echo "make build      configure and build the release preset into $(RELEASE_DIR)"
+	@echo "make docs       the API reference (Doxygen, warnings are errors) into $(RELEASE_DIR)/docs/api/html"
+	@echo "make install    build, then install into PREFIX=$(PREFIX) (cmake --install)"
+	@echo "make test-subproject  examples/consumer built with add_subdirectory and FetchContent"
+	@echo "make portable   build for any x86-64 (-DATTN_NATIVE=OFF) into $(PORTABLE_DIR)"
+	@echo "make test-portable  the portable build's tests, with the attention kernels this CPU"
+	@echo "                picks, then forced to AVX2 and to portable vectors (ATTN_ISA)"
 	@echo "make asan       build the ASan+UBSan preset into $(ASAN_DIR)"
 	@echo "make test-asan  build and run every test under ASan+UBSan"
 	@echo "make fuzz       build the libFuzzer targets (clang) into build/fuzz, run each for FUZZ_SECONDS=$(FUZZ_SECONDS)"
@@ -42,6 +52,9 @@ $(RELEASE_DIR)/build.ninja: CMakePresets.json | deps
 $(ASAN_DIR)/build.ninja: CMakePresets.json | deps
 	cmake --preset asan
 
+$(PORTABLE_DIR)/build.ninja: CMakePresets.json | deps
+	cmake --preset portable
+
 configure: $(RELEASE_DIR)/build.ninja
 
 build: deps $(RELEASE_DIR)/build.ninja
@@ -49,6 +62,31 @@ build: deps $(RELEASE_DIR)/build.ninja
 
 test: build
 	ctest --preset release
+
+# The API reference from the public headers' comments; a Doxygen warning fails it.
+docs: deps $(RELEASE_DIR)/build.ninja
+	cmake --build --preset release --target docs
+	@echo "API reference: $(RELEASE_DIR)/docs/api/html/index.html"
+
+install: build
+	cmake --install $(RELEASE_DIR) --prefix $(PREFIX)
+
+# attn as a subproject of examples/consumer: add_subdirectory, then FetchContent
+# (of this repository's HEAD). (make test already checks the installed attn.)
+test-subproject: deps
+	JOBS=$(JOBS) bash examples/consumer/subproject.sh build/subproject
+
+# A binary for any x86-64: the attention kernels still choose AVX-512 or AVX2
+# at run time. Its tests run three times: with the kernels this CPU picks,
+# then forced to AVX2 and to portable vectors (ATTN_ISA; oneDNN capped alike
+# with DNNL_MAX_CPU_ISA), as on CPUs that have no more.
+portable: deps $(PORTABLE_DIR)/build.ninja
+	cmake --build --preset portable --parallel $(JOBS)
+
+test-portable: portable
+	ctest --preset portable
+	ATTN_ISA=avx2 DNNL_MAX_CPU_ISA=AVX2 ctest --preset portable
+	ATTN_ISA=portable DNNL_MAX_CPU_ISA=SSE41 ctest --preset portable
 
 asan: deps $(ASAN_DIR)/build.ninja
 	cmake --build --preset asan --parallel $(JOBS)

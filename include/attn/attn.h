@@ -1,4 +1,5 @@
-// attn/attn.h — the whole public API, one umbrella header per layer.
+// attn/attn.h — the whole public API, one umbrella header per layer, and the
+// version (attn/version.h).
 #pragma once
 
 #include "attn/autograd.h"
@@ -9,4 +10,5 @@
 #include "attn/ops.h"
 #include "attn/optim.h"
 #include "attn/seq2seq.h"
+#include "attn/version.h"
 #include "attn/viz.h"

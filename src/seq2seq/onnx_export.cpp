@@ -1,0 +1,533 @@
+#include "attn/seq2seq/onnx_export.h"
+
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <variant>
+
+#include "attn/core/error.h"
+#include "attn/io/atomic_file.h"
+#include "io/protobuf_writer.h"
+
+namespace attn::seq2seq {
+
+namespace {
+
+using Ints = std::vector<std::int64_t>;
+using io::ProtoWriter;
+
+// The messages of onnx.proto (ONNX 1.12) that the export writes, with the
+// fields it sets and their field numbers. Each write() puts the fields in
+// field-number order, as protobuf's own serializer does; onnx.proto is proto2,
+// so a field that is set is written even when it holds its default, and
+// repeated int64 fields (dims, ints) are not packed.
+
+enum class DataType : std::int64_t { kFloat = 1, kInt64 = 7 };  // TensorProto.DataType
+enum class AttributeType : std::int64_t { kFloat = 1, kInt = 2, kGraph = 5, kInts = 7 };
+
+struct TensorProto {
+  static constexpr int kDims = 1, kDataType = 2, kName = 8, kRawData = 9;
+  Ints dims;  // none for a scalar
+  DataType data_type = DataType::kFloat;
+  std::string name;
+  std::string raw_data;  // the elements, little-endian
+
+  void write(ProtoWriter& w) const {
+    for (auto d : dims) w.int64_field(kDims, d);
+    w.int64_field(kDataType, static_cast<std::int64_t>(data_type));
+    w.bytes_field(kName, name);
+    w.bytes_field(kRawData, raw_data);
+  }
+};
+
+// ValueInfoProto, with its TypeProto.Tensor and TensorShapeProto: a tensor's
+// element type and dims, each a size (dim_value) or a name (dim_param).
+struct ValueInfoProto {
+  static constexpr int kName = 1, kType = 2;
+  static constexpr int kTypeTensorType = 1;  // TypeProto
+  static constexpr int kTensorElemType = 1, kTensorShape = 2;  // TypeProto.Tensor
+  static constexpr int kShapeDim = 1;  // TensorShapeProto
+  static constexpr int kDimValue = 1, kDimParam = 2;  // TensorShapeProto.Dimension
+  std::string name;
+  DataType elem_type = DataType::kFloat;
+  std::vector<std::variant<std::int64_t, std::string>> dims;
+
+  void write(ProtoWriter& w) const {
+    w.bytes_field(kName, name);
+    w.message_field(kType, [&] {
+      w.message_field(kTypeTensorType, [&] {
+        w.int64_field(kTensorElemType, static_cast<std::int64_t>(elem_type));
+        w.message_field(kTensorShape, [&] {
+          for (const auto& d : dims)
+            w.message_field(kShapeDim, [&] {
+              if (auto* n = std::get_if<std::int64_t>(&d))
+                w.int64_field(kDimValue, *n);
+              else
+                w.bytes_field(kDimParam, std::get<std::string>(d));
+            });
+        });
+      });
+    });
+  }
+};
+
+struct GraphProto;
+
+struct AttributeProto {
+  static constexpr int kName = 1, kF = 2, kI = 3, kG = 6, kInts = 8, kType = 20;
+  std::string name;
+  AttributeType type = AttributeType::kInt;
+  float f = 0;  // kFloat
+  std::int64_t i = 0;  // kInt
+  std::unique_ptr<GraphProto> g;  // kGraph
+  Ints ints;  // kInts
+
+  void write(ProtoWriter& w) const;
+};
+
+struct NodeProto {
+  static constexpr int kInput = 1, kOutput = 2, kName = 3, kOpType = 4, kAttribute = 5;
+  std::vector<std::string> input, output;
+  std::string name, op_type;
+  std::vector<AttributeProto> attribute;
+
+  void write(ProtoWriter& w) const {
+    for (const auto& i : input) w.bytes_field(kInput, i);
+    for (const auto& o : output) w.bytes_field(kOutput, o);
+    w.bytes_field(kName, name);
+    w.bytes_field(kOpType, op_type);
+    for (const auto& a : attribute) w.message_field(kAttribute, [&] { a.write(w); });
+  }
+};
+
+struct GraphProto {
+  static constexpr int kNode = 1, kName = 2, kInitializer = 5, kInput = 11, kOutput = 12;
+  std::vector<NodeProto> node;
+  std::string name;
+  std::vector<TensorProto> initializer;
+  std::vector<ValueInfoProto> input, output;
+
+  void write(ProtoWriter& w) const {
+    for (const auto& n : node) w.message_field(kNode, [&] { n.write(w); });
+    w.bytes_field(kName, name);
+    for (const auto& t : initializer) w.message_field(kInitializer, [&] { t.write(w); });
+    for (const auto& v : input) w.message_field(kInput, [&] { v.write(w); });
+    for (const auto& v : output) w.message_field(kOutput, [&] { v.write(w); });
+  }
+};
+
+void AttributeProto::write(ProtoWriter& w) const {
+  w.bytes_field(kName, name);
+  switch (type) {
+    case AttributeType::kFloat: w.float_field(kF, f); break;
+    case AttributeType::kInt: w.int64_field(kI, i); break;
+    case AttributeType::kGraph: w.message_field(kG, [&] { g->write(w); }); break;
+    case AttributeType::kInts:
+      for (auto v : ints) w.int64_field(kInts, v);
+      break;
+  }
+  w.int64_field(kType, static_cast<std::int64_t>(type));
+}
+
+// ModelProto, with its OperatorSetIdProto (one: the default domain) and
+// StringStringEntryProto metadata.
+struct ModelProto {
+  static constexpr int kIrVersion = 1, kProducerName = 2, kModelVersion = 5, kDocString = 6,
+                       kGraph = 7, kOpsetImport = 8, kMetadataProps = 14;
+  static constexpr int kOpsetDomain = 1, kOpsetVersion = 2;  // OperatorSetIdProto
+  static constexpr int kEntryKey = 1, kEntryValue = 2;  // StringStringEntryProto
+  std::int64_t ir_version = kOnnxIrVersion;
+  std::string producer_name;
+  std::int64_t model_version = 0;
+  std::string doc_string;
+  GraphProto graph;
+  std::int64_t opset_version = kOnnxOpset;  // of the default domain, ""
+  std::vector<std::pair<std::string, std::string>> metadata_props;
+
+  void write(ProtoWriter& w) const {
+    w.int64_field(kIrVersion, ir_version);
+    w.bytes_field(kProducerName, producer_name);
+    w.int64_field(kModelVersion, model_version);
+    w.bytes_field(kDocString, doc_string);
+    w.message_field(kGraph, [&] { graph.write(w); });
+    w.message_field(kOpsetImport, [&] {
+      w.bytes_field(kOpsetDomain, "");
+      w.int64_field(kOpsetVersion, opset_version);
+    });
+    for (const auto& [key, value] : metadata_props)
+      w.message_field(kMetadataProps, [&] {
+        w.bytes_field(kEntryKey, key);
+        w.bytes_field(kEntryValue, value);
+      });
+  }
+};
+
+struct Attr {
+  std::string name;
+  std::variant<std::int64_t, float, Ints> value;
+};
+
+// Builds the nodes of one ONNX model: the main graph and the If branches,
+// which see the main graph's initializers (weights and constants) by name.
+// Every node output is named after its op and a counter unique in the model,
+// unless the caller names it (graph inputs and outputs).
+class Builder {
+ public:
+  explicit Builder(GraphProto* main) : main_(main), g_(main) {}
+
+  // Nodes added while a BranchScope lives go into `branch`.
+  class BranchScope {
+   public:
+    BranchScope(Builder& b, GraphProto* branch) : b_(b), saved_(b.g_) { b.g_ = branch; }
+    ~BranchScope() { b_.g_ = saved_; }
+
+   private:
+    Builder& b_;
+    GraphProto* saved_;
+  };
+
+  std::string op(const std::string& type, const std::vector<std::string>& inputs,
+                 const std::vector<Attr>& attrs = {}, std::string output = "") {
+    if (output.empty()) output = fmt::format("{}_{}", type, counter_);
+    NodeProto& n = g_->node.emplace_back();
+    n.op_type = type;
+    n.name = fmt::format("{}_{}", type, counter_++);
+    n.input = inputs;
+    n.output = {output};
+    for (const auto& a : attrs) {
+      AttributeProto& p = n.attribute.emplace_back();
+      p.name = a.name;
+      if (auto* i = std::get_if<std::int64_t>(&a.value)) {
+        p.type = AttributeType::kInt;
+        p.i = *i;
+      } else if (auto* f = std::get_if<float>(&a.value)) {
+        p.type = AttributeType::kFloat;
+        p.f = *f;
+      } else {
+        p.type = AttributeType::kInts;
+        p.ints = std::get<Ints>(a.value);
+      }
+    }
+    return output;
+  }
+
+  // An If node whose branches are filled by the callers; returns the branches.
+  std::pair<GraphProto*, GraphProto*> if_node(const std::string& cond,
+                                              const std::vector<std::string>& outputs) {
+    NodeProto& n = g_->node.emplace_back();
+    n.op_type = "If";
+    n.name = fmt::format("If_{}", counter_++);
+    n.input = {cond};
+    n.output = outputs;
+    GraphProto* branches[2];
+    const char* names[2] = {"then_branch", "else_branch"};
+    for (int k = 0; k < 2; ++k) {
+      AttributeProto& a = n.attribute.emplace_back();
+      a.name = names[k];
+      a.type = AttributeType::kGraph;
+      a.g = std::make_unique<GraphProto>();
+      a.g->name = names[k];
+      branches[k] = a.g.get();
+    }
+    return {branches[0], branches[1]};
+  }
+
+  // An int64 constant, 1-D or (scalar) 0-D; one initializer per value.
+  std::string ints(const Ints& v, bool scalar = false) {
+    const std::string key = fmt::format("{}{}", scalar ? "s" : "v", fmt::join(v, ","));
+    auto it = constants_.find(key);
+    if (it != constants_.end()) return it->second;
+    std::string name = fmt::format("const_i64_{}", constants_.size());
+    TensorProto& t = main_->initializer.emplace_back();
+    t.name = name;
+    t.data_type = DataType::kInt64;
+    if (!scalar) t.dims = {static_cast<std::int64_t>(v.size())};
+    t.raw_data.assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0]));
+    return constants_[key] = name;
+  }
+  std::string scalar(std::int64_t v) { return ints({v}, true); }
+  // A float scalar constant.
+  std::string real(float v) {
+    const std::string key = fmt::format("f{}", v);
+    auto it = constants_.find(key);
+    if (it != constants_.end()) return it->second;
+    std::string name = fmt::format("const_f32_{}", constants_.size());
+    TensorProto& t = main_->initializer.emplace_back();
+    t.name = name;
+    t.data_type = DataType::kFloat;
+    t.raw_data.assign(reinterpret_cast<const char*>(&v), sizeof v);
+    return constants_[key] = name;
+  }
+
+  // A weight as an f32 initializer named `name`, of `shape` (its own when empty).
+  std::string weight(const std::string& name, const Tensor& w, Shape shape = {}) {
+    Tensor c = w.to(DType::f32).contiguous();
+    TensorProto& t = main_->initializer.emplace_back();
+    t.name = name;
+    t.data_type = DataType::kFloat;
+    const Shape& dims = shape.empty() ? c.shape() : shape;
+    t.dims.assign(dims.begin(), dims.end());
+    t.raw_data.assign(reinterpret_cast<const char*>(c.data<float>()),
+                      static_cast<std::size_t>(c.numel()) * sizeof(float));
+    return name;
+  }
+
+ private:
+  GraphProto* main_;
+  GraphProto* g_;
+  int counter_ = 0;
+  std::map<std::string, std::string> constants_;
+};
+
+// A graph input or output: `elem` type and dims, each a size or a name.
+void value_info(std::vector<ValueInfoProto>& list, const std::string& name, DataType elem,
+                const std::vector<std::variant<std::int64_t, std::string>>& dims) {
+  list.push_back({name, elem, dims});
+}
+
+// The Transformer's pieces as ONNX nodes; `name` is the module's state_dict prefix.
+class TransformerGraph {
+ public:
+  TransformerGraph(Builder& b, const nn::TransformerConfig& c)
+      : b_(b),
+        num_hiddens_(c.num_hiddens),
+        num_heads_(c.num_heads),
+        head_dim_(c.num_hiddens / c.num_heads) {}
+
+  // x (..., in) W^T + b. The weight is stored transposed, as "<name>.weight.T" (in, out).
+  std::string linear(const nn::Linear& l, const std::string& name, const std::string& x) {
+    const Shape& s = l.weight.shape();
+    std::string wt = b_.weight(name + ".weight.T", l.weight.transpose(0, 1), {s[1], s[0]});
+    std::string y = b_.op("MatMul", {x, wt});
+    if (l.bias.defined()) y = b_.op("Add", {y, b_.weight(name + ".bias", l.bias)});
+    return y;
+  }
+
+  // (B, T, num_hiddens) -> (B, heads, T, head_dim)
+  std::string heads(const std::string& x) {
+    std::string r = b_.op("Reshape", {x, b_.ints({0, 0, num_heads_, head_dim_})});
+    return b_.op("Transpose", {r}, {{"perm", Ints{0, 2, 1, 3}}});
+  }
+  // (B, heads, T, head_dim) -> (B, T, num_hiddens)
+  std::string merge_heads(const std::string& x) {
+    std::string t = b_.op("Transpose", {x}, {{"perm", Ints{0, 2, 1, 3}}});
+    return b_.op("Reshape", {t, b_.ints({0, 0, num_hiddens_})});
+  }
+
+  // d2l's DotProductAttention on every head: softmax(mask(Q K^T / sqrt(d))) V,
+  // masked scores set to -1e6. mask: bool, broadcast to (B, heads, Tq, Tk).
+  std::string attend(const std::string& q, const std::string& k, const std::string& v,
+                     const std::string& mask) {
+    std::string kt = b_.op("Transpose", {k}, {{"perm", Ints{0, 1, 3, 2}}});
+    std::string s = b_.op("MatMul", {q, kt});
+    s = b_.op("Div", {s, b_.real(std::sqrt(static_cast<float>(head_dim_)))});
+    s = b_.op("Where", {mask, s, b_.real(-1e6f)});
+    std::string w = b_.op("Softmax", {s}, {{"axis", std::int64_t{-1}}});
+    return b_.op("MatMul", {w, v});
+  }
+
+  // LayerNorm(Y + X) (AddNorm without dropout).
+  std::string add_norm(const nn::AddNorm& an, const std::string& name, const std::string& X,
+                       const std::string& Y) {
+    std::string sum = b_.op("Add", {X, Y});
+    return b_.op("LayerNormalization",
+                 {sum, b_.weight(name + ".ln.weight", an.ln->weight),
+                  b_.weight(name + ".ln.bias", an.ln->bias)},
+                 {{"axis", std::int64_t{-1}}, {"epsilon", static_cast<float>(an.ln->eps)}});
+  }
+
+  std::string ffn(const nn::PositionWiseFFN& f, const std::string& name, const std::string& x) {
+    std::string h = b_.op("Relu", {linear(*f.dense1, name + ".dense1", x)});
+    return linear(*f.dense2, name + ".dense2", h);
+  }
+
+  // embedding(ids) * sqrt(num_hiddens) + P[start : start + T]; start and T
+  // are 1-D int64 tensors of one element.
+  std::string embed(const nn::Embedding& e, const std::string& name, const std::string& ids,
+                    const std::string& pe, const std::string& start, const std::string& len) {
+    std::string x =
+        b_.op("Gather", {b_.weight(name + ".weight", e.weight), ids}, {{"axis", std::int64_t{0}}});
+    x = b_.op("Mul",
+              {x, b_.real(static_cast<float>(std::sqrt(static_cast<double>(num_hiddens_))))});
+    std::string end = b_.op("Add", {start, len});
+    std::string pos = b_.op("Slice", {pe, start, end, b_.ints({0})});
+    return b_.op("Add", {x, pos});
+  }
+
+  // Keys k < valid_len[b] are seen: (B, 1, 1, K) bool, for K = dim `axis` of `keys`.
+  std::string length_mask(const std::string& keys, std::int64_t axis,
+                          const std::string& valid_len) {
+    std::string K = b_.op("Shape", {keys}, {{"start", axis}, {"end", axis + 1}});
+    std::string pos = b_.op("Range", {b_.scalar(0), squeeze(K), b_.scalar(1)});
+    std::string lens = b_.op("Unsqueeze", {valid_len, b_.ints({1})});
+    std::string seen = b_.op("Less", {pos, lens});  // (B, K)
+    return b_.op("Unsqueeze", {seen, b_.ints({1, 2})});
+  }
+
+  std::string squeeze(const std::string& one) { return b_.op("Squeeze", {one, b_.ints({0})}); }
+
+  // Multi-head attention of `queries` against keys and values already in heads.
+  std::string mha(const nn::MultiHeadAttention& m, const std::string& name,
+                  const std::string& queries, const std::string& K, const std::string& V,
+                  const std::string& mask) {
+    std::string q = heads(linear(*m.W_q, name + ".W_q", queries));
+    return linear(*m.W_o, name + ".W_o", merge_heads(attend(q, K, V, mask)));
+  }
+
+ private:
+  Builder& b_;
+  std::int64_t num_hiddens_, num_heads_, head_dim_;
+};
+
+std::string layer_name(const char* what, std::int64_t l) { return fmt::format("{}.{}", what, l); }
+
+void build_model(ModelProto& model, const LoadedModel& m) {
+  const nn::EncoderDecoder& net = *m.net;
+  const nn::TransformerConfig& c = m.config.transformer;
+  ATTN_CHECK(c.layer_norm_shape() == Shape{c.num_hiddens}, ValueError,
+             "ONNX export: layer norms over {} are not supported (only over the last dim, {})",
+             shape_str(c.layer_norm_shape()), c.num_hiddens);
+  const std::int64_t L = c.num_layers, heads = c.num_heads, head_dim = c.num_hiddens / heads;
+
+  model.ir_version = kOnnxIrVersion;
+  model.producer_name = "attn";
+  model.model_version = 1;
+  model.doc_string =
+      "attn's Transformer (d2l 10.7): one decoder step with its KV cache; the encoder runs when "
+      "the cross-attention cache is empty (docs/model-format.md)";
+  model.opset_version = kOnnxOpset;
+  model.metadata_props = {{"attn.config", config_to_json(m.config)},
+                          {"attn.src_vocab", m.src_vocab.to_text()},
+                          {"attn.tgt_vocab", m.tgt_vocab.to_text()}};
+
+  GraphProto* g = &model.graph;
+  g->name = "attn_transformer_step";
+  const auto F = DataType::kFloat;
+  const auto I64 = DataType::kInt64;
+  value_info(g->input, "src_ids", I64, {"batch", "src_len"});
+  value_info(g->input, "src_valid_len", I64, {"batch"});
+  value_info(g->input, "tgt_ids", I64, {"batch", "tgt_len"});
+  for (std::int64_t l = 0; l < L; ++l) {
+    for (const char* kv : {"past_self_key", "past_self_value"})
+      value_info(g->input, layer_name(kv, l), F, {"batch", heads, "past_len", head_dim});
+    for (const char* kv : {"past_cross_key", "past_cross_value"})
+      value_info(g->input, layer_name(kv, l), F, {"batch", heads, "cross_len", head_dim});
+  }
+  value_info(g->output, "logits", F, {"batch", "tgt_len", c.tgt_vocab_size});
+  for (std::int64_t l = 0; l < L; ++l) {
+    for (const char* kv : {"present_self_key", "present_self_value"})
+      value_info(g->output, layer_name(kv, l), F, {"batch", heads, "present_len", head_dim});
+    for (const char* kv : {"present_cross_key", "present_cross_value"})
+      value_info(g->output, layer_name(kv, l), F, {"batch", heads, "src_len", head_dim});
+  }
+
+  Builder b(g);
+  TransformerGraph t(b, c);
+  const Tensor& P = net.encoder->pos_encoding->P;  // (1, max_len, H)
+  const std::string pe = b.weight("pos_encoding.P", P, {P.size(1), P.size(2)});
+
+  // The encoder, when the cross-attention cache is empty: its outputs
+  // projected into every decoder layer's cross-attention keys and values.
+  std::vector<std::string> cross;
+  for (std::int64_t l = 0; l < L; ++l)
+    for (const char* kv : {"present_cross_key", "present_cross_value"})
+      cross.push_back(layer_name(kv, l));
+  std::string cross_len =
+      b.op("Shape", {"past_cross_key.0"}, {{"start", std::int64_t{2}}, {"end", std::int64_t{3}}});
+  std::string run_encoder = t.squeeze(b.op("Equal", {cross_len, b.ints({0})}));
+  auto [encode, reuse] = b.if_node(run_encoder, cross);
+  {
+    Builder::BranchScope scope(b, encode);
+    const auto& enc = *net.encoder;
+    std::string S =
+        b.op("Shape", {"src_ids"}, {{"start", std::int64_t{1}}, {"end", std::int64_t{2}}});
+    std::string X = t.embed(*enc.embedding, "encoder.embedding", "src_ids", pe, b.ints({0}), S);
+    std::string mask = t.length_mask("src_ids", 1, "src_valid_len");
+    for (std::int64_t l = 0; l < L; ++l) {
+      const nn::EncoderBlock& blk = *enc.blks->blocks[l];
+      const std::string n = fmt::format("encoder.blks.block{}", l);
+      const auto& a = *blk.attention;
+      std::string K = t.heads(t.linear(*a.W_k, n + ".attention.W_k", X));
+      std::string V = t.heads(t.linear(*a.W_v, n + ".attention.W_v", X));
+      std::string Y =
+          t.add_norm(*blk.addnorm1, n + ".addnorm1", X, t.mha(a, n + ".attention", X, K, V, mask));
+      X = t.add_norm(*blk.addnorm2, n + ".addnorm2", Y, t.ffn(*blk.ffn, n + ".ffn", Y));
+    }
+    for (std::int64_t l = 0; l < L; ++l) {
+      const auto& a = *net.decoder->blks->blocks[l]->attention2;
+      const std::string n = fmt::format("decoder.blks.block{}.attention2", l);
+      std::string K = t.heads(t.linear(*a.W_k, n + ".W_k", X));
+      std::string V = t.heads(t.linear(*a.W_v, n + ".W_v", X));
+      b.op("Identity", {K}, {}, "encoder_" + cross[2 * l]);
+      b.op("Identity", {V}, {}, "encoder_" + cross[2 * l + 1]);
+    }
+    for (const auto& name : cross)
+      value_info(encode->output, "encoder_" + name, F, {"batch", heads, "src_len", head_dim});
+  }
+  {
+    Builder::BranchScope scope(b, reuse);
+    for (std::int64_t l = 0; l < L; ++l) {
+      b.op("Identity", {layer_name("past_cross_key", l)}, {}, "cached_" + cross[2 * l]);
+      b.op("Identity", {layer_name("past_cross_value", l)}, {}, "cached_" + cross[2 * l + 1]);
+    }
+    for (const auto& name : cross)
+      value_info(reuse->output, "cached_" + name, F, {"batch", heads, "src_len", head_dim});
+  }
+
+  // One decoder step: the new tokens at positions past_len.., attending to
+  // the self-attention cache and themselves (causally) and to the encoder.
+  const auto& dec = *net.decoder;
+  std::string past =
+      b.op("Shape", {"past_self_key.0"}, {{"start", std::int64_t{2}}, {"end", std::int64_t{3}}});
+  std::string T =
+      b.op("Shape", {"tgt_ids"}, {{"start", std::int64_t{1}}, {"end", std::int64_t{2}}});
+  std::string Y = t.embed(*dec.embedding, "decoder.embedding", "tgt_ids", pe, past, T);
+  // Query i (position past + i) sees keys j <= past + i.
+  std::string keys = b.op("Range", {b.scalar(0), t.squeeze(b.op("Add", {past, T})), b.scalar(1)});
+  std::string queries =
+      b.op("Add", {b.op("Range", {b.scalar(0), t.squeeze(T), b.scalar(1)}), t.squeeze(past)});
+  std::string causal = b.op("LessOrEqual", {b.op("Unsqueeze", {keys, b.ints({0})}),
+                                            b.op("Unsqueeze", {queries, b.ints({1})})});
+  causal = b.op("Unsqueeze", {causal, b.ints({0, 1})});  // (1, 1, T, past + T)
+  std::string cross_mask = t.length_mask(cross[0], 2, "src_valid_len");
+  for (std::int64_t l = 0; l < L; ++l) {
+    const nn::DecoderBlock& blk = *dec.blks->blocks[l];
+    const std::string n = fmt::format("decoder.blks.block{}", l);
+    const auto& a1 = *blk.attention1;
+    std::string k = t.heads(t.linear(*a1.W_k, n + ".attention1.W_k", Y));
+    std::string v = t.heads(t.linear(*a1.W_v, n + ".attention1.W_v", Y));
+    std::string K = b.op("Concat", {layer_name("past_self_key", l), k}, {{"axis", std::int64_t{2}}},
+                         layer_name("present_self_key", l));
+    std::string V = b.op("Concat", {layer_name("past_self_value", l), v},
+                         {{"axis", std::int64_t{2}}}, layer_name("present_self_value", l));
+    std::string Y1 = t.add_norm(*blk.addnorm1, n + ".addnorm1", Y,
+                                t.mha(a1, n + ".attention1", Y, K, V, causal));
+    std::string Y2 = t.add_norm(
+        *blk.addnorm2, n + ".addnorm2", Y1,
+        t.mha(*blk.attention2, n + ".attention2", Y1, cross[2 * l], cross[2 * l + 1], cross_mask));
+    Y = t.add_norm(*blk.addnorm3, n + ".addnorm3", Y2, t.ffn(*blk.ffn, n + ".ffn", Y2));
+  }
+  b.op("Identity", {t.linear(*dec.dense, "decoder.dense", Y)}, {}, "logits");
+}
+
+}  // namespace
+
+std::string onnx_model_bytes(const LoadedModel& m) {
+  ATTN_CHECK(m.net != nullptr, ValueError, "ONNX export: no model");
+  ModelProto model;
+  build_model(model, m);
+  ProtoWriter w;
+  model.write(w);
+  ATTN_CHECK(w.bytes().size() < (std::size_t{1} << 31), ValueError,
+             "ONNX export: the model takes {} bytes, more than protobuf's limit of 2 GiB",
+             w.bytes().size());
+  return std::move(w).take();
+}
+
+void export_onnx(const LoadedModel& m, const std::string& path) {
+  io::write_file_atomic(path, onnx_model_bytes(m));
+}
+
+}  // namespace attn::seq2seq

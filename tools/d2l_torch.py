@@ -1,0 +1,294 @@
+"""d2l's Transformer (section 10.7 of d2l 0.17, 11.7 of d2l 1.0) and its data
+pipeline in PyTorch, written for attn's peers and interop tests after the
+structure of d2l's code: the same module names (so the same state_dict names,
+which are attn's) and the same math. One copy, used by
+
+  - tests/interop/d2l_import_test.py (trains both editions, exports, compares);
+  - bench/peers/d2l_transformer.py (the toy run's speed peer);
+  - bench/peers/tatoeba_transformer.py (the translator recipe's peer).
+
+`edition` is "0.17" (every layer sized up front, nn.Linear) or "1.0" (sized by
+the first call, nn.LazyLinear); where the editions differ in data handling,
+each follows its own. Needs PyTorch (Debian: python3-torch).
+"""
+import math
+from collections import Counter
+
+import torch
+from torch import nn
+
+# ---- data, as each edition builds it ----
+
+
+def preprocess(text):
+    """d2l's preprocess_nmt / MTFraEng._preprocess (the same in both editions)."""
+    text = text.replace("\u202f", " ").replace("\xa0", " ").lower()
+    return "".join(" " + c if i > 0 and c in ",.!?" and text[i - 1] != " " else c
+                   for i, c in enumerate(text))
+
+
+def tokenize(edition, text, max_examples=None):
+    """0.17: tokenize_nmt (split(' ')); 1.0: _tokenize (<eos> appended, empty tokens dropped)."""
+    src, tgt = [], []
+    for i, line in enumerate(text.split("\n")):
+        if max_examples and i > max_examples:
+            break
+        parts = line.split("\t")
+        if len(parts) == 2:
+            if edition == "0.17":
+                src.append(parts[0].split(" "))
+                tgt.append(parts[1].split(" "))
+            else:
+                src.append([t for t in f"{parts[0]} <eos>".split(" ") if t])
+                tgt.append([t for t in f"{parts[1]} <eos>".split(" ") if t])
+    return src, tgt
+
+
+class Vocab:
+    """0.17: <unk> and the reserved tokens first, then by frequency; 1.0: sorted."""
+
+    def __init__(self, edition, lines, min_freq, reserved=()):
+        tokens = [t for line in lines for t in line]
+        freqs = sorted(Counter(tokens).items(), key=lambda x: x[1], reverse=True)
+        if edition == "0.17":
+            self.idx_to_token = ["<unk>"] + list(reserved)
+            for tok, freq in freqs:
+                if freq >= min_freq and tok not in self.idx_to_token:
+                    self.idx_to_token.append(tok)
+        else:
+            self.idx_to_token = sorted(set(["<unk>"] + list(reserved)
+                                           + [t for t, f in freqs if f >= min_freq]))
+        self.token_to_idx = {t: i for i, t in enumerate(self.idx_to_token)}
+        self.unk = self.token_to_idx["<unk>"]
+
+    def __len__(self):
+        return len(self.idx_to_token)
+
+    def __getitem__(self, tokens):
+        return [self.token_to_idx.get(t, self.unk) for t in tokens]
+
+
+def fit(seq, n, pad="<pad>"):
+    return seq[:n] if len(seq) > n else seq + [pad] * (n - len(seq))
+
+
+class Data:
+    """The arrays and vocabularies of one edition: src (N, T), src_len, label
+    (N, T) and label_len, the decoder's input being <bos> + label[:, :-1]."""
+
+    def __init__(self, edition, src, tgt, num_steps, vocabs=None):
+        self.edition, self.num_steps = edition, num_steps
+        if edition == "0.17":  # load_data_nmt, build_array_nmt
+            reserved = ["<pad>", "<bos>", "<eos>"]
+            self.src_vocab, self.tgt_vocab = vocabs or (Vocab(edition, src, 2, reserved),
+                                                        Vocab(edition, tgt, 2, reserved))
+            src = [fit(s + ["<eos>"], num_steps) for s in src]
+            tgt = [fit(t + ["<eos>"], num_steps) for t in tgt]
+        else:  # MTFraEng._build_arrays: vocabularies of the padded sentences
+            src = [fit(s, num_steps) for s in src]
+            tgt = [fit(t, num_steps) for t in tgt]
+            self.src_vocab, self.tgt_vocab = vocabs or (
+                Vocab(edition, src, 2), Vocab(edition, [["<bos>"] + t for t in tgt], 2))
+        self.src = torch.tensor([self.src_vocab[s] for s in src])
+        self.label = torch.tensor([self.tgt_vocab[t] for t in tgt])
+        self.src_len = (self.src != self.src_vocab.token_to_idx["<pad>"]).sum(1)
+        self.label_len = (self.label != self.tgt_vocab.token_to_idx["<pad>"]).sum(1)
+        self.bos = self.tgt_vocab.token_to_idx["<bos>"]
+
+    def decoder_input(self, label):
+        return torch.cat([torch.full((label.shape[0], 1), self.bos), label[:, :-1]], 1)
+
+
+# ---- the model: d2l's Transformer structure ----
+
+def masked_softmax(X, valid_lens):
+    if valid_lens is None:
+        return nn.functional.softmax(X, dim=-1)
+    shape = X.shape
+    valid_lens = (torch.repeat_interleave(valid_lens, shape[1]) if valid_lens.dim() == 1
+                  else valid_lens.reshape(-1))
+    X = X.reshape(-1, shape[-1])
+    mask = torch.arange(shape[-1], dtype=torch.float32)[None, :] < valid_lens[:, None]
+    X[~mask] = -1e6
+    return nn.functional.softmax(X.reshape(shape), dim=-1)
+
+
+class DotProductAttention(nn.Module):
+    def __init__(self, dropout):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, q, k, v, valid_lens=None):
+        scores = torch.bmm(q, k.transpose(1, 2)) / math.sqrt(q.shape[-1])
+        return torch.bmm(self.dropout(masked_softmax(scores, valid_lens)), v)
+
+
+def dense(edition, n_in, n_out, bias=True):
+    """0.17 sizes every layer (nn.Linear); 1.0 lets the first call do it (nn.LazyLinear)."""
+    return nn.Linear(n_in, n_out, bias=bias) if edition == "0.17" else nn.LazyLinear(n_out, bias=bias)
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, edition, hiddens, heads, dropout, bias=False):
+        super().__init__()
+        self.num_heads = heads
+        self.attention = DotProductAttention(dropout)
+        self.W_q, self.W_k, self.W_v, self.W_o = (dense(edition, hiddens, hiddens, bias)
+                                                  for _ in range(4))
+
+    def split(self, X):
+        X = X.reshape(X.shape[0], X.shape[1], self.num_heads, -1).permute(0, 2, 1, 3)
+        return X.reshape(-1, X.shape[2], X.shape[3])
+
+    def forward(self, q, k, v, valid_lens):
+        q, k, v = self.split(self.W_q(q)), self.split(self.W_k(k)), self.split(self.W_v(v))
+        if valid_lens is not None:
+            valid_lens = torch.repeat_interleave(valid_lens, repeats=self.num_heads, dim=0)
+        out = self.attention(q, k, v, valid_lens)
+        out = out.reshape(-1, self.num_heads, out.shape[1], out.shape[2]).permute(0, 2, 1, 3)
+        return self.W_o(out.reshape(out.shape[0], out.shape[1], -1))
+
+
+class PositionWiseFFN(nn.Module):
+    def __init__(self, edition, hiddens, ffn):
+        super().__init__()
+        self.dense1, self.relu, self.dense2 = dense(edition, hiddens, ffn), nn.ReLU(), dense(edition, ffn, hiddens)
+
+    def forward(self, X):
+        return self.dense2(self.relu(self.dense1(X)))
+
+
+class AddNorm(nn.Module):
+    def __init__(self, hiddens, dropout):
+        super().__init__()
+        self.dropout, self.ln = nn.Dropout(dropout), nn.LayerNorm(hiddens)
+
+    def forward(self, X, Y):
+        return self.ln(self.dropout(Y) + X)
+
+
+class PositionalEncoding(nn.Module):
+    def __init__(self, hiddens, dropout, max_len=1000):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.P = torch.zeros((1, max_len, hiddens))
+        X = torch.arange(max_len, dtype=torch.float32).reshape(-1, 1) / torch.pow(
+            10000, torch.arange(0, hiddens, 2, dtype=torch.float32) / hiddens)
+        self.P[:, :, 0::2], self.P[:, :, 1::2] = torch.sin(X), torch.cos(X)
+
+    def forward(self, X, offset=0):
+        """`offset`: the position of X's first row (0 in d2l; a decoding step's t)."""
+        return self.dropout(X + self.P[:, offset:offset + X.shape[1], :])
+
+
+class EncoderBlock(nn.Module):
+    def __init__(self, edition, hiddens, ffn, heads, dropout, use_bias=False):
+        super().__init__()
+        self.attention = MultiHeadAttention(edition, hiddens, heads, dropout, use_bias)
+        self.addnorm1, self.ffn = AddNorm(hiddens, dropout), PositionWiseFFN(edition, hiddens, ffn)
+        self.addnorm2 = AddNorm(hiddens, dropout)
+
+    def forward(self, X, valid_lens):
+        Y = self.addnorm1(X, self.attention(X, X, X, valid_lens))
+        return self.addnorm2(Y, self.ffn(Y))
+
+
+class DecoderBlock(nn.Module):
+    def __init__(self, edition, hiddens, ffn, heads, dropout, i):
+        super().__init__()
+        self.i = i
+        self.attention1, self.addnorm1 = MultiHeadAttention(edition, hiddens, heads, dropout), AddNorm(hiddens, dropout)
+        self.attention2, self.addnorm2 = MultiHeadAttention(edition, hiddens, heads, dropout), AddNorm(hiddens, dropout)
+        self.ffn, self.addnorm3 = PositionWiseFFN(edition, hiddens, ffn), AddNorm(hiddens, dropout)
+
+    def forward(self, X, state):
+        enc_outputs, enc_valid_lens = state[0], state[1]
+        key_values = X if state[2][self.i] is None else torch.cat((state[2][self.i], X), dim=1)
+        state[2][self.i] = key_values
+        # d2l: the causal mask only in training mode (predict feeds one token at a time).
+        dec_valid_lens = (torch.arange(1, X.shape[1] + 1).repeat(X.shape[0], 1)
+                          if self.training else None)
+        Y = self.addnorm1(X, self.attention1(X, key_values, key_values, dec_valid_lens))
+        Z = self.addnorm2(Y, self.attention2(Y, enc_outputs, enc_outputs, enc_valid_lens))
+        return self.addnorm3(Z, self.ffn(Z)), state
+
+
+class TransformerEncoder(nn.Module):
+    def __init__(self, edition, vocab, hiddens, ffn, heads, layers, dropout, use_bias=False,
+                 max_len=1000):
+        super().__init__()
+        self.num_hiddens = hiddens
+        self.embedding = nn.Embedding(vocab, hiddens)
+        self.pos_encoding = PositionalEncoding(hiddens, dropout, max_len)
+        self.blks = nn.Sequential()
+        for i in range(layers):
+            self.blks.add_module("block" + str(i),
+                                 EncoderBlock(edition, hiddens, ffn, heads, dropout, use_bias))
+
+    def forward(self, X, valid_lens):
+        X = self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens))
+        for blk in self.blks:
+            X = blk(X, valid_lens)
+        return X
+
+
+class TransformerDecoder(nn.Module):
+    def __init__(self, edition, vocab, hiddens, ffn, heads, layers, dropout, max_len=1000):
+        super().__init__()
+        self.num_hiddens, self.num_layers = hiddens, layers
+        self.embedding = nn.Embedding(vocab, hiddens)
+        self.pos_encoding = PositionalEncoding(hiddens, dropout, max_len)
+        self.blks = nn.Sequential()
+        for i in range(layers):
+            self.blks.add_module("block" + str(i),
+                                 DecoderBlock(edition, hiddens, ffn, heads, dropout, i))
+        self.dense = dense(edition, hiddens, vocab)
+
+    def init_state(self, enc_outputs, enc_valid_lens):
+        return [enc_outputs, enc_valid_lens, [None] * self.num_layers]
+
+    def forward(self, X, state, offset=0):
+        """`offset`: X's first position. d2l always adds position 0's encoding;
+        a decoder fed one token at a time (eval mode, keys and values cached
+        in state[2]) gives the t-th token position t, as attn does."""
+        X = self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens), offset)
+        for blk in self.blks:
+            X, state = blk(X, state)
+        return self.dense(X), state
+
+
+class EncoderDecoder(nn.Module):
+    """d2l 0.17's EncoderDecoder; d2l 1.0's Seq2Seq holds the same two children."""
+
+    def __init__(self, encoder, decoder):
+        super().__init__()
+        self.encoder, self.decoder = encoder, decoder
+
+    def forward(self, enc_X, dec_X, enc_valid_len):
+        enc = self.encoder(enc_X, enc_valid_len)
+        return self.decoder(dec_X, self.decoder.init_state(enc, enc_valid_len))[0]
+
+
+def transformer(edition, src_vocab, tgt_vocab, hiddens, ffn, heads, layers, dropout,
+                use_bias=False, max_len=1000):
+    """d2l's Transformer: an encoder and a decoder of `layers` blocks each."""
+    return EncoderDecoder(
+        TransformerEncoder(edition, src_vocab, hiddens, ffn, heads, layers, dropout, use_bias,
+                           max_len),
+        TransformerDecoder(edition, tgt_vocab, hiddens, ffn, heads, layers, dropout, max_len))
+
+
+def xavier_init(net):
+    """d2l 0.17's train_seq2seq: xavier_uniform_ on every nn.Linear weight."""
+    for m in net.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.xavier_uniform_(m.weight)
+
+
+def inference_mode(net):
+    """Training mode (d2l's decoder masks causally only then) with dropout off:
+    the whole target sequence at once, as attn's decoder always treats it."""
+    net.train()
+    for m in net.modules():
+        if isinstance(m, nn.Dropout):
+            m.eval()
