@@ -7,6 +7,10 @@
 
 namespace attn::data {
 
+namespace {
+const std::string kUnk = "<unk>";
+}  // namespace
+
 Vocab::Vocab(const std::vector<Tokens>& lines, int min_freq,
              const std::vector<std::string>& reserved) {
   // Count in first-seen order.
@@ -20,7 +24,7 @@ Vocab::Vocab(const std::vector<Tokens>& lines, int min_freq,
     }
   std::stable_sort(counts.begin(), counts.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
-  std::vector<std::string> tokens = {"<unk>"};
+  std::vector<std::string> tokens = {kUnk};
   tokens.insert(tokens.end(), reserved.begin(), reserved.end());
   *this = from_tokens(tokens);
   for (const auto& [tok, freq] : counts) {
@@ -39,6 +43,10 @@ Vocab Vocab::from_tokens(std::vector<std::string> tokens) {
     ATTN_CHECK(fresh, ValueError, "Vocab: token '{}' appears twice (index {})", v.idx_to_token_[i],
                i);
   }
+  auto unk = v.token_to_idx_.find(kUnk);
+  ATTN_CHECK(unk != v.token_to_idx_.end(), ValueError,
+             "Vocab: the token <unk> is missing (unknown words map to it)");
+  v.unk_ = unk->second;
   return v;
 }
 
@@ -99,16 +107,16 @@ Vocab Vocab::parse(std::string_view text, std::string_view what,
     ATTN_CHECK(tok.size() <= kMaxLineBytes, IOError,
                "{} line {}: {} bytes long, more than the limit of {} bytes per token", what, line,
                tok.size(), kMaxLineBytes);
-    if (line == 1) {
-      ATTN_CHECK(tok == "<unk>", IOError, "{} line 1: a vocabulary must start with <unk>{}", what,
-                 tok == "<unk>\r" ? " (this file has Windows line endings)" : "");
-    }
+    ATTN_CHECK(line != 1 || !tok.ends_with('\r'), IOError,
+               "{} line 1: ends in a carriage return (this file has Windows line endings)", what);
     auto [it, fresh] = line_of.emplace(tok, line);
     ATTN_CHECK(fresh, IOError, "{} line {}: token '{}' appears twice (first at line {})", what,
                line, printable_excerpt(tok), it->second);
     tokens.emplace_back(tok);
     start = end + 1;
   }
+  ATTN_CHECK(line_of.count(kUnk), IOError,
+             "{}: the token <unk> is missing (unknown words map to it)", what);
   for (const auto& r : required)
     ATTN_CHECK(line_of.count(r), IOError, "{}: the reserved token {} is missing", what, r);
   return from_tokens(std::move(tokens));

@@ -1,8 +1,14 @@
 // Softmax cross-entropy: forward kernel and backward rule.
 //
 //   m_n = max_c x_nc,  ls_n = log sum_c exp(x_nc - m_n)
-//   loss_n = ls_n - (x_n,label_n - m_n)              (= -log_softmax(x)_n,label_n)
+//   nll_n  = ls_n - (x_n,label_n - m_n)              (= -log_softmax(x)_n,label_n)
+//   loss_n = nll_n                                   (label smoothing eps = 0)
 //   dx_nc  = g_n (exp((x_nc - m_n) - ls_n) - [c == label_n])
+//
+// With label smoothing eps (Szegedy et al. 2016, arXiv 1512.00567) the target
+// is (1 - eps) onehot(label) + eps / C:
+//   loss_n = (1 - eps) nll_n + eps (ls_n - (mean_c x_nc - m_n))
+//   dx_nc  = g_n (exp((x_nc - m_n) - ls_n) - (1 - eps) [c == label_n] - eps / C)
 //
 // The forward saves the contiguous logits and (m, ls) per position, and the
 // backward recomputes the softmax from them (no (N, C) probabilities kept).
@@ -29,8 +35,8 @@ using Needs = std::vector<bool>;
 namespace {
 
 template <class T>
-void forward_rows(const T* x, const std::int64_t* labels, T* loss, T* mx, T* ls, std::int64_t rows,
-                  std::int64_t c) {
+void forward_rows(const T* x, const std::int64_t* labels, T* loss, T* nll, T* mx, T* ls,
+                  std::int64_t rows, std::int64_t c, T eps) {
 #pragma omp parallel for schedule(static) if (rows > 1 && rows * c >= kParallelGrain)
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * c;
@@ -42,7 +48,16 @@ void forward_rows(const T* x, const std::int64_t* labels, T* loss, T* mx, T* ls,
     for (std::int64_t j = 0; j < c; ++j) s += detail::exp_simd<T>(xr[j] - m);
     mx[r] = m;
     ls[r] = std::log(s);
-    loss[r] = ls[r] - (xr[labels[r]] - m);
+    const T nll_r = ls[r] - (xr[labels[r]] - m);
+    if (nll) nll[r] = nll_r;
+    if (eps == T(0)) {
+      loss[r] = nll_r;
+    } else {
+      T sum_x = 0;
+#pragma omp simd reduction(+ : sum_x)
+      for (std::int64_t j = 0; j < c; ++j) sum_x += xr[j];
+      loss[r] = (T(1) - eps) * nll_r + eps * (ls[r] - (sum_x / static_cast<T>(c) - m));
+    }
   }
 }
 
@@ -55,20 +70,29 @@ void scaled_exp_shifted(const T* x, T* o, std::int64_t c, T g, T m, T ls) {
 
 template <class T>
 void backward_rows(const T* g, const T* x, const std::int64_t* labels, const T* mx, const T* ls,
-                   T* dx, std::int64_t rows, std::int64_t c) {
+                   T* dx, std::int64_t rows, std::int64_t c, T eps) {
 #pragma omp parallel for schedule(static) if (rows > 1 && rows * c >= kParallelGrain)
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * c;
     T* o = dx + r * c;
     scaled_exp_shifted(xr, o, c, g[r], mx[r], ls[r]);
-    o[labels[r]] -= g[r];
+    if (eps == T(0)) {
+      o[labels[r]] -= g[r];
+    } else {
+      const T uniform = g[r] * eps / static_cast<T>(c);
+#pragma omp simd
+      for (std::int64_t j = 0; j < c; ++j) o[j] -= uniform;
+      o[labels[r]] -= g[r] * (T(1) - eps);
+    }
   }
 }
 
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& weights,
-                     Reduction reduction) {
+                     Reduction reduction, double label_smoothing, Tensor* nll) {
+  ATTN_CHECK(label_smoothing >= 0 && label_smoothing < 1, ValueError,
+             "cross_entropy: label_smoothing must be in [0, 1), got {}", label_smoothing);
   ATTN_CHECK(logits.dim() >= 1, ShapeError,
              "cross_entropy: expected logits (..., C), got a 0-dim tensor");
   ATTN_CHECK(is_floating(logits.dtype()), DTypeError,
@@ -101,16 +125,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& w
   Tensor loss = Tensor::empty(pos_shape, logits.dtype());
   Tensor mx = Tensor::empty({rows}, logits.dtype());
   Tensor ls = Tensor::empty({rows}, logits.dtype());
+  if (nll) *nll = Tensor::empty(pos_shape, logits.dtype());
+  const double eps = label_smoothing;
   dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
-    forward_rows<T>(xc.data<T>(), pl, loss.data<T>(), mx.data<T>(), ls.data<T>(), rows, c);
+    forward_rows<T>(xc.data<T>(), pl, loss.data<T>(), nll ? nll->data<T>() : nullptr, mx.data<T>(),
+                    ls.data<T>(), rows, c, static_cast<T>(eps));
   });
   loss = record(loss, "cross_entropy", {logits},
-                [xc, lab, mx, ls, rows, c](const Tensor& g, const Needs&) {
+                [xc, lab, mx, ls, rows, c, eps](const Tensor& g, const Needs&) {
                   Tensor gc = g.contiguous();
                   Tensor dx = Tensor::empty(xc.shape(), xc.dtype());
                   dispatch_float(xc.dtype(), "cross_entropy", [&]<class T>() {
                     backward_rows<T>(gc.data<T>(), xc.data<T>(), lab.data<std::int64_t>(),
-                                     mx.data<T>(), ls.data<T>(), dx.data<T>(), rows, c);
+                                     mx.data<T>(), ls.data<T>(), dx.data<T>(), rows, c,
+                                     static_cast<T>(eps));
                   });
                   return Grads{dx};
                 });

@@ -35,14 +35,32 @@ TEST(VocabParse, AcceptsWhatSaveWrites) {
   EXPECT_EQ(w[""], 6);  // the empty token (d2l's split(' ') makes it) is an empty line
 }
 
+TEST(VocabParse, UnkMayBeAtAnyIndex) {
+  // d2l 1.0 sorts its tokens: "!", "." and "'s" sort before "<unk>".
+  Vocab v = Vocab::parse("!\n's\n.\n<bos>\n<eos>\n<pad>\n<unk>\nva\n", "'v'", kReservedTokens);
+  EXPECT_EQ(v.unk(), 6);
+  EXPECT_EQ(v["va"], 7);
+  EXPECT_EQ(v["never-seen"], 6);
+  EXPECT_EQ(v.indices({"!", "zut", "va"}), (std::vector<std::int64_t>{0, 6, 7}));
+  EXPECT_EQ(Vocab::parse(v.to_text(), "'v'").tokens(), v.tokens());
+  // Built from a corpus (d2l 0.17's order), <unk> is first.
+  EXPECT_EQ(Vocab({{"b", "a"}}, 1, kReservedTokens).unk(), 0);
+  EXPECT_EQ(Vocab::from_tokens({"a", "<unk>"})["z"], 1);
+  EXPECT_THROW(Vocab::from_tokens({"a", "b"}), ValueError);
+}
+
 TEST(VocabParse, EveryBadFileIsOneNamedLine) {
   EXPECT_EQ(parse_error(""), "'v.txt' is empty");
   EXPECT_EQ(parse_error("<unk>\n<pad>\n<bos>\n<eos>\na"),
             "'v.txt' line 5: no final newline: truncated vocabulary?");
-  EXPECT_EQ(parse_error("a\n<unk>\n"), "'v.txt' line 1: a vocabulary must start with <unk>");
+  EXPECT_EQ(parse_error("<pad>\n<bos>\n<eos>\nva\n"),
+            "'v.txt': the token <unk> is missing (unknown words map to it)");
+  EXPECT_EQ(parse_error("va\n", {}),
+            "'v.txt': the token <unk> is missing (unknown words map to it)");
   EXPECT_EQ(parse_error("<unk>\r\n<pad>\r\n"),
-            "'v.txt' line 1: a vocabulary must start with <unk> (this file has Windows line "
-            "endings)");
+            "'v.txt' line 1: ends in a carriage return (this file has Windows line endings)");
+  EXPECT_EQ(parse_error("!\r\n<unk>\r\n"),
+            "'v.txt' line 1: ends in a carriage return (this file has Windows line endings)");
   EXPECT_EQ(parse_error("<unk>\n<pad>\n<bos>\n<eos>\nchat\nchien\nchat\n"),
             "'v.txt' line 7: token 'chat' appears twice (first at line 5)");
   EXPECT_EQ(parse_error("<unk>\n<pad>\n<eos>\nva\n"),

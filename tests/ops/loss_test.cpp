@@ -129,6 +129,51 @@ TEST(CrossEntropy, Gradcheck) {
       [lab, mask](const Inputs& v) { return mean(cross_entropy(v[0], lab, mask), {1}); }, {x});
 }
 
+// Label smoothing: against the composite -sum_c target_c log_softmax_c with
+// target = (1 - eps) onehot + eps / C, a value computed by hand, the
+// gradient softmax - target, and the gradcheck.
+TEST(CrossEntropy, LabelSmoothing) {
+  // Hand-computed: logits (0, ln 2, ln 5) -> softmax (1/8, 2/8, 5/8), label 2,
+  // eps 0.3: loss = -(0.1 ln(1/8) + 0.1 ln(2/8) + 0.8 ln(5/8)).
+  Tensor x = from_vector<double>({0.0, std::log(2.0), std::log(5.0)}, {1, 3});
+  Tensor lab = from_vector<std::int64_t>({2}, {1});
+  const double want =
+      -(0.1 * std::log(1.0 / 8) + 0.1 * std::log(2.0 / 8) + 0.8 * std::log(5.0 / 8));
+  Tensor nll;
+  EXPECT_NEAR(cross_entropy(x, lab, Tensor(), Reduction::sum, 0.3, &nll).item<double>(), want,
+              1e-14);
+  EXPECT_NEAR(nll.item<double>(), -std::log(5.0 / 8), 1e-14);
+
+  const std::int64_t c = 53;
+  Tensor xs = rand32({4, 5, c}, 21, -3.0, 3.0).to(DType::f64);
+  Tensor labs = random_labels({4, 5}, c, 22);
+  for (double eps : {0.0, 0.1, 0.5}) {
+    Tensor target = add(mul(one_hot(labs, c, DType::f64), 1.0 - eps), eps / c);
+    Tensor composite = neg(sum(mul(target, log_softmax(xs)), {-1}));
+    EXPECT_LT(max_abs_diff(cross_entropy(xs, labs, Tensor(), Reduction::none, eps), composite),
+              1e-12)
+        << eps;
+    Tensor xg = xs.detach();
+    xg.requires_grad_();
+    cross_entropy(xg, labs, Tensor(), Reduction::sum, eps).backward();
+    EXPECT_LT(max_abs_diff(xg.grad(), sub(softmax(xs), target)), 1e-14) << eps;
+  }
+  // eps = 0 is the plain loss, bit for bit.
+  Tensor x32 = rand32({9, 41}, 23, -4.0, 4.0);
+  Tensor l32 = random_labels({9}, 41, 24);
+  EXPECT_EQ(max_abs_diff(cross_entropy(x32, l32, Tensor(), Reduction::none, 0.0),
+                         cross_entropy(x32, l32)),
+            0.0);
+  Tensor xl = leaf64({3, 4, 7}, 25, -3.0, 3.0);
+  Tensor ll = random_labels({3, 4}, 7, 26);
+  Tensor w = leaf64({3, 4}, 27, 0.0, 1.0);
+  EXPECT_GRADCHECK(
+      [ll](const Inputs& v) { return cross_entropy(v[0], ll, v[1], Reduction::sum, 0.2); },
+      (Inputs{xl, w}));
+  EXPECT_THROW(cross_entropy(xl, ll, Tensor(), Reduction::sum, 1.0), ValueError);
+  EXPECT_THROW(cross_entropy(xl, ll, Tensor(), Reduction::sum, -0.1), ValueError);
+}
+
 TEST(CrossEntropy, ErrorsNameTheProblem) {
   try {
     cross_entropy(zeros({2, 10}), from_vector<std::int64_t>({3, 12}, {2}));

@@ -13,7 +13,13 @@
 
 namespace attn::data {
 
+// The reserved tokens of a vocabulary built from a corpus (after "<unk>").
 inline const std::vector<std::string> kReservedTokens = {"<pad>", "<bos>", "<eos>"};
+// The tokens a model's vocabularies must hold besides "<unk>": a source
+// sentence is padded and ended, a target sentence also begun (d2l 1.0 builds
+// its source vocabulary without "<bos>").
+inline const std::vector<std::string> kSourceTokens = {"<pad>", "<eos>"};
+inline const std::vector<std::string> kTargetTokens = {"<pad>", "<bos>", "<eos>"};
 
 // (array (N, num_steps) i64, valid_len (N) i64)
 struct TokenArray {

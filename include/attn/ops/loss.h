@@ -21,7 +21,16 @@ enum class Reduction { none, mean, sum };
 // Backward wrt logits: (softmax(logits) - onehot(label)) * g * weight,
 // with the softmax recomputed from the saved per-position max and log-sum-exp.
 // Differentiable in logits and in weights; not in labels.
+//
+// label_smoothing eps in [0, 1): the target distribution is
+// (1 - eps) onehot(label) + eps / C (Szegedy et al. 2016), so
+//   loss = (1 - eps) * nll + eps * (logsumexp_c logits - mean_c logits)
+// and the gradient is softmax(logits) - target. eps = 0 is the plain loss,
+// computed exactly as without the argument. `nll`, when given, receives the
+// per-position -log_softmax(logits)[label] (not smoothed, not weighted, no
+// gradient): the quantity to report as the per-token cross-entropy.
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& weights = Tensor(),
-                     Reduction reduction = Reduction::none);
+                     Reduction reduction = Reduction::none, double label_smoothing = 0.0,
+                     Tensor* nll = nullptr);
 
 }  // namespace attn

@@ -1,0 +1,75 @@
+#include "decode_flags.h"
+
+#include "commands.h"
+
+namespace attn::cli {
+
+void DecodeFlags::add_to(CLI::App* sub, bool with_n_best) {
+  beam_option_ = sub->add_option("--beam-size", beam_size_,
+                                 "Beams per sentence; 1 is greedy decoding (default: 1 for a word "
+                                 "model, as d2l; 4 for a subword model)")
+                     ->check(in_range<std::int64_t>(1, 1000))
+                     ->option_text("K");
+  penalty_option_ =
+      sub->add_option(
+             "--length-penalty", length_penalty_,
+             "Length normalization alpha: a hypothesis Y scores log P(Y) / ((5 + |Y|) / 6)^alpha "
+             "(GNMT), |Y| counting <eos>; 0: the plain log-probability (default: 0 for a word "
+             "model, 0.6 for a subword model)")
+          ->check(in_range(0.0, 10.0))
+          ->option_text("ALPHA");
+  if (with_n_best)
+    n_best_option_ =
+        sub->add_option(
+               "--n-best", n_best_,
+               "Print the N best translations of each sentence, best first, one per line "
+               "as 'I ||| TEXT ||| SCORE' (I: the sentence's index from 0); N <= --beam-size")
+            ->check(in_range<std::int64_t>(1, 1000))
+            ->option_text("N");
+  sub->add_option("--max-length", max_length_,
+                  "At most N generated tokens per sentence, <eos> included (default: a word "
+                  "model's num_steps; for a subword model 3 x the source's length unless "
+                  "--max-length-factor is given; never more than the model's max_len positions)")
+      ->check(in_range<std::int64_t>(1, 1000000))
+      ->option_text("N");
+  sub->add_option(
+         "--max-length-factor", max_length_factor_,
+         "Also at most ceil(F x the source's length in ids, <eos> included) tokens; 0: off")
+      ->check(in_range(0.0, 1000.0))
+      ->option_text("F")
+      ->capture_default_str();
+}
+
+void DecodeFlags::check() const {
+  if (beam_option_ && beam_option_->count() > 0 && n_best_ > beam_size_)
+    throw CLI::ValidationError("--n-best",
+                               fmt::format("{} is more than --beam-size {}: a search keeps at most "
+                                           "--beam-size hypotheses",
+                                           n_best_, beam_size_));
+}
+
+seq2seq::DecodeOptions DecodeFlags::options(const seq2seq::ModelConfig& model) const {
+  check();
+  const std::int64_t max_len = model.transformer.max_len;
+  if (max_length_ > max_len)
+    throw CLI::ValidationError(
+        "--max-length",
+        fmt::format("{} is more than the model's {} positions (max_len)", max_length_, max_len));
+  const bool word = model.tokenizer == "word";
+  seq2seq::DecodeOptions o;
+  o.beam_size = beam_option_->count() > 0 ? beam_size_ : word ? 1 : 4;
+  o.length_penalty = penalty_option_->count() > 0 ? length_penalty_ : word ? 0.0 : 0.6;
+  if (n_best_ > o.beam_size)
+    throw CLI::ValidationError("--n-best",
+                               fmt::format("{} is more than the beam size {}: a search keeps at "
+                                           "most that many hypotheses",
+                                           n_best_, o.beam_size));
+  o.n_best = n_best_;
+  // d2l's word models decode at most num_steps tokens, as they were trained;
+  // subword models leave 0 to translate_texts (3 x the source's length).
+  o.max_length = max_length_ > 0 || model.tokenizer != "word" ? max_length_ : model.num_steps;
+  o.max_length_factor = max_length_factor_;
+  return o;
+}
+
+}  // namespace attn::cli

@@ -1,0 +1,39 @@
+// apps/attn/decode_flags.h — the decoding flags of translate, evaluate and
+// attention (seq2seq/decode.h): --beam-size, --length-penalty, --n-best,
+// --max-length, --max-length-factor. Ranges are checked while parsing (a
+// usage error, exit 2); what depends on the other flags or on the model is
+// checked by options().
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+
+#include "attn/seq2seq/decode.h"
+#include "attn/seq2seq/model_dir.h"
+
+namespace attn::cli {
+
+class DecodeFlags {
+ public:
+  // Adds the flags to `sub`; --n-best only `with_n_best`.
+  void add_to(CLI::App* sub, bool with_n_best);
+  // Usage errors (CLI::ValidationError) for what the ranges cannot check:
+  // --n-best above --beam-size. Call before reading anything.
+  void check() const;
+  // The options for `model`. A word model (d2l's) decodes greedily by
+  // default, at most its num_steps tokens; a subword model (a translator) with
+  // beam size 4 and length penalty 0.6 unless the flags say otherwise, at
+  // most 3 x the source's length. --max-length may not exceed the model's
+  // max_len positions, nor --n-best the beam size (usage errors).
+  seq2seq::DecodeOptions options(const seq2seq::ModelConfig& model) const;
+  // --n-best was given (even as 1): print the n-best format.
+  bool n_best_given() const { return n_best_option_ && n_best_option_->count() > 0; }
+
+ private:
+  std::int64_t beam_size_ = 1, n_best_ = 1, max_length_ = 0;
+  double length_penalty_ = 0, max_length_factor_ = 0;
+  CLI::Option *n_best_option_ = nullptr, *beam_option_ = nullptr, *penalty_option_ = nullptr;
+};
+
+}  // namespace attn::cli

@@ -1,0 +1,55 @@
+// apps/attn/train_output.h — where `attn train` writes: the model directory
+// (created, locked, never a trained model replaced unasked), the metrics
+// file, and the words it prints about them.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "attn/io/dir_lock.h"
+
+namespace attn::cli {
+
+// `s` as one word for a POSIX shell.
+std::string shell_quote(const std::string& s);
+// "1:02:03" or "2:03"; "--:--" for a time not known.
+std::string duration(double seconds);
+
+// What OutputDir will refuse, found before the data is read (which may take
+// long), without touching the file system: a directory that holds a model
+// or a checkpoint this run was not asked to replace (--overwrite) or
+// continue (--resume); a directory another process trains into.
+void check_output_dir(const std::filesystem::path& dir, bool resume, bool overwrite);
+
+// The directory a run writes: created if missing, locked for the whole run
+// (a second `attn train` into it is refused, naming this process), refused
+// as check_output_dir says; what a killed run left is recovered and stale
+// temp files are removed. If this run created it and fails before its first
+// model is saved, the directory is removed again.
+class OutputDir {
+ public:
+  OutputDir(const std::filesystem::path& dir, bool resume, bool overwrite);
+  ~OutputDir();
+  OutputDir(const OutputDir&) = delete;
+  OutputDir& operator=(const OutputDir&) = delete;
+
+  // The directory now holds a model: it stays whatever happens next.
+  void keep() { kept_ = true; }
+
+ private:
+  void remove_stale_temp_files() const;
+  void discard();
+
+  std::filesystem::path dir_;
+  bool created_ = false, kept_ = false;
+  std::optional<io::DirectoryLock> lock_;
+};
+
+// --metrics-json, checked before training: missing directories are created
+// when the file is written (as for --out); an existing target must be a
+// regular file (a device, a FIFO or a symbolic link is never replaced by
+// one). CLI::ValidationError otherwise.
+void check_metrics_target(const std::string& target);
+
+}  // namespace attn::cli

@@ -1,0 +1,26 @@
+// attn/optim/schedule.h — learning-rate schedules.
+//
+//   constant:      lr_t = lr * min(1, t / warmup)
+//   inverse-sqrt:  lr_t = lr * min(t / warmup, sqrt(warmup / t))
+//
+// t counts optimizer steps from 1 (the step about to be taken). Both ramp up
+// linearly over the first `warmup` steps (none when warmup is 0); the
+// inverse square root then decays from lr at t = warmup, as in "Attention Is
+// All You Need" (Vaswani et al. 2017, section 5.3) with lr in place of
+// d_model^-0.5 * warmup^-0.5, and as Marian's --lr-decay-inv-sqrt.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace attn::optim {
+
+enum class LrSchedule { constant, inverse_sqrt };
+
+// "constant" / "inverse-sqrt" and back; ValueError for another name.
+LrSchedule parse_lr_schedule(const std::string& name);
+std::string lr_schedule_name(LrSchedule schedule);
+
+double scheduled_lr(double lr, std::int64_t step, std::int64_t warmup, LrSchedule schedule);
+
+}  // namespace attn::optim

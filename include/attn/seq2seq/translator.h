@@ -1,0 +1,63 @@
+// attn/seq2seq/translator.h — a model and its tokenizer: text in, text out.
+//
+// For models whose tokenizer is a data::Tokenizer (SentencePiece models:
+// cased text in, detokenized text out). d2l's word models keep d2l's own
+// pipeline in seq2seq/translate.h (lowercased, tokenized output, d2l's cut
+// of long sources); both decode with seq2seq::decode.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "attn/data/batching.h"
+#include "attn/data/corpus.h"
+#include "attn/data/tokenizer.h"
+#include "attn/nn/transformer.h"
+#include "attn/seq2seq/decode.h"
+#include "attn/seq2seq/trainer.h"
+#include "attn/seq2seq/translate.h"
+
+namespace attn::seq2seq {
+
+struct TextTranslation {
+  std::string source;
+  std::vector<std::int64_t> source_ids;  // with <eos>, as the encoder read it
+  std::vector<std::int64_t> ids;  // the translation, without <bos> and <eos>
+  std::string text;  // tokenizer.decode(ids)
+  double log_prob = 0, score = 0;  // of the hypothesis (seq2seq/decode.h); 0 for an empty source
+  bool eos = true;  // false: stopped at the length limit without <eos>
+};
+
+// Translates every sentence with decode() (greedy or beam search, `options`),
+// in batches of at most `batch_size` sentences of similar length. Sources are
+// never cut: one longer than the model's positions (max_len, with its <eos>)
+// is refused (ValueError naming its number and length). options.max_length 0
+// means: at most max(2 * source length + 10, 16) tokens, and never more than
+// max_len. An empty sentence translates to an empty one. Returns per sentence
+// at most options.n_best translations, best first.
+std::vector<std::vector<TextTranslation>> translate_texts(nn::EncoderDecoder& net,
+                                                          const data::Tokenizer& tokenizer,
+                                                          const std::vector<std::string>& sentences,
+                                                          const DecodeOptions& options = {},
+                                                          std::size_t batch_size = 128);
+
+// Every attention map of one translation (as seq2seq::attention_maps), its
+// tokens shown as the tokenizer's pieces.
+AttentionMaps attention_maps(nn::EncoderDecoder& net, const data::Tokenizer& tokenizer,
+                             const TextTranslation& translation);
+
+// One validation of a translator: the per-token cross-entropy of `pairs`
+// (teacher forcing), its perplexity, and sacreBLEU's corpus BLEU (13a) of
+// the translations of their sources (decoded with `options`) against their
+// targets (`text`, the same pairs as written). With a communicator of more
+// than one process (a data-parallel run: every process calls it with the
+// same arguments) each process scores its share of the pairs
+// (optim::shard_rows) and the sums — cross-entropy, tokens, BLEU's counts
+// and lengths — are added up, so every process returns the validation of
+// the whole set.
+Validation validate_translator(nn::EncoderDecoder& net, const data::Tokenizer& tokenizer,
+                               const std::vector<data::SentencePair>& text,
+                               const data::TokenizedPairs& pairs, const DecodeOptions& options = {},
+                               optim::Communicator* comm = nullptr);
+
+}  // namespace attn::seq2seq

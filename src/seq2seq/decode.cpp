@@ -1,0 +1,315 @@
+// Greedy and beam-search decoding in one batched loop over the KV cache
+// (the rules are at the top of attn/seq2seq/decode.h).
+#include "attn/seq2seq/decode.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <functional>
+#include <memory>
+
+#include "attn/autograd/node.h"
+
+namespace attn::seq2seq {
+
+void DecodeOptions::validate() const {
+  ATTN_CHECK(beam_size >= 1, ValueError, "decode: beam_size must be at least 1, got {}", beam_size);
+  ATTN_CHECK(n_best >= 1 && n_best <= beam_size, ValueError,
+             "decode: n_best must be in [1, beam_size {}], got {}", beam_size, n_best);
+  ATTN_CHECK(std::isfinite(length_penalty) && length_penalty >= 0, ValueError,
+             "decode: length_penalty must be a number >= 0, got {}", length_penalty);
+  ATTN_CHECK(max_length >= 0, ValueError,
+             "decode: max_length must be >= 0 (0: the model's), got {}", max_length);
+  ATTN_CHECK(std::isfinite(max_length_factor) && max_length_factor >= 0, ValueError,
+             "decode: max_length_factor must be a number >= 0 (0: off), got {}", max_length_factor);
+}
+
+double length_penalty(std::int64_t length, double alpha) {
+  return alpha == 0 ? 1.0 : std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
+}
+
+std::int64_t max_decode_length(std::int64_t source_length, std::int64_t max_len,
+                               const DecodeOptions& options) {
+  std::int64_t limit = max_len;
+  if (options.max_length > 0) limit = std::min(limit, options.max_length);
+  if (options.max_length_factor > 0) {
+    // ceil, with a margin for products such as 1.1 * 10 = 11.000000000000002.
+    const double relative =
+        std::ceil(options.max_length_factor * static_cast<double>(source_length) - 1e-9);
+    limit = std::min(limit, static_cast<std::int64_t>(std::min(relative, 1e15)));
+  }
+  return std::max<std::int64_t>(limit, 1);
+}
+
+namespace {
+
+// The attention weights one step recorded for one row, per layer: self
+// (heads, t + 1) and cross (heads, Ts); `parent` is the row's earlier steps.
+struct AttentionStep {
+  std::shared_ptr<const AttentionStep> parent;
+  std::vector<Tensor> self, cross;
+};
+
+struct Beam {
+  std::vector<std::int64_t> ids;
+  double log_prob = 0;
+  std::shared_ptr<const AttentionStep> attention;  // its steps so far (keep_attention)
+};
+
+struct Finished {
+  Hypothesis hyp;
+  std::shared_ptr<const AttentionStep> attention;
+};
+
+struct Sentence {
+  std::int64_t limit = 1;  // L_b
+  std::vector<Beam> beams;  // live, best first: one batch row each
+  std::vector<Finished> finished;  // in the order found
+};
+
+// One candidate continuation: beam `beam` (index within its sentence) + token.
+struct Candidate {
+  double log_prob;
+  std::int64_t beam, token;
+};
+
+bool ranks_before(const Candidate& a, const Candidate& b) {
+  if (a.log_prob != b.log_prob) return a.log_prob > b.log_prob;
+  if (a.beam != b.beam) return a.beam < b.beam;
+  return a.token < b.token;
+}
+
+// log(sum_v exp(x_v)) of one row of logits, in double.
+double log_sum_exp(const float* x, std::int64_t V) {
+  double m = x[0];
+  for (std::int64_t v = 1; v < V; ++v) m = std::max(m, static_cast<double>(x[v]));
+  double s = 0;
+  for (std::int64_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(x[v]) - m);
+  return m + std::log(s);
+}
+
+// The best `m` candidates of a sentence whose live beams are the logits rows
+// x[0..n), ranked by ranks_before. `buffer` is scratch space.
+void best_candidates(const float* x, std::int64_t n, std::int64_t V, const std::vector<Beam>& beams,
+                     std::int64_t m, std::vector<Candidate>& buffer, std::vector<Candidate>& out) {
+  out.clear();
+  if (n == 1 && m == 1) {  // greedy: the first maximal logit, as argmax takes it
+    std::int64_t best = 0;
+    for (std::int64_t v = 1; v < V; ++v)
+      if (x[v] > x[best]) best = v;
+    out.push_back({beams[0].log_prob + (x[best] - log_sum_exp(x, V)), 0, best});
+    return;
+  }
+  buffer.clear();
+  for (std::int64_t b = 0; b < n; ++b) {
+    const float* row = x + b * V;
+    const double base = beams[static_cast<std::size_t>(b)].log_prob - log_sum_exp(row, V);
+    for (std::int64_t v = 0; v < V; ++v) buffer.push_back({base + row[v], b, v});
+  }
+  m = std::min<std::int64_t>(m, static_cast<std::int64_t>(buffer.size()));
+  std::partial_sort(buffer.begin(), buffer.begin() + m, buffer.end(), ranks_before);
+  out.assign(buffer.begin(), buffer.begin() + m);
+}
+
+// The attention a hypothesis recorded, as HypothesisAttention.
+HypothesisAttention assemble_attention(const std::shared_ptr<const AttentionStep>& last,
+                                       std::int64_t num_layers) {
+  std::vector<const AttentionStep*> steps;
+  for (const AttentionStep* s = last.get(); s; s = s->parent.get()) steps.push_back(s);
+  std::reverse(steps.begin(), steps.end());
+  HypothesisAttention out;
+  const std::int64_t T = static_cast<std::int64_t>(steps.size());
+  if (T == 0) return out;
+  for (std::int64_t l = 0; l < num_layers; ++l) {
+    const Tensor& c0 = steps[0]->cross[static_cast<std::size_t>(l)];
+    const std::int64_t H = c0.size(0), Ts = c0.size(1);
+    Tensor self = zeros({H, T, T}, c0.dtype()), cross = Tensor::empty({H, T, Ts}, c0.dtype());
+    for (std::int64_t t = 0; t < T; ++t) {
+      const AttentionStep& s = *steps[static_cast<std::size_t>(t)];
+      copy_(self.select(1, t).narrow(1, 0, t + 1), s.self[static_cast<std::size_t>(l)]);
+      copy_(cross.select(1, t), s.cross[static_cast<std::size_t>(l)]);
+    }
+    out.self.push_back(self);
+    out.cross.push_back(cross);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<Hypothesis>> decode(nn::EncoderDecoder& net, const Tensor& src,
+                                            const Tensor& src_valid_lens, std::int64_t bos,
+                                            std::int64_t eos, const DecodeOptions& options) {
+  options.validate();
+  ATTN_CHECK(src.defined() && src.dim() == 2 && !is_floating(src.dtype()), ValueError,
+             "decode: expected source ids (batch, steps) of an integer dtype, got {}",
+             src.defined() ? fmt::format("{} {}", dtype_name(src.dtype()), shape_str(src.shape()))
+                           : std::string("an undefined tensor"));
+  const std::int64_t B = src.size(0), Ts = src.size(1);
+  ATTN_CHECK(src_valid_lens.defined() && src_valid_lens.dim() == 1 && src_valid_lens.size(0) == B &&
+                 !is_floating(src_valid_lens.dtype()),
+             ValueError, "decode: expected integer valid lengths ({}) for {} sources, got {}", B, B,
+             src_valid_lens.defined() ? fmt::format("{} {}", dtype_name(src_valid_lens.dtype()),
+                                                    shape_str(src_valid_lens.shape()))
+                                      : std::string("an undefined tensor"));
+  const nn::TransformerConfig& config = net.config;
+  const std::int64_t V = config.tgt_vocab_size, max_len = config.max_len;
+  ATTN_CHECK(bos >= 0 && bos < V && eos >= 0 && eos < V, ValueError,
+             "decode: bos {} and eos {} must be target ids in [0, {})", bos, eos, V);
+  const std::vector<std::int64_t> lens = to_vector<std::int64_t>(src_valid_lens.to(DType::i64));
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::int64_t n = lens[static_cast<std::size_t>(b)];
+    ATTN_CHECK(n >= 0 && n <= Ts, ValueError,
+               "decode: source {} has valid length {}, outside [0, {}] (its row's width)", b, n,
+               Ts);
+    ATTN_CHECK(n <= max_len, ValueError,
+               "decode: source {} has {} ids, more than the model's {} positions (max_len)", b, n,
+               max_len);
+  }
+  std::vector<std::vector<Hypothesis>> result(static_cast<std::size_t>(B));
+  if (B == 0) return result;
+
+  net.eval();
+  autograd::NoGradGuard no_grad;
+  std::unique_ptr<nn::KeepAttentionWeights> keep;
+  if (options.keep_attention) keep = std::make_unique<nn::KeepAttentionWeights>();
+  // Columns past max_len are padding of every row (checked above).
+  Tensor source = Ts > max_len ? src.narrow(1, 0, max_len).contiguous() : src;
+  Tensor valid = src_valid_lens.to(DType::i64).contiguous();
+  nn::DecoderState state = net.decoder->init_state(net.encoder->forward(source, valid), valid);
+
+  const std::int64_t K = options.beam_size, H = config.num_heads, L = config.num_layers;
+  std::vector<Sentence> sentences(static_cast<std::size_t>(B));
+  std::vector<std::int64_t> active;  // sentences in row order
+  std::vector<std::int64_t> tokens;  // the next input of every row
+  for (std::int64_t b = 0; b < B; ++b) {
+    Sentence& s = sentences[static_cast<std::size_t>(b)];
+    s.limit = max_decode_length(lens[static_cast<std::size_t>(b)], max_len, options);
+    s.beams.emplace_back();
+    active.push_back(b);
+    tokens.push_back(bos);
+  }
+
+  std::vector<Candidate> buffer, ranked;
+  std::vector<std::int64_t> parents, encoder_rows;
+  for (std::int64_t t = 0; !active.empty(); ++t) {
+    const std::int64_t R = static_cast<std::int64_t>(tokens.size());
+    Tensor logits = net.decoder->step(from_vector(tokens, {R, 1}), state).contiguous();
+    const float* x = logits.data<float>();  // (R, 1, V)
+    std::array<std::vector<Tensor>, 2> weights;
+    if (options.keep_attention) weights = net.decoder->attention_weights();
+
+    std::vector<std::int64_t> next_active, next_tokens;
+    parents.clear();
+    encoder_rows.clear();
+    std::int64_t row = 0;
+    for (std::int64_t id : active) {
+      Sentence& s = sentences[static_cast<std::size_t>(id)];
+      const std::int64_t n = static_cast<std::int64_t>(s.beams.size());
+      // The history of each row, this step included.
+      std::vector<std::shared_ptr<const AttentionStep>> history(static_cast<std::size_t>(n));
+      if (options.keep_attention) {
+        for (std::int64_t b = 0; b < n; ++b) {
+          auto step = std::make_shared<AttentionStep>();
+          step->parent = s.beams[static_cast<std::size_t>(b)].attention;
+          for (std::int64_t l = 0; l < L; ++l) {
+            // (R * H, 1, keys): the heads of row r are rows r * H .. r * H + H - 1.
+            step->self.push_back(weights[0][static_cast<std::size_t>(l)]
+                                     .narrow(0, (row + b) * H, H)
+                                     .select(1, 0)
+                                     .clone());
+            step->cross.push_back(weights[1][static_cast<std::size_t>(l)]
+                                      .narrow(0, (row + b) * H, H)
+                                      .select(1, 0)
+                                      .clone());
+          }
+          history[static_cast<std::size_t>(b)] = std::move(step);
+        }
+      }
+      const bool at_limit = t + 1 >= s.limit;
+      best_candidates(x + row * V, n, V, s.beams, K == 1 ? 1 : K + n, buffer, ranked);
+      std::vector<Beam> live;
+      std::vector<std::int64_t> live_rows;
+      for (std::int64_t j = 0; j < static_cast<std::int64_t>(ranked.size()); ++j) {
+        const Candidate& c = ranked[static_cast<std::size_t>(j)];
+        const Beam& parent = s.beams[static_cast<std::size_t>(c.beam)];
+        if (c.token == eos || at_limit) {
+          if (j >= K) {
+            if (at_limit) break;
+            continue;  // an <eos> ranked below the beam: dropped
+          }
+          Finished f;
+          f.hyp.ids = parent.ids;
+          if (c.token != eos) f.hyp.ids.push_back(c.token);
+          f.hyp.eos = c.token == eos;
+          f.hyp.log_prob = c.log_prob;
+          f.hyp.score = c.log_prob / length_penalty(t + 1, options.length_penalty);
+          f.attention = history[static_cast<std::size_t>(c.beam)];
+          s.finished.push_back(std::move(f));
+          continue;
+        }
+        Beam next;
+        next.ids = parent.ids;
+        next.ids.push_back(c.token);
+        next.log_prob = c.log_prob;
+        next.attention = history[static_cast<std::size_t>(c.beam)];
+        live.push_back(std::move(next));
+        live_rows.push_back(row + c.beam);
+        if (static_cast<std::int64_t>(live.size()) == K) break;
+      }
+      const std::int64_t found = static_cast<std::int64_t>(s.finished.size());
+      bool done = live.empty() || found >= K;
+      if (!done && found >= options.n_best) {
+        // The n_best-th best score so far against the best any live beam can reach.
+        std::vector<double> scores;
+        for (const Finished& f : s.finished) scores.push_back(f.hyp.score);
+        std::nth_element(scores.begin(), scores.begin() + (options.n_best - 1), scores.end(),
+                         std::greater<>());
+        const double bound =
+            live.front().log_prob / length_penalty(s.limit, options.length_penalty);
+        done = bound < scores[static_cast<std::size_t>(options.n_best - 1)];
+      }
+      if (done) {
+        s.beams.clear();
+      } else {
+        next_active.push_back(id);
+        for (std::size_t b = 0; b < live.size(); ++b) {
+          parents.push_back(live_rows[b]);
+          // Any row of the sentence has its source: the one at the same place
+          // keeps that side where it is, or closes the gaps of sentences that left.
+          encoder_rows.push_back(row + std::min(static_cast<std::int64_t>(b), n - 1));
+          next_tokens.push_back(live[b].ids.back());
+        }
+        s.beams = std::move(live);
+      }
+      row += n;
+    }
+    active = std::move(next_active);
+    tokens = std::move(next_tokens);
+    if (active.empty()) break;
+    bool identity = static_cast<std::int64_t>(parents.size()) == R;
+    for (std::size_t r = 0; identity && r < parents.size(); ++r)
+      identity = parents[r] == static_cast<std::int64_t>(r);
+    if (!identity) {
+      const std::int64_t n = static_cast<std::int64_t>(parents.size());
+      state.select_rows(from_vector(parents, {n}), from_vector(encoder_rows, {n}));
+    }
+  }
+
+  for (std::int64_t b = 0; b < B; ++b) {
+    std::vector<Finished>& found = sentences[static_cast<std::size_t>(b)].finished;
+    std::stable_sort(found.begin(), found.end(), [](const Finished& a, const Finished& c) {
+      if (a.hyp.score != c.hyp.score) return a.hyp.score > c.hyp.score;
+      return a.hyp.log_prob > c.hyp.log_prob;
+    });
+    const std::size_t n = std::min(found.size(), static_cast<std::size_t>(options.n_best));
+    for (std::size_t i = 0; i < n; ++i) {
+      if (options.keep_attention)
+        found[i].hyp.attention = assemble_attention(found[i].attention, L);
+      result[static_cast<std::size_t>(b)].push_back(std::move(found[i].hyp));
+    }
+  }
+  return result;
+}
+
+}  // namespace attn::seq2seq

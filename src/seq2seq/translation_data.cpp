@@ -1,0 +1,106 @@
+#include "attn/seq2seq/translation_data.h"
+
+#include "attn/core/error.h"
+#include "attn/data/nmt.h"
+#include "attn/data/text.h"
+
+namespace attn::seq2seq {
+
+bool uses_translation_data(const RunSpec& run) {
+  return run.model.tokenizer == "spm" || run.data.batch_tokens > 0;
+}
+
+namespace {
+
+std::unique_ptr<data::Tokenizer> word_vocabularies(const std::vector<data::SentencePair>& train,
+                                                   int min_freq) {
+  std::vector<data::Tokens> src, tgt;
+  for (const auto& p : train) {
+    src.push_back(data::split_spaces(data::preprocess_nmt(p.source)));
+    tgt.push_back(data::split_spaces(data::preprocess_nmt(p.target)));
+  }
+  return data::word_tokenizer(data::Vocab(src, min_freq, data::kReservedTokens),
+                              data::Vocab(tgt, min_freq, data::kReservedTokens));
+}
+
+struct Fnv1a {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  void add(std::int64_t v) {
+    const auto* p = reinterpret_cast<const unsigned char*>(&v);
+    for (std::size_t i = 0; i < sizeof v; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
+  }
+  void add(const data::TokenizedPairs& pairs) {
+    add(static_cast<std::int64_t>(pairs.size()));
+    for (const auto* side : {&pairs.src, &pairs.tgt})
+      for (const auto& seq : *side) {
+        add(static_cast<std::int64_t>(seq.size()));
+        for (std::int64_t id : seq) add(id);
+      }
+  }
+};
+
+}  // namespace
+
+TranslationData prepare_translation_data(const RunSpec& run, const std::string* spm_model) {
+  const DataSpec& d = run.data;
+  TranslationData out;
+  std::vector<data::SentencePair> pairs =
+      data::read_pairs(d.path, d.num_examples > 0 ? static_cast<std::size_t>(d.num_examples) : 0);
+  out.split = data::split_by_source(pairs, d.valid_data.empty() ? d.valid_size : 0,
+                                    d.test_data.empty() ? d.test_size : 0, run.train.seed);
+  if (!d.valid_data.empty()) out.split.valid = data::read_pairs(d.valid_data);
+  if (!d.test_data.empty()) out.split.test = data::read_pairs(d.test_data);
+
+  if (run.model.tokenizer == "spm") {
+    if (spm_model) {
+      out.spm_model = *spm_model;
+    } else {
+      std::vector<std::string> sentences;
+      sentences.reserve(2 * out.split.train.size());
+      for (const auto& p : out.split.train) sentences.push_back(p.source);
+      for (const auto& p : out.split.train) sentences.push_back(p.target);
+      out.spm_model =
+          data::train_sentencepiece(sentences, {d.vocab_size, d.spm_type}, run.train.seed);
+    }
+    out.tokenizer = data::sentencepiece_tokenizer(out.spm_model, "spm.model");
+  } else {
+    out.tokenizer = word_vocabularies(out.split.train, d.min_freq);
+  }
+  out.train = data::tokenize_pairs(out.split.train, *out.tokenizer, d.max_length, &out.dropped);
+  ATTN_CHECK(out.train.size() > 0, ValueError,
+             "train: every training pair is longer than --max-length {} tokens", d.max_length);
+  // Validation pairs the model cannot read (longer than its positions) are
+  // left out of the text too, so that the loss and the BLEU see the same pairs.
+  std::vector<data::SentencePair> kept;
+  for (const auto& p : out.split.valid) {
+    data::TokenizedPairs one =
+        data::tokenize_pairs({p}, *out.tokenizer, run.model.transformer.max_len);
+    if (one.size() == 0) {
+      ++out.valid_dropped;
+      continue;
+    }
+    out.valid.src.push_back(std::move(one.src[0]));
+    out.valid.tgt.push_back(std::move(one.tgt[0]));
+    kept.push_back(p);
+  }
+  out.split.valid = std::move(kept);
+  return out;
+}
+
+void describe_translation_data(const TranslationData& data, RunSpec& run) {
+  run.model.transformer.src_vocab_size =
+      static_cast<std::int64_t>(data.tokenizer->vocab(data::Side::source).size());
+  run.model.transformer.tgt_vocab_size =
+      static_cast<std::int64_t>(data.tokenizer->vocab(data::Side::target).size());
+  run.data.num_pairs = static_cast<std::int64_t>(data.train.size());
+  run.data.fingerprint = translation_fingerprint(data);
+}
+
+std::uint64_t translation_fingerprint(const TranslationData& data) {
+  Fnv1a h;
+  h.add(data.train);
+  h.add(data.valid);
+  return h.h;
+}
+
+}  // namespace attn::seq2seq

@@ -1,0 +1,171 @@
+#include "attn/seq2seq/translator.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "attn/autograd/node.h"
+#include "attn/core/error.h"
+#include "attn/data/text.h"
+#include "attn/nn/attention.h"
+#include "attn/ops/reduce.h"
+#include "attn/seq2seq/bleu.h"
+
+namespace attn::seq2seq {
+
+std::vector<std::vector<TextTranslation>> translate_texts(nn::EncoderDecoder& net,
+                                                          const data::Tokenizer& tokenizer,
+                                                          const std::vector<std::string>& sentences,
+                                                          const DecodeOptions& options,
+                                                          std::size_t batch_size) {
+  ATTN_CHECK(batch_size > 0, ValueError, "translate: batch_size must be positive");
+  options.validate();
+  DecodeOptions opts = options;
+  if (opts.max_length == 0 && opts.max_length_factor == 0) opts.max_length_factor = 3;
+  const data::Vocab& tv = tokenizer.vocab(data::Side::target);
+  const std::int64_t pad = tv["<pad>"], bos = tv["<bos>"], eos = tv["<eos>"];
+  const std::int64_t src_eos = tokenizer.vocab(data::Side::source)["<eos>"];
+  const std::int64_t max_len = net.config.max_len;
+  std::vector<std::vector<std::int64_t>> ids(sentences.size());
+  std::vector<std::size_t> work;
+  for (std::size_t i = 0; i < sentences.size(); ++i) {
+    if (sentences[i].find_first_not_of(" \t\r\n\f\v") == std::string::npos) continue;
+    ids[i] = tokenizer.encode(sentences[i], data::Side::source);
+    ids[i].push_back(src_eos);
+    ATTN_CHECK(static_cast<std::int64_t>(ids[i].size()) <= max_len, ValueError,
+               "translate: sentence {} is {} tokens long (with <eos>), more than the model's {} "
+               "positions",
+               i + 1, ids[i].size(), max_len);
+    work.push_back(i);
+  }
+  // Similar lengths together: less padding in each batch.
+  std::stable_sort(work.begin(), work.end(),
+                   [&](std::size_t a, std::size_t b) { return ids[a].size() < ids[b].size(); });
+  std::vector<std::vector<TextTranslation>> out(sentences.size());
+  for (std::size_t i = 0; i < sentences.size(); ++i) {
+    TextTranslation empty;
+    empty.source = sentences[i];
+    empty.source_ids = ids[i];
+    out[i] = {empty};
+  }
+  for (std::size_t s = 0; s < work.size(); s += batch_size) {
+    const std::size_t n = std::min(work.size() - s, batch_size);
+    std::int64_t T = 1;
+    for (std::size_t k = 0; k < n; ++k)
+      T = std::max<std::int64_t>(T, static_cast<std::int64_t>(ids[work[s + k]].size()));
+    const std::int64_t B = static_cast<std::int64_t>(n);
+    Tensor src = full({B, T}, static_cast<double>(pad), DType::i64);
+    Tensor lens = Tensor::empty({B}, DType::i64);
+    for (std::int64_t b = 0; b < B; ++b) {
+      const auto& row = ids[work[s + static_cast<std::size_t>(b)]];
+      std::copy(row.begin(), row.end(), src.data<std::int64_t>() + b * T);
+      lens.data<std::int64_t>()[b] = static_cast<std::int64_t>(row.size());
+    }
+    const auto hyps = decode(net, src, lens, bos, eos, opts);
+    for (std::int64_t b = 0; b < B; ++b) {
+      const std::size_t i = work[s + static_cast<std::size_t>(b)];
+      out[i].clear();
+      for (const Hypothesis& h : hyps[static_cast<std::size_t>(b)]) {
+        TextTranslation t;
+        t.source = sentences[i];
+        t.source_ids = ids[i];
+        t.ids = h.ids;
+        t.text = tokenizer.decode(h.ids, data::Side::target);
+        t.log_prob = h.log_prob;
+        t.score = h.score;
+        t.eos = h.eos;
+        out[i].push_back(std::move(t));
+      }
+    }
+  }
+  return out;
+}
+
+AttentionMaps attention_maps(nn::EncoderDecoder& net, const data::Tokenizer& tokenizer,
+                             const TextTranslation& tr) {
+  net.eval();
+  autograd::NoGradGuard no_grad;
+  nn::KeepAttentionWeights keep;  // the materialized path, which records the weights
+  AttentionMaps maps;
+  const std::int64_t Ts = static_cast<std::int64_t>(tr.source_ids.size());
+  ATTN_CHECK(Ts > 0, ValueError, "attention_maps: an empty source");
+  maps.source_tokens =
+      tokenizer.pieces(std::vector<std::int64_t>(tr.source_ids.begin(), tr.source_ids.end() - 1),
+                       data::Side::source);
+  maps.source_tokens.push_back("<eos>");
+  std::vector<std::int64_t> tgt = {tokenizer.vocab(data::Side::target)["<bos>"]};
+  tgt.insert(tgt.end(), tr.ids.begin(), tr.ids.end());
+  if (static_cast<std::int64_t>(tgt.size()) > net.config.max_len)
+    tgt.resize(static_cast<std::size_t>(net.config.max_len));
+  maps.target_tokens = {"<bos>"};
+  for (const auto& p :
+       tokenizer.pieces(std::vector<std::int64_t>(tgt.begin() + 1, tgt.end()), data::Side::target))
+    maps.target_tokens.push_back(p);
+  const std::int64_t Tt = static_cast<std::int64_t>(tgt.size());
+  Tensor src = from_vector(tr.source_ids, {1, Ts});
+  Tensor len = from_vector(std::vector<std::int64_t>{Ts});
+  Tensor enc = net.encoder->forward(src, len);
+  net.decoder->forward(from_vector(tgt, {1, Tt}), net.decoder->init_state(enc, len));
+  for (auto& w : net.encoder->attention_weights()) maps.encoder.push_back(w.contiguous());
+  auto dec = net.decoder->attention_weights();
+  for (auto& w : dec[0]) maps.decoder_self.push_back(w.contiguous());
+  for (auto& w : dec[1]) maps.decoder_cross.push_back(w.contiguous());
+  return maps;
+}
+
+Validation validate_translator(nn::EncoderDecoder& net, const data::Tokenizer& tokenizer,
+                               const std::vector<data::SentencePair>& text,
+                               const data::TokenizedPairs& pairs, const DecodeOptions& options,
+                               optim::Communicator* comm) {
+  const data::Vocab& tv = tokenizer.vocab(data::Side::target);
+  const bool split = comm && comm->size() > 1;
+  // This process's share of the pairs (all of them without a communicator).
+  const optim::RowRange text_rows =
+      split ? optim::shard_rows(static_cast<std::int64_t>(text.size()), comm->rank(), comm->size())
+            : optim::RowRange{0, static_cast<std::int64_t>(text.size())};
+  const optim::RowRange pair_rows =
+      split ? optim::shard_rows(static_cast<std::int64_t>(pairs.size()), comm->rank(), comm->size())
+            : optim::RowRange{0, static_cast<std::int64_t>(pairs.size())};
+  data::TokenizedPairs part;  // copied only when split
+  if (split) {
+    for (std::int64_t i = pair_rows.first; i < pair_rows.first + pair_rows.count; ++i) {
+      part.src.push_back(pairs.src[static_cast<std::size_t>(i)]);
+      part.tgt.push_back(pairs.tgt[static_cast<std::size_t>(i)]);
+    }
+  }
+  auto [loss_sum, tokens] =
+      evaluate_loss(net, split ? part : pairs, tv["<pad>"], tv["<bos>"], tv["<eos>"]);
+  std::vector<std::string> sources, refs, hyps;
+  for (std::int64_t i = text_rows.first; i < text_rows.first + text_rows.count; ++i) {
+    sources.push_back(text[static_cast<std::size_t>(i)].source);
+    refs.push_back(text[static_cast<std::size_t>(i)].target);
+  }
+  if (!sources.empty())
+    for (auto& t : translate_texts(net, tokenizer, sources, options))
+      hyps.push_back(t.front().text);
+  BleuScore counts = corpus_bleu_13a(hyps, refs);
+  if (split) {
+    std::array<double, 12> sums = {loss_sum, tokens, static_cast<double>(counts.sys_len),
+                                   static_cast<double>(counts.ref_len)};
+    for (std::size_t n = 0; n < 4; ++n) {
+      sums[4 + n] = static_cast<double>(counts.counts[n]);
+      sums[8 + n] = static_cast<double>(counts.totals[n]);
+    }
+    comm->allreduce_sum(sums);
+    loss_sum = sums[0];
+    tokens = sums[1];
+    counts.sys_len = static_cast<std::int64_t>(sums[2]);
+    counts.ref_len = static_cast<std::int64_t>(sums[3]);
+    for (std::size_t n = 0; n < 4; ++n) {
+      counts.counts[n] = static_cast<std::int64_t>(sums[4 + n]);
+      counts.totals[n] = static_cast<std::int64_t>(sums[8 + n]);
+    }
+  }
+  Validation v;
+  v.loss = tokens > 0 ? loss_sum / tokens : 0.0;
+  v.perplexity = std::exp(v.loss);
+  v.bleu = bleu_from_counts(counts).score;
+  return v;
+}
+
+}  // namespace attn::seq2seq
