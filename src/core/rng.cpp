@@ -40,6 +40,28 @@ Generator& default_generator() {
 
 void manual_seed(std::uint64_t seed) { default_generator().manual_seed(seed); }
 
+void Generator::set_row_shard(RowShard shard) {
+  ATTN_CHECK(shard.total == 0 || (shard.rows > 0 && shard.first + shard.rows <= shard.total),
+             ValueError, "Generator: rows [{}, {}) are not a part of a batch of {} rows",
+             shard.first, shard.first + shard.rows, shard.total);
+  shard_ = shard;
+}
+
+std::uint64_t Generator::reserve_shard(std::uint64_t n) {
+  ATTN_CHECK(n % shard_.rows == 0, InternalError,
+             "Generator: a draw of {} numbers cannot be split into rows of a batch of {} rows, "
+             "{} of them here",
+             n, shard_.total, shard_.rows);
+  // Counters are blocks of 4 numbers, and each row gets whole blocks (its
+  // count rounded up to a multiple of 4), so the parts never share a number;
+  // when the count is a multiple of 4 (every draw of the Transformer at
+  // d % 4 == 0) the parts are exactly the rows of the one-process draw.
+  const std::uint64_t blocks_per_row = (n / shard_.rows + 3) / 4;
+  const std::uint64_t start = offset_ + shard_.first * blocks_per_row;
+  offset_ += shard_.total * blocks_per_row;
+  return start;
+}
+
 namespace {
 
 // Fills a contiguous float tensor with uniform [0, 1) numbers from the generator.

@@ -45,14 +45,50 @@ class Generator {
   void set_offset(std::uint64_t offset) { offset_ = offset; }
   // Reserves n numbers and returns the offset they start at.
   std::uint64_t reserve(std::uint64_t n) {
+    if (shard_.total != 0) return reserve_shard(n);
     std::uint64_t start = offset_;
     offset_ += (n + 3) / 4;
     return start;
   }
 
+  // Data parallelism: a batch of `total` rows whose rows [first, first +
+  // rows) this process computes. While one is set, every draw is taken to be
+  // this process's rows of a draw over the whole batch, batch-major (n =
+  // rows x numbers per row, as every dropout of the Transformer is): each
+  // row takes whole Philox blocks of 4 numbers; the draw returns where this
+  // process's rows start and advances the offset past the whole batch's
+  // rows. So the processes of a data-parallel step draw disjoint parts of
+  // one stream and all end at one offset; when the numbers per row are a
+  // multiple of 4 they see the very numbers, and end at the very offset, of
+  // one process drawing for the whole batch. {0, 0, 0}: none (the default).
+  // InternalError for a draw whose size is not a multiple of `rows`.
+  struct RowShard {
+    std::uint64_t first = 0, rows = 0, total = 0;
+  };
+  void set_row_shard(RowShard shard);
+  RowShard row_shard() const { return shard_; }
+
  private:
+  std::uint64_t reserve_shard(std::uint64_t n);
+
   std::uint64_t seed_;
   std::uint64_t offset_ = 0;
+  RowShard shard_;
+};
+
+// Sets a RowShard on `gen` for its lifetime (the one before is restored).
+class RowShardScope {
+ public:
+  RowShardScope(Generator& gen, Generator::RowShard shard) : gen_(gen), before_(gen.row_shard()) {
+    gen.set_row_shard(shard);
+  }
+  ~RowShardScope() { gen_.set_row_shard(before_); }
+  RowShardScope(const RowShardScope&) = delete;
+  RowShardScope& operator=(const RowShardScope&) = delete;
+
+ private:
+  Generator& gen_;
+  Generator::RowShard before_;
 };
 
 // The process-wide generator that creation functions and dropout use by default.

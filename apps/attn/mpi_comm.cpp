@@ -1,0 +1,124 @@
+#include "mpi_comm.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+
+#include "attn/core/error.h"
+
+#ifdef ATTN_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace attn::cli {
+
+bool launched_by_mpirun() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
+    const char* v = std::getenv(name);
+    if (v && *v) return true;
+  }
+  return false;
+}
+
+#ifdef ATTN_HAVE_MPI
+
+namespace {
+
+// MPI counts are ints: big buffers go in pieces.
+template <class T, class F>
+void in_pieces(std::span<T> data, F f) {
+  for (std::size_t at = 0; at < data.size();) {
+    const std::size_t n = std::min<std::size_t>(data.size() - at, INT_MAX);
+    f(data.data() + at, static_cast<int>(n));
+    at += n;
+  }
+}
+
+class MpiWorld final : public optim::Communicator {
+ public:
+  MpiWorld() {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    std::atexit([] {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Finalize();
+    });
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void allreduce_sum(std::span<float> data) override {
+    in_pieces(data, [](float* p, int n) {
+      MPI_Allreduce(MPI_IN_PLACE, p, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    });
+  }
+  void allreduce_sum(std::span<double> data) override {
+    in_pieces(data, [](double* p, int n) {
+      MPI_Allreduce(MPI_IN_PLACE, p, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    });
+  }
+  void broadcast(std::span<float> data, int root) override {
+    in_pieces(data, [root](float* p, int n) { MPI_Bcast(p, n, MPI_FLOAT, root, MPI_COMM_WORLD); });
+  }
+  void broadcast(std::string& bytes, int root) override {
+    unsigned long long n = bytes.size();
+    MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, root, MPI_COMM_WORLD);
+    bytes.resize(static_cast<std::size_t>(n));
+    in_pieces(std::span<char>(bytes.data(), bytes.size()),
+              [root](char* p, int k) { MPI_Bcast(p, k, MPI_CHAR, root, MPI_COMM_WORLD); });
+  }
+
+ private:
+  int rank_ = 0, size_ = 1;
+};
+
+MpiWorld* g_world = nullptr;
+
+}  // namespace
+
+optim::Communicator* mpi_world() {
+  if (!launched_by_mpirun()) return nullptr;
+  static MpiWorld world;
+  g_world = &world;
+  return &world;
+}
+
+int mpi_rank() { return g_world ? g_world->rank() : 0; }
+
+void mpi_abort_world(int code) {
+  if (g_world && g_world->size() > 1) MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+std::string mpi_description() {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(version, &len);
+  std::string v(version, static_cast<std::size_t>(std::max(len, 0)));
+  v = v.substr(0, v.find_first_of(",\n"));
+  return fmt::format("MPI: {} (mpirun -np N attn train ...: data-parallel training)", v);
+}
+
+#else  // built without MPI
+
+optim::Communicator* mpi_world() {
+  ATTN_CHECK(!launched_by_mpirun(), Error,
+             "attn was started by mpirun but built without MPI (no Open MPI at configure time): "
+             "each process would train alone; install libopenmpi-dev and rebuild");
+  return nullptr;
+}
+
+int mpi_rank() { return 0; }
+
+void mpi_abort_world(int) {}
+
+std::string mpi_description() {
+  return "MPI: not built in (one process; configure with Open MPI for mpirun)";
+}
+
+#endif
+
+}  // namespace attn::cli
