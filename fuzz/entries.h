@@ -260,8 +260,8 @@ inline void corpus(std::string_view bytes) {
 
   try {
     data::Vocab v = data::Vocab::parse(text, "'fuzz-vocab.txt'", data::kReservedTokens);
-    expect(v.size() >= 4 && v.token(0) == "<unk>", kTarget,
-           "a vocabulary file without <unk> first");
+    expect(v.size() >= 4 && v.token(v.unk()) == "<unk>", kTarget,
+           "a vocabulary file accepted without <unk>, or unk() not its index");
     expect(data::Vocab::parse(v.to_text(), "again").tokens() == v.tokens(), kTarget,
            "a vocabulary file read, written and read again differs");
   } catch (const IOError& e) {

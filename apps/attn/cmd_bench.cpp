@@ -32,7 +32,7 @@ namespace {
 struct AttentionBenchOptions {
   std::int64_t len = 1024, heads = 8, dim = 64, batch = 1;
   bool causal = false, backward = false, reference = false, json = false;
-  std::string isa;  // "": the best this CPU has
+  std::string isa;  // "": the default (ATTN_ISA, else the best this CPU has)
   bool no_small_path = false;
   int threads = 0;  // 0: the global setting
   int repeats = 5;
@@ -167,8 +167,9 @@ void setup_bench_attention(CLI::App& parent, Context& ctx) {
   sub->add_flag("--backward", o->backward, "Also time forward + backward");
   sub->add_flag("--reference", o->reference,
                 "Time the materialized reference (bmm, masked softmax, bmm) instead");
-  sub->add_option("--isa", o->isa,
-                  "Instruction set of the f32 kernels (default: the best this CPU has)")
+  sub->add_option(
+         "--isa", o->isa,
+         "Instruction set of the f32 kernels (default: ATTN_ISA, else the best this CPU has)")
       ->check(CLI::IsMember({"avx512", "avx2", "portable"}))
       ->option_text("avx512|avx2|portable");
   sub->add_flag("--no-small-path", o->no_small_path,

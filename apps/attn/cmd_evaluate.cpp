@@ -1,67 +1,233 @@
-// attn evaluate — loss and corpus BLEU of a model on a parallel corpus.
+// attn evaluate — loss, perplexity and corpus BLEU of a model on a parallel corpus.
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "attn/data/batching.h"
+#include "attn/data/corpus.h"
 #include "attn/data/nmt.h"
 #include "attn/seq2seq/bleu.h"
 #include "attn/seq2seq/trainer.h"
 #include "attn/seq2seq/translate.h"
+#include "attn/seq2seq/translator.h"
+#include "bleu_json.h"
 #include "commands.h"
+#include "decode_flags.h"
 #include "model_args.h"
 
 namespace attn::cli {
 namespace {
 
 struct EvaluateArgs {
-  std::string model, data;
+  std::string model, data, split, pairs;  // pairs: "A-B", 1-based, inclusive
   long num_examples = 0;
+  bool json = false;
+  DecodeFlags decoding;
 };
 
+std::string join(const data::Tokens& tokens) {
+  std::string out;
+  for (std::size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];
+  return out;
+}
+
+// The pairs [first, last) that --pairs A-B selects among n.
+std::pair<std::size_t, std::size_t> pair_range(const std::string& spec, std::size_t n) {
+  if (spec.empty()) return {0, n};
+  std::size_t a = 0, b = 0;
+  char dash = 0, extra = 0;
+  if (std::sscanf(spec.c_str(), "%zu%c%zu%c", &a, &dash, &b, &extra) != 3 || dash != '-' || a < 1 ||
+      b < a)
+    throw CLI::ValidationError("--pairs",
+                               fmt::format("'{}' is not a range A-B with 1 <= A <= B", spec));
+  if (b > n)
+    throw CLI::ValidationError("--pairs",
+                               fmt::format("{} goes past the {} pairs of the data", spec, n));
+  return {a - 1, b};
+}
+
+template <typename T>
+void keep_range(std::vector<T>& v, std::pair<std::size_t, std::size_t> r) {
+  v = std::vector<T>(v.begin() + static_cast<std::ptrdiff_t>(r.first),
+                     v.begin() + static_cast<std::ptrdiff_t>(r.second));
+}
+
+nlohmann::ordered_json decoding_json(const seq2seq::DecodeOptions& options) {
+  return {{"beam_size", options.beam_size},
+          {"length_penalty", options.length_penalty},
+          {"max_length", options.max_length},
+          {"max_length_factor", options.max_length_factor}};
+}
+
+std::string decoding_text(const seq2seq::DecodeOptions& options) {
+  return fmt::format("beam size {}, length penalty {}, max length {}{}", options.beam_size,
+                     options.length_penalty,
+                     options.max_length > 0 ? fmt::to_string(options.max_length) : "3 x source",
+                     options.max_length_factor > 0
+                         ? fmt::format(", max length factor {}", options.max_length_factor)
+                         : std::string());
+}
+
+// A subword model: cased text pairs, per-token loss over the pairs that fit
+// the model's positions, BLEU over all of them.
+int evaluate_subwords(const EvaluateArgs& a, seq2seq::LoadedModel& m, const std::string& path,
+                      const seq2seq::DecodeOptions& options) {
+  std::vector<data::SentencePair> pairs =
+      data::read_pairs(path, static_cast<std::size_t>(a.num_examples));
+  keep_range(pairs, pair_range(a.pairs, pairs.size()));
+  const data::Tokenizer& tok = *m.tokenizer;
+  const data::Vocab& tv = tok.vocab(data::Side::target);
+  std::size_t too_long = 0;
+  const data::TokenizedPairs ids =
+      data::tokenize_pairs(pairs, tok, m.config.transformer.max_len, &too_long);
+  const auto [loss_sum, tokens] =
+      seq2seq::evaluate_loss(*m.net, ids, tv["<pad>"], tv["<bos>"], tv["<eos>"]);
+  const double loss = tokens > 0 ? loss_sum / tokens : 0.0;
+  std::vector<std::string> sources, references, hypotheses;
+  for (const auto& p : pairs) {
+    sources.push_back(p.source);
+    references.push_back(p.target);
+  }
+  for (auto& n_best : seq2seq::translate_texts(*m.net, tok, sources, options))
+    hypotheses.push_back(n_best.front().text);
+  const seq2seq::BleuScore bleu = seq2seq::corpus_bleu_13a(hypotheses, references);
+  int exact = 0;
+  for (std::size_t i = 0; i < pairs.size(); ++i) exact += hypotheses[i] == references[i];
+  if (a.json) {
+    nlohmann::ordered_json j = {{"data", path},
+                                {"pairs", pairs.size()},
+                                {"loss", loss},
+                                {"perplexity", std::exp(loss)},
+                                {"target_tokens", tokens},
+                                {"pairs_too_long_for_loss", too_long},
+                                {"bleu", bleu_json(bleu, "mixed")},
+                                {"exact", exact},
+                                {"decoding", decoding_json(options)}};
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("data: {}\n", path);
+  fmt::print("pairs: {}\n", pairs.size());
+  fmt::print("loss: {:.4f} per target token with <eos> (teacher forcing, {} tokens)\n", loss,
+             tokens);
+  fmt::print("perplexity: {:.4f}\n", std::exp(loss));
+  fmt::print("sacreBLEU {} (13a tokens, exp smoothing, case-sensitive)\n",
+             seq2seq::format_bleu(bleu));
+  fmt::print("exact: {} ({:.1f}%)\n", exact, 100.0 * exact / static_cast<double>(pairs.size()));
+  fmt::print("decoding: {}\n", decoding_text(options));
+  if (too_long > 0)
+    fmt::print("left out of the loss: {} pairs longer than the model's {} positions\n", too_long,
+               m.config.transformer.max_len);
+  return 0;
+}
+
 int run_evaluate(const EvaluateArgs& a) {
+  a.decoding.check();
+  if (a.data.empty() == a.split.empty())
+    throw CLI::ValidationError("--data", "give either --data FILE or --split valid|test");
   seq2seq::LoadedModel m = load_model_for_cli(a.model);
-  data::ParallelCorpus corpus = data::read_parallel_corpus(a.data, a.num_examples);
+  const seq2seq::DecodeOptions options = a.decoding.options(m.config);
+  std::string path = a.data;
+  if (!a.split.empty()) {
+    path = (std::filesystem::path(a.model) / "data" / (a.split + ".tsv")).string();
+    if (!std::filesystem::is_regular_file(path))
+      throw ValueError(fmt::format(
+          "evaluate: '{}' does not exist: --split needs a model trained with a held-out split "
+          "(attn train --preset tatoeba); give --data FILE instead",
+          path));
+  }
+  if (m.config.tokenizer != "word") return evaluate_subwords(a, m, path, options);
+  data::ParallelCorpus corpus = data::read_parallel_corpus(path, a.num_examples);
+  const auto range = pair_range(a.pairs, corpus.source.size());
+  keep_range(corpus.source, range);
+  keep_range(corpus.target, range);
   auto src = data::build_array_nmt(corpus.source, m.src_vocab, m.config.num_steps);
   auto tgt = data::build_array_nmt(corpus.target, m.tgt_vocab, m.config.num_steps);
-  double loss = seq2seq::evaluate_loss(*m.net, src, tgt, m.tgt_vocab["<bos>"]);
+  const double loss = seq2seq::evaluate_loss(*m.net, src, tgt, m.tgt_vocab["<bos>"]);
   std::vector<std::string> sentences;
-  for (const auto& s : corpus.source) {
-    std::string joined;
-    for (std::size_t i = 0; i < s.size(); ++i) joined += (i ? " " : "") + s[i];
-    sentences.push_back(joined);
-  }
-  std::vector<data::Tokens> preds, refs;
+  for (const auto& s : corpus.source) sentences.push_back(join(s));
+  std::vector<data::Tokens> preds;
+  std::vector<std::string> hypotheses, references;
+  std::size_t cut = 0;
   const std::size_t chunk = 512;
   for (std::size_t s = 0; s < sentences.size(); s += chunk) {
     std::vector<std::string> part(sentences.begin() + s,
                                   sentences.begin() + std::min(sentences.size(), s + chunk));
-    for (auto& t :
-         seq2seq::translate_greedy(*m.net, m.src_vocab, m.tgt_vocab, part, m.config.num_steps))
-      preds.push_back(t.tokens);
+    for (auto& n_best :
+         seq2seq::translate(*m.net, m.src_vocab, m.tgt_vocab, part, m.config.num_steps, options)) {
+      cut += n_best.front().source_cut;
+      preds.push_back(n_best.front().tokens);
+      hypotheses.push_back(n_best.front().text);
+    }
   }
-  for (const auto& t : corpus.target) refs.push_back(t);
-  double b = seq2seq::corpus_bleu(preds, refs);
+  for (const auto& t : corpus.target) references.push_back(join(t));
+  const double tokenized = seq2seq::corpus_bleu(preds, corpus.target);
+  const seq2seq::BleuScore bleu = seq2seq::corpus_bleu_13a(hypotheses, references);
   int exact = 0;
-  for (std::size_t i = 0; i < preds.size(); ++i) exact += preds[i] == refs[i];
-  fmt::print(
-      "pairs: {}\nloss: {:.4f} per token (teacher forcing)\ncorpus BLEU-4: {:.4f}\nexact: {} "
-      "({:.1f}%)\n",
-      preds.size(), loss, b, exact, 100.0 * exact / static_cast<double>(preds.size()));
+  for (std::size_t i = 0; i < preds.size(); ++i) exact += preds[i] == corpus.target[i];
+  const double exact_percent = 100.0 * exact / static_cast<double>(preds.size());
+  if (a.json) {
+    nlohmann::ordered_json j = {{"pairs", preds.size()},
+                                {"loss", loss},
+                                {"perplexity", std::exp(loss)},
+                                {"bleu", bleu_json(bleu, "mixed")},
+                                {"corpus_bleu_tokens", tokenized},
+                                {"exact", exact},
+                                {"sources_cut", cut},
+                                {"decoding", decoding_json(options)}};
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("pairs: {}\n", preds.size());
+  fmt::print("loss: {:.4f} per token (teacher forcing)\n", loss);
+  fmt::print("perplexity: {:.4f}\n", std::exp(loss));
+  fmt::print("corpus BLEU-4: {:.4f} (on d2l's tokens, 0 to 1)\n", tokenized);
+  fmt::print("sacreBLEU-style {} (13a tokens, exp smoothing, case-sensitive)\n",
+             seq2seq::format_bleu(bleu));
+  fmt::print("exact: {} ({:.1f}%)\n", exact, exact_percent);
+  fmt::print("decoding: {}\n", decoding_text(options));
+  if (cut > 0)
+    fmt::print("sources cut: {} had more than num_steps {} ids with <eos> (d2l's cut)\n", cut,
+               m.config.num_steps);
   return 0;
 }
 
 void setup_evaluate(CLI::App& parent, Context& ctx) {
   auto a = std::make_shared<EvaluateArgs>();
-  CLI::App* sub =
-      parent.add_subcommand("evaluate", "Corpus BLEU-4 and loss of a model on a parallel corpus");
+  CLI::App* sub = parent.add_subcommand(
+      "evaluate", "Loss, perplexity and corpus BLEU of a model on a parallel corpus");
   sub->add_option("--model", a->model, "Model directory written by 'attn train'")->required();
   sub->add_option("--data", a->data,
-                  "Parallel corpus, 'english<TAB>french' per line, plain or gzip")
-      ->required();
+                  "Parallel corpus, 'english<TAB>french' per line, plain or gzip");
+  sub->add_option("--split", a->split,
+                  "Score the model's own held-out split, MODEL/data/SPLIT.tsv (written by 'attn "
+                  "train' with validation)")
+      ->check(CLI::IsMember({"valid", "test"}))
+      ->excludes("--data");
+  sub->add_option("--pairs", a->pairs,
+                  "Only the A-th to the B-th pair of the data (1-based, inclusive; empty lines "
+                  "do not count)")
+      ->option_text("A-B");
   sub->add_option("--num-examples", a->num_examples,
-                  "Lines to read (d2l's count: this + 1); 0: all")
+                  "Lines to read (a word model: d2l's count, this + 1; a subword model: this many "
+                  "pairs); 0: all")
       ->check(in_range(0L, 100000000L));
+  sub->add_flag("--json", a->json, "Print the results as one JSON object");
+  a->decoding.add_to(sub, /*with_n_best=*/false);
+  sub->footer(
+      "Word models (d2l's): BLEU is reported twice: corpus BLEU-4 on d2l's tokens (0 to 1, as attn "
+      "always did), and "
+      "as sacreBLEU computes it (0 to 100): the translations as 'attn translate' prints them "
+      "against the references as d2l's preprocessing leaves them (lowercased, spaced "
+      "punctuation), both tokenized by mteval-v13a's rules, exp smoothing. Subword models: the "
+      "per-token loss of each target with its <eos>, and sacreBLEU's BLEU of the detokenized "
+      "translations against the references as written (cased).");
   set_action(sub, ctx, [a](const Context&) { return run_evaluate(*a); });
 }
 

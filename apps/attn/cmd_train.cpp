@@ -1,18 +1,17 @@
-// attn train — d2l's Transformer (10.7) trained on English-French pairs.
+// attn train — d2l's Transformer (10.7), or a translator of the whole corpus.
 //
-// run_train, in order: what to train (the flags, or a checkpoint to resume),
-// the model directory (created, locked, never a trained model replaced
-// unasked), the data, the training itself (Ctrl-C stops it after a step),
-// and the end-of-run report (d2l's sentences, metrics, pictures).
+// run_train, in order: what to train (a preset, a --config file and the
+// flags, or a checkpoint to resume), the model directory (checked, then
+// created and locked), the data (d2l's pipeline, or a translator's:
+// data/corpus.h split, a SentencePiece tokenizer, token batches), the model,
+// the training itself (Ctrl-C stops it after a step; validations keep the
+// best model), and the end-of-run report (translations, metrics, pictures).
 #include <fmt/format.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <csignal>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -23,8 +22,8 @@
 #include "attn/core/threads.h"
 #include "attn/data/nmt.h"
 #include "attn/io/atomic_file.h"
-#include "attn/io/dir_lock.h"
 #include "attn/io/file_set.h"
+#include "attn/io/json.h"
 #include "attn/io/read_file.h"
 #include "attn/nn/init.h"
 #include "attn/seq2seq/checkpoint.h"
@@ -32,494 +31,441 @@
 #include "attn/seq2seq/model_dir.h"
 #include "attn/seq2seq/report.h"
 #include "attn/seq2seq/trainer.h"
+#include "attn/seq2seq/translation_data.h"
+#include "attn/seq2seq/translator.h"
 #include "commands.h"
 #include "hparam_flags.h"
+#include "mpi_comm.h"
+#include "paths.h"
 #include "rss.h"
 #include "signals.h"
-
-#ifndef ATTN_DEFAULT_CORPUS
-#define ATTN_DEFAULT_CORPUS "datasets/fra-eng/fra.txt.gz"
-#endif
+#include "train_log.h"
+#include "train_output.h"
+#include "train_setup.h"
 
 namespace attn::cli {
 namespace {
 
 namespace fs = std::filesystem;
-using seq2seq::HGroup;
-using seq2seq::HParam;
-using seq2seq::OnResume;
 using seq2seq::RunSpec;
 
-struct TrainArgs {
-  std::string preset = "d2l";
-  std::string out = "out/model";
-  std::string metrics_json;
-  std::string resume;
-  std::int64_t checkpoint_every = 100;
-  bool quiet = false;
-  bool overwrite = false;
-  HParamFlags hp;
-  bool out_given = false;
+// ---- the data ----
+
+// What a run trains on: d2l's padded arrays, or a translator's data.
+struct RunData {
+  data::NmtData nmt;
+  std::optional<seq2seq::TranslationData> tr;
+  std::unique_ptr<seq2seq::BatchSource> batches;
+
+  const data::Vocab& vocab(data::Side side) const {
+    if (tr) return tr->tokenizer->vocab(side);
+    return side == data::Side::source ? nmt.src_vocab : nmt.tgt_vocab;
+  }
+  seq2seq::ModelExtras extras(const RunSpec& run) const {
+    seq2seq::ModelExtras e;
+    if (tr) e.spm_model = tr->spm_model;
+    e.training_json = seq2seq::hparams_to_flat_json(run).dump(2) + "\n";
+    return e;
+  }
 };
 
-// The defaults: d2l's settings, on the bundled corpus.
-RunSpec d2l_preset() {
-  RunSpec run;
-  run.data.path = ATTN_DEFAULT_CORPUS;
-  return run;
-}
-
-std::string duration(double s) {
-  if (!std::isfinite(s) || s < 0) return "--:--";
-  long t = std::lround(s);
-  return t >= 3600 ? fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60)
-                   : fmt::format("{}:{:02}", t / 60, t % 60);
-}
-
-// `s` as one word for a POSIX shell.
-std::string shell_quote(const std::string& s) {
-  bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char ch) {
-    return std::isalnum(static_cast<unsigned char>(ch)) || std::strchr("/._-+,:@%", ch);
-  });
-  if (plain) return s;
-  std::string q = "'";
-  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return q + "'";
-}
-
-// ---- what to train ----
-
-struct TrainSetup {
-  RunSpec run;
-  std::optional<seq2seq::Checkpoint> checkpoint;  // when resuming
-  std::string out;
-};
-
-// The flags that --resume accepts besides agreeing hyperparameters.
-std::string may_change_on_resume() {
-  std::string list;
-  for (const HParam& p : seq2seq::hparams())
-    if (p.on_resume == OnResume::may_change && p.flag != seq2seq::HFlag::none)
-      list += seq2seq::flag_of(p) + ", ";
-  return list + "--checkpoint-every, --metrics-json and --quiet";
-}
-
-TrainSetup fresh_setup(const TrainArgs& a, const Context& ctx) {
-  ATTN_CHECK(a.preset == "d2l", ValueError, "train: unknown preset '{}' (known: d2l)", a.preset);
-  TrainSetup s;
-  RunSpec& run = s.run = d2l_preset();
-  a.hp.apply(run);
-  run.train.seed = ctx.global.seed;
-  run.model.transformer.max_len = std::max<std::int64_t>(1000, run.model.num_steps);
-  try {
-    seq2seq::validate(run);
-  } catch (const ValueError& e) {
-    throw CLI::ValidationError(e.what());
-  }
-  s.out = a.out;
-  return s;
-}
-
-TrainSetup resume_setup(const TrainArgs& a, const Context& ctx) {
-  const fs::path dir(a.resume);
-  ATTN_CHECK(fs::is_directory(dir), IOError, "cannot resume: model directory '{}' does not exist",
-             a.resume);
-  const fs::path path = dir / seq2seq::kCheckpointFile;
-  ATTN_CHECK(fs::exists(fs::symlink_status(path)), IOError, "cannot resume: '{}' does not exist",
-             path.string());
-  TrainSetup s;
-  s.checkpoint = seq2seq::load_checkpoint(path.string());
-  RunSpec& run = s.run = s.checkpoint->run;
-  if (a.out_given) {
-    std::error_code e1, e2;
-    if (fs::weakly_canonical(a.out, e1) != fs::weakly_canonical(dir, e2))
-      throw CLI::ValidationError("--out", fmt::format("--out {} is not the directory of --resume "
-                                                      "{} (a resumed run writes there)",
-                                                      a.out, a.resume));
-  }
-  // Every hyperparameter given must agree with the checkpoint, but those the
-  // table lets a resumed run change.
-  for (const HParam& p : seq2seq::hparams()) {
-    if (!a.hp.given(p.name) || p.on_resume == OnResume::may_change) continue;
-    const seq2seq::HValue given =
-        p.flag == seq2seq::HFlag::global ? seq2seq::HValue(ctx.global.seed) : a.hp.value(p);
-    const seq2seq::HValue stored = p.get(run);
-    if (given != stored)
-      throw CLI::ValidationError(
-          seq2seq::flag_of(p),
-          fmt::format("{} differs from the checkpoint's {}; a resumed run keeps the "
-                      "hyperparameters of its checkpoint (only {} may change)",
-                      seq2seq::format_hvalue(given), seq2seq::format_hvalue(stored),
-                      may_change_on_resume()));
-  }
-  const seq2seq::TrainState& st = s.checkpoint->state;
-  if (a.hp.given("num_epochs")) {
-    const std::int64_t begun = st.epoch + (st.batch > 0 ? 1 : 0);
-    const auto epochs =
-        std::get<std::int64_t>(a.hp.value(seq2seq::hparam(seq2seq::HP::num_epochs)));
-    if (epochs < begun)
-      throw CLI::ValidationError(
-          "--epochs", fmt::format("--epochs {} is fewer than the {} epochs the checkpoint has "
-                                  "already begun",
-                                  epochs, begun));
-    run.train.num_epochs = epochs;
-  }
-  // Absolute, so that a later --resume works from any directory.
-  if (a.hp.given("path"))
-    run.data.path =
-        fs::absolute(std::get<std::string>(a.hp.value(seq2seq::hparam(seq2seq::HP::path))))
-            .lexically_normal()
-            .string();
-  s.out = a.resume;
-  return s;
-}
-
-// ---- the model directory ----
-
-// Refuses a directory that holds a model or a checkpoint that this run was
-// not asked to replace (--overwrite) or continue (--resume).
-void refuse_a_model(const fs::path& dir) {
-  std::string found;
-  for (const std::string& name :
-       {std::string(io::kManifestFile), std::string("config.json"),
-        std::string("model.safetensors"), std::string(seq2seq::kCheckpointFile)}) {
-    std::error_code ec;
-    if (fs::exists(fs::symlink_status(dir / name, ec))) found += (found.empty() ? "" : ", ") + name;
-  }
-  if (!found.empty())
-    throw ErrorWithHint(
-        fmt::format("train: '{}' already holds a model ({}); it is not replaced unasked",
-                    dir.string(), found),
-        fmt::format("continue its training with 'attn train --resume {0}', replace it with "
-                    "--overwrite, or choose another --out",
-                    shell_quote(dir.string())));
-}
-
-// What OutputDir will refuse, found before the data is read (which may take
-// long), without touching the file system.
-void check_output_dir(const fs::path& dir, bool resume, bool overwrite) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return;
-  if (!resume && !overwrite) refuse_a_model(dir);
-  if (io::directory_locked(dir))
-    io::DirectoryLock probe(dir, "attn train");  // throws, naming the holder
-}
-
-// The directory a run writes: created if missing, locked for the whole run
-// (a second `attn train` into it is refused, naming this process), refused
-// as check_output_dir says. If this run created it and fails before its
-// first model is saved, the directory is removed again.
-class OutputDir {
- public:
-  OutputDir(const fs::path& dir, bool resume, bool overwrite) : dir_(dir) {
-    std::error_code ec;
-    created_ = !fs::exists(fs::symlink_status(dir, ec));
-    io::ensure_directory(dir);
-    try {
-      lock_.emplace(dir, "attn train");
-      if (!resume && !overwrite) refuse_a_model(dir_);
-      io::recover_file_set(dir);
-      remove_stale_temp_files();
-    } catch (...) {
-      discard();
-      throw;
+RunData load_data(RunSpec& run, const TrainSetup& s, optim::Communicator* comm) {
+  RunData d;
+  const bool fresh = !s.checkpoint;
+  const int rank = comm ? comm->rank() : 0;
+  std::uint64_t fingerprint = 0;
+  if (seq2seq::uses_translation_data(run)) {
+    std::optional<std::string> spm;
+    if (!fresh && run.model.tokenizer == "spm") {
+      // The resumed run's tokenizer: the one its model directory holds.
+      const io::FileSet set(s.out, seq2seq::kModelKind);
+      spm = set.file(seq2seq::kSpmFile).read_all(seq2seq::kMaxSpmBytes);
     }
-  }
-  ~OutputDir() {
-    if (!kept_) discard();
-  }
-  OutputDir(const OutputDir&) = delete;
-  OutputDir& operator=(const OutputDir&) = delete;
-
-  // The directory now holds a model: it stays whatever happens next.
-  void keep() { kept_ = true; }
-
- private:
-  // Temp files that a killed run left (".<name>.tmp.<unique>"): nobody else
-  // writes here while the lock is held.
-  void remove_stale_temp_files() const {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir_, ec)) {
-      const std::string name = e.path().filename().string();
-      if (name.size() > 1 && name[0] == '.' && name.find(".tmp.") != std::string::npos &&
-          e.is_regular_file(ec))
-        fs::remove(e.path(), ec);
+    if (fresh && comm && run.model.tokenizer == "spm") {
+      // Several processes: process 0 trains the SentencePiece model, the
+      // others take it from there.
+      std::string bytes;
+      if (rank == 0) {
+        d.tr = seq2seq::prepare_translation_data(run, nullptr);
+        bytes = d.tr->spm_model;
+      }
+      comm->broadcast(bytes, 0);
+      if (rank != 0) d.tr = seq2seq::prepare_translation_data(run, &bytes);
+    } else {
+      d.tr = seq2seq::prepare_translation_data(run, spm ? &*spm : nullptr);
     }
+    fingerprint = seq2seq::translation_fingerprint(*d.tr);
+    if (fresh) seq2seq::describe_translation_data(*d.tr, run);
+    const data::Vocab& tv = d.tr->tokenizer->vocab(data::Side::target);
+    d.batches = std::make_unique<seq2seq::TokenBatches>(
+        d.tr->train, run.data.batch_tokens > 0 ? run.data.batch_tokens : 4096, run.train.seed,
+        tv["<pad>"], tv["<bos>"], tv["<eos>"]);
+  } else {
+    data::NmtOptions o;
+    o.num_steps = run.model.num_steps;
+    o.num_examples = run.data.num_examples;
+    o.min_freq = run.data.min_freq;
+    o.valid_fraction = run.data.valid_fraction;
+    d.nmt = data::load_data_nmt(run.data.path, o);
+    seq2seq::check_training_data(d.nmt);
+    fingerprint = seq2seq::data_fingerprint(d.nmt);
+    if (fresh) {
+      run.data.num_pairs = d.nmt.src.array.size(0);
+      run.data.fingerprint = fingerprint;
+      run.model.transformer.src_vocab_size = static_cast<std::int64_t>(d.nmt.src_vocab.size());
+      run.model.transformer.tgt_vocab_size = static_cast<std::int64_t>(d.nmt.tgt_vocab.size());
+    }
+    d.batches = std::make_unique<seq2seq::FixedLengthBatches>(d.nmt, run.train.batch_size);
   }
-
-  void discard() {
-    if (!created_) return;
-    std::error_code ec;
-    if (lock_) lock_->release_and_remove();
-    fs::remove_all(dir_ / io::kPendingDir, ec);
-    fs::remove(dir_, ec);  // only if empty: never deletes a file of someone else's
+  if (fresh) {
+    run.data.path = fs::absolute(run.data.path).lexically_normal().string();
+  } else {
+    ATTN_CHECK(fingerprint == run.data.fingerprint, IOError,
+               "cannot resume: the training pairs read from '{}' differ from those the checkpoint "
+               "'{}' was trained on",
+               run.data.path, (fs::path(s.out) / seq2seq::kCheckpointFile).string());
   }
-
-  fs::path dir_;
-  bool created_ = false, kept_ = false;
-  std::optional<io::DirectoryLock> lock_;
-};
-
-// ---- --metrics-json ----
-
-// Checked before training, not after it has run for minutes. Missing
-// directories are created when the file is written, as for --out; an
-// existing target must be a regular file (a device, a FIFO or a symbolic
-// link is never replaced by one).
-void check_metrics_target(const std::string& target) {
-  const fs::path m(target);
-  struct stat st {};
-  if (::lstat(m.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    throw CLI::ValidationError(
-        "--metrics-json", fmt::format("'{}' is {}, not a regular file; attn does not replace it",
-                                      target, io::file_kind(st.st_mode)));
-  std::error_code ec;
-  fs::path dir = m.has_parent_path() ? m.parent_path() : fs::path(".");
-  while (!fs::exists(dir, ec) && dir.has_parent_path() && dir.parent_path() != dir)
-    dir = dir.parent_path();
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    throw CLI::ValidationError("--metrics-json",
-                               fmt::format("'{}' is not a directory", dir.string()));
-  if (fs::is_directory(dir, ec) && ::access(dir.c_str(), W_OK) != 0)
-    throw CLI::ValidationError("--metrics-json",
-                               fmt::format("directory '{}' is not writable", dir.string()));
+  return d;
 }
 
-// ---- training ----
+// OUT/data/{train,valid,test}.tsv: the split, so that anyone can re-score.
+void write_split(const fs::path& out, const seq2seq::TranslationData& tr) {
+  io::ensure_directory(out / "data");
+  io::write_file_atomic(out / "data" / "train.tsv", data::pairs_to_tsv(tr.split.train));
+  io::write_file_atomic(out / "data" / "valid.tsv", data::pairs_to_tsv(tr.split.valid));
+  io::write_file_atomic(out / "data" / "test.tsv", data::pairs_to_tsv(tr.split.test));
+}
 
-// The model and where training stands: initialized (a fresh run) or restored.
+// ---- the model ----
+
 struct Model {
   std::unique_ptr<nn::EncoderDecoder> net;
   std::optional<seq2seq::TrainState> resume;
 };
-
-data::NmtData load_data(RunSpec& run, bool fresh, const std::string& checkpoint_path) {
-  data::NmtOptions o;
-  o.num_steps = run.model.num_steps;
-  o.num_examples = run.data.num_examples;
-  o.min_freq = run.data.min_freq;
-  o.valid_fraction = run.data.valid_fraction;
-  data::NmtData data = data::load_data_nmt(run.data.path, o);
-  if (fresh) {
-    seq2seq::check_training_data(data);
-    run.data.path = fs::absolute(run.data.path).lexically_normal().string();
-    run.data.num_pairs = data.src.array.size(0);
-    run.data.fingerprint = seq2seq::data_fingerprint(data);
-    run.model.transformer.src_vocab_size = static_cast<std::int64_t>(data.src_vocab.size());
-    run.model.transformer.tgt_vocab_size = static_cast<std::int64_t>(data.tgt_vocab.size());
-  } else {
-    ATTN_CHECK(seq2seq::data_fingerprint(data) == run.data.fingerprint &&
-                   data.src.array.size(0) == run.data.num_pairs,
-               IOError,
-               "cannot resume: the training pairs read from '{}' differ from those the checkpoint "
-               "'{}' was trained on",
-               run.data.path, checkpoint_path);
-  }
-  return data;
-}
 
 Model make_model(const TrainSetup& s) {
   Model m;
   m.net = std::make_unique<nn::EncoderDecoder>(s.run.model.transformer);
   if (s.checkpoint)
     m.resume = seq2seq::restore_checkpoint(*s.checkpoint, *m.net);
-  else
+  else {
     nn::xavier_init(*m.net, default_generator());
+    if (s.run.train.embedding_init == "scaled")
+      nn::init_embeddings(*m.net,
+                          1.0 / std::sqrt(static_cast<double>(s.run.model.transformer.num_hiddens)),
+                          default_generator());
+  }
   return m;
 }
 
-void print_start(const TrainSetup& s, const data::NmtData& data, const Model& m,
-                 const std::string& checkpoint_path) {
+void print_start(const TrainSetup& s, const RunData& d, const Model& m, TrainLog& log) {
   const RunSpec& run = s.run;
-  const std::int64_t num_batches =
-      (run.data.num_pairs + run.train.batch_size - 1) / run.train.batch_size;
+  const std::int64_t num_batches = d.batches->num_batches();
+  const std::string ckpt = (fs::path(s.out) / seq2seq::kCheckpointFile).string();
   if (m.resume) {
     const auto& st = *m.resume;
     if (st.epoch == run.train.num_epochs)
-      fmt::print("train: {} is at the end of training (step {}, epoch {}); writing the outputs\n",
-                 checkpoint_path, st.step, st.epoch);
+      log.line(
+          fmt::format("train: {} is at the end of training (step {}, epoch {}); writing the "
+                      "outputs",
+                      ckpt, st.step, st.epoch));
     else
-      fmt::print("train: resuming {} after step {} of {} (epoch {}/{}, batch {}/{})\n",
-                 checkpoint_path, st.step, num_batches * run.train.num_epochs, st.epoch + 1,
-                 run.train.num_epochs, st.batch, num_batches);
+      log.line(fmt::format("train: resuming {} after step {} of {} (epoch {}/{}, batch {}/{})",
+                           ckpt, st.step, num_batches * run.train.num_epochs, st.epoch + 1,
+                           run.train.num_epochs, st.batch, num_batches));
     if (s.checkpoint->run.threads != run.threads)
-      fmt::print(
+      log.line(fmt::format(
           "train: note: the checkpoint was written with {} threads, this run has {}; only the "
-          "same thread count gives losses bit-identical to a run that never stopped\n",
-          s.checkpoint->run.threads, run.threads);
+          "same thread count gives losses bit-identical to a run that never stopped",
+          s.checkpoint->run.threads, run.threads));
   }
   const auto& c = run.model.transformer;
-  fmt::print("train: {} pairs from {} (vocab {} -> {}), {} parameters, {} threads, seed {}\n",
-             data.src.array.size(0), run.data.path, c.src_vocab_size, c.tgt_vocab_size,
-             m.net->num_parameters(), run.threads, run.train.seed);
-  flush_stdout();
-}
-
-// The progress bar on a terminal, a line every tenth of the epochs otherwise.
-seq2seq::TrainHooks progress_hooks(const TrainArgs& a, std::int64_t num_epochs) {
-  seq2seq::TrainHooks hooks;
-  const bool tty = isatty(STDERR_FILENO) && !a.quiet;
-  const std::int64_t every = std::max<std::int64_t>(1, num_epochs / 10);
-  hooks.on_batch = [tty](const seq2seq::Progress& p) {
-    if (!tty) return;
-    double done =
-        (static_cast<double>(p.epoch - 1) + static_cast<double>(p.batch) / p.num_batches) /
-        p.num_epochs;
-    int width = 28, filled = static_cast<int>(done * width);
-    double eta = done > 0 ? p.seconds * (1 - done) / done : NAN;
-    fmt::print(stderr, "\r  epoch {:>{}}/{} [{}{}] loss {:.3f}  {:.0f} tok/s  ETA {}   ", p.epoch,
-               std::to_string(p.num_epochs).size(), p.num_epochs, std::string(filled, '#'),
-               std::string(width - filled, '.'), p.epoch_loss, p.tokens / std::max(p.seconds, 1e-9),
-               duration(eta));
-  };
-  hooks.on_epoch = [tty, quiet = a.quiet, every](const seq2seq::Progress& p) {
-    if (tty || quiet || (p.epoch % every != 0 && p.epoch != p.num_epochs)) return;
-    fmt::print("  epoch {}/{}: loss {:.4f}, {:.0f} tokens/s, {:.1f} s\n", p.epoch, p.num_epochs,
-               p.epoch_loss, p.tokens / std::max(p.seconds, 1e-9), p.seconds);
-    flush_stdout();
-  };
-  hooks.checkpoint_every = a.checkpoint_every;
-  return hooks;
+  log.line(
+      fmt::format("train: {} pairs from {} (vocab {} -> {}), {} parameters, {} threads, seed {}",
+                  run.data.num_pairs, run.data.path, c.src_vocab_size, c.tgt_vocab_size,
+                  m.net->num_parameters(), run.threads, run.train.seed));
+  if (d.tr)
+    log.line(fmt::format(
+        "train: {} tokenizer; {} validation and {} test pairs held out (no source sentence of "
+        "theirs in training); {} training pairs longer than {} tokens dropped; {} batches of "
+        "up to {} tokens per epoch",
+        run.model.tokenizer, d.tr->split.valid.size(), d.tr->split.test.size(), d.tr->dropped,
+        run.data.max_length, num_batches, run.data.batch_tokens));
 }
 
 // ---- the report ----
 
 void write_metrics(const std::string& target, const seq2seq::TrainResult& r,
-                   const std::vector<seq2seq::ScoredTranslation>& scored, double translate_ms) {
-  nlohmann::ordered_json tr = nlohmann::ordered_json::array();
-  for (const auto& t : scored)
-    tr.push_back(
-        {{"src", t.source}, {"pred", t.prediction}, {"ref", t.reference}, {"bleu", t.bleu}});
-  nlohmann::ordered_json m = {{"final_loss", r.final_loss},     {"tokens_per_s", r.tokens_per_s},
-                              {"train_seconds", r.seconds},     {"translate_ms", translate_ms},
-                              {"peak_rss_mib", peak_rss_mib()}, {"steps", r.steps},
-                              {"epoch_losses", r.epoch_losses}, {"translations", tr}};
+                   const nlohmann::ordered_json& translations, double translate_ms) {
+  nlohmann::ordered_json valid = nlohmann::ordered_json::array();
+  for (const auto& v : r.validations)
+    valid.push_back({{"step", v.step},
+                     {"seconds", v.seconds},
+                     {"loss", v.loss},
+                     {"perplexity", v.perplexity},
+                     {"bleu", v.bleu}});
+  nlohmann::ordered_json m = {{"final_loss", r.final_loss},
+                              {"tokens_per_s", r.tokens_per_s},
+                              {"train_seconds", r.seconds},
+                              {"translate_ms", translate_ms},
+                              {"peak_rss_mib", peak_rss_mib()},
+                              {"steps", r.steps},
+                              {"allreduce_seconds", r.allreduce_seconds},
+                              {"epoch_losses", r.epoch_losses},
+                              {"step_losses", r.step_losses},
+                              {"validations", valid},
+                              {"best_validation", r.best},
+                              {"translations", translations}};
   const fs::path path(target);
   if (path.has_parent_path()) io::ensure_directory(path.parent_path());
   io::write_file_atomic(path, m.dump(2) + "\n");
 }
 
-int report(const TrainArgs& a, const TrainSetup& s, const data::NmtData& data, Model& m,
-           const seq2seq::TrainResult& r) {
+// d2l's four test sentences through the d2l model, or their cased forms
+// through a translator.
+int report(const TrainArgs& a, const TrainSetup& s, const RunData& d, Model& m,
+           const seq2seq::TrainResult& r, TrainLog& log) {
   nn::EncoderDecoder& net = *m.net;
   const std::int64_t num_steps = s.run.model.num_steps;
-  fmt::print("loss {:.3f}, {:.1f} tokens/sec, {:.1f} s\n", r.final_loss, r.tokens_per_s, r.seconds);
-  auto scored = seq2seq::translate_and_score(net, data.src_vocab, data.tgt_vocab,
-                                             seq2seq::d2l_test_pairs(), num_steps);
-  int exact = 0;
-  for (const auto& t : scored) {
-    fmt::print("{} => {}, bleu {:.3f}\n", t.source, t.prediction, t.bleu);
-    exact += t.prediction == t.reference;
+  nlohmann::ordered_json tr_json = nlohmann::ordered_json::array();
+  std::function<void()> one_sentence;
+  seq2seq::AttentionMaps maps;
+  if (!d.tr) {
+    log.line(fmt::format("loss {:.3f}, {:.1f} tokens/sec, {:.1f} s", r.final_loss, r.tokens_per_s,
+                         r.seconds));
+    const data::Vocab &sv = d.nmt.src_vocab, &tv = d.nmt.tgt_vocab;
+    auto scored = seq2seq::translate_and_score(net, sv, tv, seq2seq::d2l_test_pairs(), num_steps);
+    int exact = 0;
+    for (const auto& t : scored) {
+      log.line(fmt::format("{} => {}, bleu {:.3f}", t.source, t.prediction, t.bleu));
+      exact += t.prediction == t.reference;
+      tr_json.push_back(
+          {{"src", t.source}, {"pred", t.prediction}, {"ref", t.reference}, {"bleu", t.bleu}});
+    }
+    log.line(fmt::format("{} of {} translated exactly", exact, scored.size()));
+    one_sentence = [&] { seq2seq::translate_greedy(net, sv, tv, {"i'm home ."}, num_steps); };
+    auto last =
+        seq2seq::translate_greedy(net, sv, tv, {seq2seq::d2l_test_pairs().back().first}, num_steps);
+    maps = seq2seq::attention_maps(net, sv, tv, last[0], num_steps);
+  } else {
+    log.line(fmt::format(
+        "loss {:.4f} per token (training, {}), {:.1f} tokens/sec, {:.1f} s", r.final_loss,
+        r.epochs > 0 ? "last whole epoch" : fmt::format("the {} steps of the first epoch", r.steps),
+        r.tokens_per_s, r.seconds));
+    if (r.best >= 0) {
+      const auto& b = r.validations[static_cast<std::size_t>(r.best)];
+      log.line(
+          fmt::format("best validation (kept in {}): step {}, loss {:.4f}, ppl {:.2f}, "
+                      "BLEU {:.2f}",
+                      s.out, b.step, b.loss, b.perplexity, b.bleu));
+    }
+    std::vector<std::string> sources = {"Go.", "I lost.", "He's calm.", "I'm home."};
+    std::vector<seq2seq::TextTranslation> out;
+    for (auto& n_best : seq2seq::translate_texts(net, *d.tr->tokenizer, sources))
+      out.push_back(std::move(n_best.front()));
+    for (const auto& t : out) {
+      log.line(fmt::format("{} => {}", t.source, t.text));
+      tr_json.push_back({{"src", t.source}, {"pred", t.text}});
+    }
+    one_sentence = [&] { seq2seq::translate_texts(net, *d.tr->tokenizer, {"I'm home."}); };
+    maps = seq2seq::attention_maps(net, *d.tr->tokenizer, out.back());
   }
-  fmt::print("{} of {} translated exactly\n", exact, scored.size());
-  flush_stdout();
   // The metrics first: a picture that fails must not cost them.
-  if (!a.metrics_json.empty()) {
-    const double ms = seq2seq::median_ms(
-        [&] {
-          seq2seq::translate_greedy(net, data.src_vocab, data.tgt_vocab, {"i'm home ."}, num_steps);
-        },
-        51);
-    write_metrics(a.metrics_json, r, scored, ms);
-  }
+  if (!a.metrics_json.empty())
+    write_metrics(a.metrics_json, r, tr_json, seq2seq::median_ms(one_sentence, 51));
   const fs::path out(s.out);
-  seq2seq::save_loss_plot(r.epoch_losses, (out / "loss").string());
-  auto last = seq2seq::translate_greedy(net, data.src_vocab, data.tgt_vocab,
-                                        {seq2seq::d2l_test_pairs().back().first}, num_steps);
-  auto maps = seq2seq::attention_maps(net, data.src_vocab, data.tgt_vocab, last[0], num_steps);
+  // d2l's plot is per epoch; the translator's per step (a run may end inside its first epoch).
+  const bool per_step = s.run.train.loss != "d2l";
+  seq2seq::save_loss_plot(r.epoch_losses, per_step ? r.step_losses : std::vector<double>{},
+                          d.batches->num_batches(), r.validations, (out / "loss").string());
+  seq2seq::save_bleu_plot(r.validations, (out / "bleu").string());
   seq2seq::save_attention_figures(maps, s.run.model.transformer.num_heads,
                                   (out / "attention").string());
-  fmt::print(
-      "model: {}/ (config.json, model.safetensors, src_vocab.txt, tgt_vocab.txt, "
-      "manifest.json, checkpoint.safetensors)\n",
-      s.out);
-  fmt::print(
-      "pictures: {0}/loss.png, {0}/attention-encoder.png, {0}/attention-decoder-self.png, "
-      "{0}/attention-decoder-cross.png (and .svg)\n",
-      s.out);
+  log.line(
+      fmt::format("model: {}/ (config.json, model.safetensors, the vocabularies{}, "
+                  "manifest.json; checkpoint.safetensors)",
+                  s.out, d.tr && !d.tr->spm_model.empty() ? ", spm.model" : ""));
+  log.line(
+      fmt::format("pictures: {0}/loss.png, {1}{0}/attention-encoder.png, "
+                  "{0}/attention-decoder-self.png, {0}/attention-decoder-cross.png (and .svg)",
+                  s.out, r.validations.empty() ? "" : fmt::format("{}/bleu.png, ", s.out)));
+  log.check();
   return 0;
 }
 
 int run_train(const TrainArgs& a, const Context& ctx) {
-  TrainSetup s = a.resume.empty() ? fresh_setup(a, ctx) : resume_setup(a, ctx);
+  if (a.dump_config) {
+    fmt::print("{}\n", seq2seq::hparams_to_flat_json(resolve(a, ctx)).dump(2));
+    return 0;
+  }
+  TrainSetup s;
+  if (a.resume.empty()) {
+    s.run = resolve(a, ctx);
+    s.out = a.out;
+  } else {
+    s = resume_setup(a, ctx);
+  }
   RunSpec& run = s.run;
   run.threads = get_num_threads();
+  // Under mpirun: one of several processes training one model (mpi_comm.h).
+  // Process 0 alone writes (the model directory, checkpoints, logs,
+  // pictures) and prints; the others compute their share and stay silent.
+  optim::Communicator* comm = mpi_world();
+  if (comm && comm->size() == 1) comm = nullptr;
+  const bool writer = !comm || comm->rank() == 0;
   // The output directory is checked before the data is read and created
   // after: a corpus that fails (or a signal while it is read) leaves nothing.
-  check_output_dir(s.out, !a.resume.empty(), a.overwrite);
-  const std::string checkpoint_path = (fs::path(s.out) / seq2seq::kCheckpointFile).string();
-  data::NmtData data = load_data(run, !s.checkpoint, checkpoint_path);
-  OutputDir dir(s.out, !a.resume.empty(), a.overwrite);
+  if (writer) check_output_dir(s.out, !a.resume.empty(), a.overwrite);
+  RunData d = load_data(run, s, comm);
+  std::optional<OutputDir> dir;
+  if (writer) dir.emplace(s.out, !a.resume.empty(), a.overwrite);
+  TrainLog::Options log_options{.quiet = a.quiet,
+                                .file = a.log,
+                                .per_token = run.train.loss == "token",
+                                .time_limit_s = 60.0 * run.train.time_limit,
+                                .silent = !writer};
+  parse_log_every(a.log_every, log_options);
+  TrainLog log(log_options);
   Model m = make_model(s);
-  print_start(s, data, m, checkpoint_path);
+  print_start(s, d, m, log);
+  if (comm)
+    log.line(
+        fmt::format("train: {} processes (mpirun), {} threads each; each batch is split "
+                    "between them by rows and the gradients summed (MPI_Allreduce)",
+                    comm->size(), run.threads));
+  const std::string checkpoint_path = (fs::path(s.out) / seq2seq::kCheckpointFile).string();
+  const data::Vocab &sv = d.vocab(data::Side::source), &tv = d.vocab(data::Side::target);
+  auto save = [&] {
+    if (writer) seq2seq::save_model(s.out, *m.net, run.model, sv, tv, d.extras(run));
+  };
   // The model directory holds a loadable model before the first step.
-  seq2seq::save_model(s.out, *m.net, run.model, data.src_vocab, data.tgt_vocab);
-  dir.keep();
+  if (!m.resume && writer) {
+    if (d.tr) write_split(s.out, *d.tr);
+    save();
+  }
+  if (dir) dir->keep();
 
-  seq2seq::TrainHooks hooks = progress_hooks(a, run.train.num_epochs);
+  seq2seq::TrainHooks hooks;
+  hooks.on_batch = [&](const seq2seq::Progress& p) { log.batch(p); };
+  hooks.on_epoch = [&](const seq2seq::Progress& p) { log.epoch(p); };
+  hooks.checkpoint_every = a.checkpoint_every;
   hooks.on_checkpoint = [&](const seq2seq::TrainState& st) {
-    seq2seq::save_checkpoint(checkpoint_path, *m.net, run, st);
+    if (writer) seq2seq::save_checkpoint(checkpoint_path, *m.net, run, st);
   };
   hooks.should_stop = [] { return stop_signal() != 0; };
+  hooks.comm = comm;
+  const bool validating = d.tr && run.train.valid_freq > 0 && !d.tr->split.valid.empty();
+  if (validating) {
+    hooks.validate = [&](nn::EncoderDecoder& net) {
+      return seq2seq::validate_translator(net, *d.tr->tokenizer, d.tr->split.valid, d.tr->valid, {},
+                                          comm);
+    };
+    hooks.on_validation = [&](const seq2seq::Validation& v, bool best) { log.validation(v, best); };
+    hooks.on_best = [&](const seq2seq::TrainState&) { save(); };  // the model directory: the best
+  }
   // From here to the end of training a signal asks to stop after the step in
   // progress; before (reading the data) and after (the outputs) it ends the
   // process at once: the last checkpoint and the model are whole either way.
   std::optional<StopScope> stoppable(std::in_place);
   seq2seq::TrainResult r =
-      seq2seq::train_seq2seq(*m.net, data, run.train, hooks, m.resume ? &*m.resume : nullptr);
-  if (isatty(STDERR_FILENO) && !a.quiet) fmt::print(stderr, "\n");
+      seq2seq::train_seq2seq(*m.net, *d.batches, run.train, hooks, m.resume ? &*m.resume : nullptr);
+  log.end_bar();
   if (r.stopped) {
+    // With several processes the signal may have reached another one.
     const int sig = stop_signal();
-    seq2seq::save_model(s.out, *m.net, run.model, data.src_vocab, data.tgt_vocab);
+    if (!validating) save();
+    if (!writer) return 128 + (sig != 0 ? sig : SIGTERM);
     flush_stdout();
-    const std::int64_t num_batches =
-        (run.data.num_pairs + run.train.batch_size - 1) / run.train.batch_size;
     fmt::print(stderr,
                "attn: {} after step {} of {}; checkpoint saved in {}; resume with: attn train "
                "--resume {}\n",
-               sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)", r.steps,
-               num_batches * run.train.num_epochs, checkpoint_path, shell_quote(s.out));
-    return 128 + sig;
+               sig == SIGINT    ? "interrupted (SIGINT)"
+               : sig == SIGTERM ? "terminated (SIGTERM)"
+                                : "stopped (a signal to another process)",
+               r.steps, d.batches->num_batches() * run.train.num_epochs, checkpoint_path,
+               shell_quote(s.out));
+    return 128 + (sig != 0 ? sig : SIGTERM);
   }
   stoppable.reset();
-  seq2seq::save_model(s.out, *m.net, run.model, data.src_vocab, data.tgt_vocab);
-  return report(a, s, data, m, r);
+  if (!writer) return 0;  // the report is process 0's
+  if (comm)
+    log.line(fmt::format(
+        "train: process 0 spent {:.1f} s of {:.1f} s in the gradients' allreduce "
+        "({:.1f}%, waiting for the others included)",
+        r.allreduce_seconds, r.seconds, 100.0 * r.allreduce_seconds / std::max(r.seconds, 1e-9)));
+  if (r.early_stopped)
+    log.line(fmt::format("train: stopped early: {} validations without improvement",
+                         run.train.early_stopping));
+  if (r.time_limit_reached)
+    log.line(fmt::format("train: stopped at the time limit of {} minutes", run.train.time_limit));
+  if (!validating) save();  // else the model directory holds the best model already
+  if (validating) {
+    // The report describes the model the directory holds: the best one.
+    seq2seq::LoadedModel best = seq2seq::load_model(s.out);
+    io::TensorMap weights;
+    for (auto& [name, p] : best.net->named_parameters()) weights.emplace(name, p.detach());
+    m.net->load_state_dict(weights);
+    m.net->eval();
+  }
+  return report(a, s, d, m, r, log);
 }
 
 constexpr const char* kTrainFooter =
-    "The model directory (--out): config.json, model.safetensors, src_vocab.txt,\n"
-    "tgt_vocab.txt and manifest.json (their sizes and SHA-256), written as one unit:\n"
-    "a reader sees the old model or the new one, never a mix. A directory that\n"
-    "already holds a model is not replaced unless --overwrite is given, and a\n"
-    "directory being trained into is locked: a second 'attn train' there is refused.\n"
+    "Presets: d2l (the default: d2l's Transformer of section 10.7 on 600 pairs, the\n"
+    "book's numbers) and tatoeba (a translator of the whole corpus: SentencePiece\n"
+    "vocabulary, token batches, label smoothing, warmup, validation, early stopping;\n"
+    "about an hour on two cores). --config FILE reads hyperparameters from a JSON\n"
+    "object of the names --dump-config prints; flags override both.\n"
     "\n"
-    "Checkpoints: OUT/checkpoint.safetensors holds the model, Adam's state, the step,\n"
-    "epoch and batch, the random-number state, the losses so far and every\n"
-    "hyperparameter, with a SHA-256 of its content. It is written before the first\n"
-    "step, every --checkpoint-every steps and at the end, each time atomically: a\n"
-    "crash at any moment leaves the previous checkpoint whole.\n"
+    "The model directory (--out): config.json, model.safetensors, the vocabularies\n"
+    "(and spm.model), training.json and manifest.json (their sizes and SHA-256),\n"
+    "written as one unit: a reader sees the old model or the new one, never a mix.\n"
+    "With validation it holds the best model so far (--valid-metric); the checkpoint\n"
+    "holds the last. A directory that already holds a model is not replaced unless\n"
+    "--overwrite is given, and a directory being trained into is locked. A\n"
+    "translator's split is written to OUT/data/{train,valid,test}.tsv.\n"
+    "\n"
+    "Checkpoints: OUT/checkpoint.safetensors holds the model, Adam's state, the\n"
+    "position in the data, the random-number state, the losses and validations so\n"
+    "far and every hyperparameter, with a SHA-256 of its content; written atomically\n"
+    "before the first step, every --checkpoint-every steps and at the end.\n"
     "\n"
     "Resume: 'attn train --resume DIR' continues from DIR's checkpoint with its\n"
-    "hyperparameters and seed and ends as a run that never stopped would (with the\n"
-    "same --threads, bit-identical losses and model). With --resume these may be\n"
-    "given: --data (the same corpus elsewhere; it is checked), --epochs (to train\n"
-    "longer), --checkpoint-every, --metrics-json, --quiet; any other hyperparameter\n"
-    "flag must agree with the checkpoint.\n"
+    "hyperparameters and ends as a run that never stopped would (with the same\n"
+    "--threads, bit-identical losses and model). With --resume these may be given:\n"
+    "--data, --valid-data, --test-data (the same corpora elsewhere; checked),\n"
+    "--epochs and --time-limit (to train longer), --checkpoint-every,\n"
+    "--metrics-json, --log, --quiet; other flags must agree with the checkpoint.\n"
     "\n"
     "Ctrl-C (SIGINT) or SIGTERM: training finishes the step in progress, writes a\n"
     "checkpoint and the model, prints how to resume and exits with 130 (SIGINT) or\n"
     "143 (SIGTERM). A second signal exits at once; the last checkpoint stays whole.\n"
     "Before training starts (reading the data) and after it ends, a signal ends attn\n"
-    "at once.";
+    "at once.\n"
+    "\n"
+    "Several processes: 'mpirun -np N attn train ...' trains one model with N\n"
+    "processes (data-parallel: each computes its rows of every batch, the gradients\n"
+    "are summed with MPI_Allreduce); the batch flags mean the whole batch, process 0\n"
+    "alone writes, and --resume works with any N. 'attn --version' says whether\n"
+    "this attn was built with MPI.";
 
 void setup_train(CLI::App& parent, Context& ctx) {
   auto a = std::make_shared<TrainArgs>();
   CLI::App* sub = parent.add_subcommand("train",
-                                        "Train d2l's Transformer on English-French pairs, "
-                                        "translate d2l's test sentences, save the model");
+                                        "Train d2l's Transformer, or a translator of the whole "
+                                        "corpus (--preset tatoeba), and save the model");
   sub->footer(kTrainFooter);
-  sub->add_option("--preset", a->preset, "Hyperparameter preset (d2l: the book's 10.7 settings)")
-      ->check(CLI::IsMember({"d2l"}));
+  sub->add_option("--preset", a->preset,
+                  "d2l: the book's section 10.7 run (the defaults shown here); tatoeba: a "
+                  "translator of the whole corpus in about an hour on 2 cores (subwords, token "
+                  "batches, validation; --preset tatoeba --dump-config shows every value)")
+      ->check(CLI::IsMember(seq2seq::preset_names()))
+      ->capture_default_str();
+  sub->add_option("--config", a->config,
+                  "A JSON object of hyperparameters by name (as --dump-config prints them)")
+      ->option_text("FILE");
+  sub->add_flag("--dump-config", a->dump_config,
+                "Print every hyperparameter as resolved (preset, --config, flags) and exit");
   sub->add_option("--out", a->out, "Model directory to write")->capture_default_str();
   sub->add_flag("--overwrite", a->overwrite,
                 "Replace the model (and checkpoint) that --out already holds");
@@ -531,10 +477,18 @@ void setup_train(CLI::App& parent, Context& ctx) {
                   "and on Ctrl-C)")
       ->check(in_range(std::int64_t{0}, std::int64_t{1'000'000'000}))
       ->capture_default_str();
-  a->hp.add_to(sub, d2l_preset());
+  a->hp.add_to(sub, preset_run("d2l"));
   sub->add_option("--metrics-json", a->metrics_json,
-                  "Write loss, speed, memory and translations as JSON here");
-  sub->add_flag("--quiet", a->quiet, "No progress output");
+                  "Write loss, validations, speed, memory and translations as JSON here");
+  sub->add_option("--log", a->log, "Append every progress and validation line to this file")
+      ->option_text("FILE");
+  sub->add_option("--log-every", a->log_every,
+                  "A progress line every N steps, or with Ns every N seconds (0: d2l's line "
+                  "every tenth of the epochs)")
+      ->check(CLI::Validator([](std::string& v) { return log_every_error(v); }, "N|Ns"))
+      ->option_text("N|Ns")
+      ->capture_default_str();
+  sub->add_flag("--quiet", a->quiet, "No progress bar and no progress lines");
   set_action(sub, ctx, [a, sub, &parent](const Context& c) {
     a->hp.collect(sub, &parent);
     a->out_given = sub->get_option("--out")->count() > 0;
@@ -544,7 +498,12 @@ void setup_train(CLI::App& parent, Context& ctx) {
       throw CLI::ValidationError("--overwrite",
                                  "--resume continues the model it names; --overwrite would "
                                  "replace it: give one of them");
+    if (!a->resume.empty() && (sub->get_option("--preset")->count() > 0 || !a->config.empty()))
+      throw CLI::ValidationError("--resume",
+                                 "a resumed run keeps its checkpoint's hyperparameters: "
+                                 "--preset and --config do not go with --resume");
     if (!a->metrics_json.empty()) check_metrics_target(a->metrics_json);
+    if (!a->log.empty()) check_log_target(a->log);
     return run_train(*a, c);
   });
 }

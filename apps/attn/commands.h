@@ -2,7 +2,8 @@
 //
 // main.cpp knows no command by name. Each command lives in its own file
 // (cmd_train.cpp, cmd_translate.cpp, cmd_evaluate.cpp, cmd_attention.cpp,
-// cmd_manifest.cpp, cmd_bench.cpp, cmd_demo.cpp with cmd_demo_chapter.cpp)
+// cmd_manifest.cpp, cmd_export.cpp, cmd_bench.cpp, cmd_demo.cpp with
+// cmd_demo_chapter.cpp)
 // and registers itself with a static Registration:
 //
 //   namespace {

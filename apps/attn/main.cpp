@@ -7,12 +7,15 @@
 //                               Run 'attn --help' for usage.          exit 2
 //   attn::Error, std::exception attn: error: <message> [+ hint: ...]  exit 1
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <iostream>
@@ -22,12 +25,11 @@
 #include "attn/core/error.h"
 #include "attn/core/rng.h"
 #include "attn/core/threads.h"
+#include "attn/ops/attention.h"
+#include "attn/version.h"
 #include "commands.h"
+#include "mpi_comm.h"
 #include "signals.h"
-
-#ifndef ATTN_VERSION
-#define ATTN_VERSION "unknown"
-#endif
 
 namespace {
 
@@ -64,6 +66,19 @@ int usage_error(const std::string& message) {
   print_error(message);
   std::cerr << "Run 'attn --help' for usage.\n";
   return 2;
+}
+
+// `attn --version`: the version, what the library was compiled for, and the
+// attention kernels this run uses (chosen at run time; ATTN_ISA overrides).
+std::string version_text() {
+  const char* env = std::getenv("ATTN_ISA");
+  const std::string isa = attn::attention_kernel_config().isa;
+  const std::string isas = fmt::format("{}", fmt::join(attn::attention_isas(), ", "));
+  const std::string why = env && *env
+                              ? fmt::format("ATTN_ISA={}; this CPU runs: {}", env, isas)
+                              : fmt::format("the best of: {}; ATTN_ISA chooses another", isas);
+  return fmt::format("attn {}\ncompiled for: {}\nattention kernels: {} ({})\n{}", attn::version(),
+                     attn::compiled_for(), isa, why, attn::cli::mpi_description());
 }
 
 // A seed is a whole number in [0, 2^64).
@@ -116,8 +131,8 @@ int run(int argc, char** argv) {
   try {
     attn::cli::start_signal_thread();  // before any other thread exists (signals.h)
     CLI::App app{kDescription, "attn"};
-    app.set_version_flag("--version", std::string("attn ") + ATTN_VERSION,
-                         "Print the version and exit");
+    app.set_version_flag("--version", version_text,
+                         "Print the version, what attn was compiled for, the kernels it runs");
     app.footer(kFooter);
 
     attn::cli::Context ctx;
@@ -139,7 +154,13 @@ int run(int argc, char** argv) {
     }
     if (!ctx.action) return usage_error(missing_command(app));
 
-    if (ctx.global.threads > 0) attn::set_num_threads(ctx.global.threads);
+    if (ctx.global.threads > 0) {
+      attn::set_num_threads(ctx.global.threads);
+    } else if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) {
+      // Under mpirun the cores are shared by the processes on this machine.
+      const int n = std::atoi(local);
+      if (n > 1) attn::set_num_threads(std::max(1, attn::get_num_threads() / n));
+    }
     attn::manual_seed(ctx.global.seed);
     return ctx.action(ctx);
   } catch (const CLI::ParseError& e) {  // a usage error found by an action
@@ -162,4 +183,10 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return close_stdout(run(argc, argv)); }
+int main(int argc, char** argv) {
+  const int rc = run(argc, argv);
+  // An error on one process of an mpirun ends them all (130 and 143, a
+  // stop all the processes agreed on, end each one normally).
+  if (rc == 1 || rc == 2) attn::cli::mpi_abort_world(rc);
+  return close_stdout(rc);
+}

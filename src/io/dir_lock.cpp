@@ -35,11 +35,18 @@ bool identity(int fd, std::pair<dev_t, ino_t>& id) {
 }
 
 // What the holder wrote into the lock file: "process 4242 (attn train)".
+// The holder writes it right after taking the lock, so a reader that came in
+// between finds the file empty: it looks again for up to 100 ms before
+// settling for "another process".
 std::string holder_of(int fd) {
-  char buf[256] = {};
-  ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-  std::string text = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  std::string text;
+  for (int attempt = 0; attempt < 50 && text.empty(); ++attempt) {
+    if (attempt > 0) ::usleep(2000);
+    char buf[256] = {};
+    ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    text = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  }
   return text.empty() ? "another process" : printable_excerpt(text, 120);
 }
 

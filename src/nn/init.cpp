@@ -38,4 +38,12 @@ void xavier_init(Module& net, Generator& gen) {
   });
 }
 
+void init_embeddings(Module& net, double stddev, Generator& gen) {
+  ATTN_CHECK(stddev > 0 && std::isfinite(stddev), ValueError,
+             "init_embeddings: stddev must be positive and finite, got {}", stddev);
+  net.apply([&](Module& m) {
+    if (auto* e = dynamic_cast<Embedding*>(&m)) init::normal_(e->weight, 0.0, stddev, gen);
+  });
+}
+
 }  // namespace attn::nn

@@ -22,7 +22,9 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <iterator>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -71,11 +73,56 @@ const AttnKernelTable<float>* best_f32() {
   return detail::attention_kernels_portable_f32();
 }
 
-// The setting of AttentionKernelConfig, read by every call.
+// The kernels of `isa`, or the ValueError that names what is wrong with it
+// (`what`: the function or variable the name came from).
+const AttnKernelTable<float>* f32_table_or_throw(const std::string& isa, std::string_view what) {
+  if (const auto* t = f32_table(isa)) return t;
+  const bool known = std::find(std::begin(kIsas), std::end(kIsas), isa) != std::end(kIsas);
+  if (known)
+    throw ValueError(fmt::format("{}: this CPU cannot run the {} kernels (it runs: {})", what, isa,
+                                 fmt::join(attention_isas(), ", ")));
+  const bool env = what == "ATTN_ISA";
+  throw ValueError(
+      fmt::format("{}: unknown instruction set '{}' (expected avx512, avx2, portable{})", what, isa,
+                  env ? "; unset: the best" : ", or \"\" for the best"));
+}
+
+// The default kernels: ATTN_ISA's when it is set, else the best this CPU has.
+// A bad ATTN_ISA leaves `error` set and no table.
+struct DefaultKernels {
+  const AttnKernelTable<float>* f32 = nullptr;
+  std::string error;
+};
+
+DefaultKernels default_f32() {
+  DefaultKernels d;
+  const char* env = std::getenv("ATTN_ISA");
+  if (!env || !*env) {
+    d.f32 = best_f32();
+    return d;
+  }
+  try {
+    d.f32 = f32_table_or_throw(env, "ATTN_ISA");
+  } catch (const ValueError& e) {
+    d.error = e.what();
+  }
+  return d;
+}
+
+// The setting of AttentionKernelConfig, read by every call. f32 is null
+// while a bad ATTN_ISA is in force (env_error says why).
 struct KernelSetting {
-  std::atomic<const AttnKernelTable<float>*> f32{best_f32()};
+  KernelSetting() : env(default_f32()), f32(env.f32) {}
+  const DefaultKernels env;
+  std::atomic<const AttnKernelTable<float>*> f32;
   std::atomic<std::int64_t> tile_br{0}, tile_bc{0};
   std::atomic<bool> small_path{true};
+
+  const AttnKernelTable<float>* f32_or_throw() const {
+    const AttnKernelTable<float>* t = f32.load();
+    if (!t) throw ValueError(env.error);
+    return t;
+  }
 };
 
 KernelSetting& setting() {
@@ -99,7 +146,7 @@ Launch<T> kernels_for(std::int64_t Q, std::int64_t K, std::int64_t D, std::int64
   const KernelSetting& s = setting();
   Launch<T> l;
   if constexpr (std::is_same_v<T, float>)
-    l.kernels = s.f32.load();
+    l.kernels = s.f32_or_throw();
   else
     l.kernels = detail::attention_kernels_portable_f64();
   l.tiles = l.kernels->tiles;
@@ -120,20 +167,15 @@ std::vector<std::string> attention_isas() {
 
 void set_attention_kernel_config(const AttentionKernelConfig& config) {
   const char* op = "set_attention_kernel_config";
-  const AttnKernelTable<float>* t = config.isa.empty() ? best_f32() : f32_table(config.isa);
-  if (!t) {
-    const bool known = std::find(std::begin(kIsas), std::end(kIsas), config.isa) != std::end(kIsas);
-    if (known)
-      throw ValueError(fmt::format("{}: this CPU cannot run the {} kernels (it runs: {})", op,
-                                   config.isa, fmt::join(attention_isas(), ", ")));
-    throw ValueError(fmt::format(
-        "{}: unknown instruction set '{}' (expected avx512, avx2, portable, or \"\" for the best)",
-        op, config.isa));
-  }
+  KernelSetting& s = setting();
+  const AttnKernelTable<float>* t = nullptr;
+  if (!config.isa.empty())
+    t = f32_table_or_throw(config.isa, op);
+  else if (!(t = s.env.f32))
+    throw ValueError(s.env.error);
   ATTN_CHECK(config.tile_queries >= 0 && config.tile_keys >= 0, ValueError,
              "{}: tile sizes must be >= 0 (0: the default), got {} x {}", op, config.tile_queries,
              config.tile_keys);
-  KernelSetting& s = setting();
   s.f32.store(t);
   s.tile_br.store(config.tile_queries);
   s.tile_bc.store(config.tile_keys);
@@ -143,7 +185,7 @@ void set_attention_kernel_config(const AttentionKernelConfig& config) {
 AttentionKernelConfig attention_kernel_config() {
   const KernelSetting& s = setting();
   AttentionKernelConfig c;
-  c.isa = s.f32.load()->name;
+  c.isa = s.f32_or_throw()->name;
   c.small_path = s.small_path.load();
   c.tile_queries = s.tile_br.load();
   c.tile_keys = s.tile_bc.load();

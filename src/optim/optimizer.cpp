@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "attn/core/error.h"
+#include "attn/core/threads.h"
 
 namespace attn::optim {
 
@@ -48,10 +49,13 @@ Adam::Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, do
   }
 }
 
-void Adam::step() {
+void Adam::step_scaled(double grad_scale) {
+  ATTN_CHECK(std::isfinite(grad_scale) && grad_scale > 0, ValueError,
+             "Adam: grad_scale must be positive and finite, got {}", grad_scale);
   ++t_;
   const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(t_));
   const double bc2 = 1.0 - std::pow(beta2_, static_cast<double>(t_));
+  const bool scaled = grad_scale != 1.0;
   for (std::size_t k = 0; k < params_.size(); ++k) {
     Tensor& p = params_[k];
     Tensor g = p.grad();
@@ -69,31 +73,59 @@ void Adam::step() {
       const T rbc2 = static_cast<T>(1.0 / std::sqrt(bc2));
       const T eps = static_cast<T>(eps_);
       const std::int64_t n = p.numel();
-#pragma omp simd
+      // Element by element, so the result is the same on any number of threads.
+#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
       for (std::int64_t i = 0; i < n; ++i) {
-        pm[i] = b1 * pm[i] + c1 * pg[i];
-        pv[i] = b2 * pv[i] + c2 * pg[i] * pg[i];
+        const T gi = scaled ? static_cast<T>(pg[i] * grad_scale) : pg[i];
+        pm[i] = b1 * pm[i] + c1 * gi;
+        pv[i] = b2 * pv[i] + c2 * gi * gi;
         pp[i] -= step * pm[i] / (std::sqrt(pv[i]) * rbc2 + eps);
       }
     });
   }
 }
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
-  double total = 0.0;
+namespace {
+
+// The sum of squares of one gradient, in one fixed order.
+double sum_of_squares(const Tensor& gc) {
+  double s = 0.0;
+  dispatch_float(gc.dtype(), "grad_norm", [&]<class T>() {
+    const T* pg = gc.data<T>();
+    const std::int64_t n = gc.numel();
+    double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+    for (std::int64_t i = 0; i < n; ++i) acc += static_cast<double>(pg[i]) * pg[i];
+    s = acc;
+  });
+  return s;
+}
+
+}  // namespace
+
+double grad_norm(const std::vector<Tensor>& params) {
+  std::vector<Tensor> grads;
+  std::int64_t total_numel = 0;
   for (const auto& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    Tensor gc = g.contiguous();
-    dispatch_float(gc.dtype(), "clip_grad_norm", [&]<class T>() {
-      const T* pg = gc.data<T>();
-      double s = 0.0;
-#pragma omp simd reduction(+ : s)
-      for (std::int64_t i = 0; i < gc.numel(); ++i) s += static_cast<double>(pg[i]) * pg[i];
-      total += s;
-    });
+    grads.push_back(g.contiguous());
+    total_numel += grads.back().numel();
   }
-  double norm = std::sqrt(total);
+  std::vector<double> sums(grads.size(), 0.0);
+  const std::int64_t n = static_cast<std::int64_t>(grads.size());
+#pragma omp parallel for schedule(dynamic, 1) if (total_numel >= kParallelGrain && n > 1)
+  for (std::int64_t k = 0; k < n; ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    sums[i] = sum_of_squares(grads[i]);
+  }
+  double total = 0.0;
+  for (double s : sums) total += s;
+  return std::sqrt(total);
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  const double norm = grad_norm(params);
   if (norm > max_norm) {
     double scale = max_norm / norm;
     for (const auto& p : params) {

@@ -17,6 +17,7 @@ const std::string kExpAvg = "adam.exp_avg.";
 const std::string kExpAvgSq = "adam.exp_avg_sq.";
 const std::string kStepLoss = "train.step_loss";
 const std::string kStepTokens = "train.step_tokens";
+const std::string kValidations = "train.validations";
 
 // FNV-1a, 64 bits.
 struct Fnv1a {
@@ -77,6 +78,13 @@ void save_checkpoint(const std::string& path, const nn::EncoderDecoder& net, con
   }
   tensors.emplace(kStepLoss, from_vector(s.step_loss));
   tensors.emplace(kStepTokens, from_vector(s.step_tokens));
+  {
+    std::vector<double> v;
+    for (const Validation& x : s.validations)
+      v.insert(v.end(), {static_cast<double>(x.step), x.loss, x.perplexity, x.bleu, x.seconds});
+    tensors.emplace(kValidations,
+                    from_vector(v, {static_cast<std::int64_t>(s.validations.size()), 5}));
+  }
 
   nlohmann::ordered_json j = {
       {"format_version", 1},
@@ -87,14 +95,16 @@ void save_checkpoint(const std::string& path, const nn::EncoderDecoder& net, con
        {{"step", s.step},
         {"epoch", s.epoch},
         {"batch", s.batch},
+        {"num_batches", s.num_batches},
         {"shuffle_offset", s.shuffle_offset},
         {"rng_seed", s.rng_seed},
         {"rng_offset", s.rng_offset},
         {"adam_steps", s.adam_steps},
-        {"seconds", s.seconds}}},
+        {"seconds", s.seconds},
+        {"best", s.best},
+        {"stalls", s.stalls}}},
       {"threads", run.threads},
   };
-  j["data"]["fingerprint"] = hex64(run.data.fingerprint);
   j["data"]["fingerprint"] = hex64(run.data.fingerprint);
   // A corpus path that is not UTF-8 is stored with U+FFFD in place of its bad
   // bytes (a resume then needs --data).
@@ -146,8 +156,13 @@ Checkpoint load_checkpoint(const std::string& path) {
 
   io::JsonObject s = root.object("state");
   TrainState& st = c.state;
+  // Fixed-size batches: their count follows from the pairs; token batches:
+  // the count the run recorded (checked against the data on --resume).
   const std::int64_t num_batches =
-      (run.data.num_pairs + run.train.batch_size - 1) / run.train.batch_size;
+      run.data.batch_tokens > 0
+          ? s.integer("num_batches", 1, std::int64_t{1} << 40)
+          : (run.data.num_pairs + run.train.batch_size - 1) / run.train.batch_size;
+  st.num_batches = num_batches;
   st.epoch = s.integer("epoch", 0, run.train.num_epochs);
   st.batch = s.integer("batch", 0, num_batches - 1);
   ATTN_CHECK(st.epoch < run.train.num_epochs || st.batch == 0, IOError,
@@ -164,14 +179,16 @@ Checkpoint load_checkpoint(const std::string& path) {
   st.rng_seed = s.unsigned64("rng_seed");
   st.rng_offset = s.unsigned64("rng_offset");
   st.seconds = s.number("seconds", 0.0, 1e12);
+  st.best = s.integer("best", -1, std::int64_t{1} << 40);
+  st.stalls = s.integer("stalls", 0, std::int64_t{1} << 40);
 
   // The parameters: every tensor that is not Adam's or a step record.
   auto starts_with = [](const std::string& s, const std::string& p) {
     return s.compare(0, p.size(), p) == 0;
   };
   for (auto& [name, tensor] : tensors) {
-    if (name == kStepLoss || name == kStepTokens || starts_with(name, kExpAvg) ||
-        starts_with(name, kExpAvgSq))
+    if (name == kStepLoss || name == kStepTokens || name == kValidations ||
+        starts_with(name, kExpAvg) || starts_with(name, kExpAvgSq))
       continue;
     ATTN_CHECK(tensor.dtype() == DType::f32, IOError, "'{}': tensor '{}' must be F32, got {}", what,
                data::printable_excerpt(name, 80), dtype_name(tensor.dtype()));
@@ -217,13 +234,45 @@ Checkpoint load_checkpoint(const std::string& path) {
     (*name == kStepLoss ? st.step_loss : st.step_tokens) = std::move(v);
     ++used;
   }
+  // The validations: (N, 5) rows of step, loss, perplexity, BLEU and seconds
+  // of training, in order of their steps, none after the state's step; `best`
+  // one of them.
+  {
+    auto it = tensors.find(kValidations);
+    ATTN_CHECK(it != tensors.end(), IOError, "'{}': tensor '{}' is missing", what, kValidations);
+    const Tensor& v = it->second;
+    ATTN_CHECK(v.dtype() == DType::f64 && v.dim() == 2 && v.size(1) == 5, IOError,
+               "'{}': tensor '{}' must be F64 of shape (N, 5), got {} of shape {}", what,
+               kValidations, dtype_name(v.dtype()), shape_str(v.shape()));
+    std::vector<double> x = to_vector<double>(v);
+    std::int64_t last = 0;
+    for (std::int64_t i = 0; i < v.size(0); ++i) {
+      const double* r = x.data() + 5 * i;
+      const bool ok = r[0] == std::floor(r[0]) && r[0] >= last && r[0] <= st.step &&
+                      std::isfinite(r[1]) && r[1] >= 0 && std::isfinite(r[2]) && r[2] >= 1 &&
+                      std::isfinite(r[3]) && r[3] >= 0 && r[3] <= 100 && std::isfinite(r[4]) &&
+                      r[4] >= 0 && r[4] <= st.seconds;
+      ATTN_CHECK(ok, IOError,
+                 "'{}': tensor '{}' row {} is not a validation (step {}, loss {}, "
+                 "perplexity {}, BLEU {}, seconds {})",
+                 what, kValidations, i, r[0], r[1], r[2], r[3], r[4]);
+      last = static_cast<std::int64_t>(r[0]);
+      st.validations.push_back({last, r[1], r[2], r[3], r[4]});
+    }
+    ATTN_CHECK(st.best < static_cast<std::int64_t>(st.validations.size()) &&
+                   (st.best >= 0 || st.validations.empty()),
+               IOError, "'{}': checkpoint \"state.best\" = {} is not one of its {} validations",
+               what, st.best, st.validations.size());
+    ++used;
+  }
   // A batch whose targets are all <pad> has no tokens, and so no loss.
   for (std::size_t i = 0; i < st.step_tokens.size(); ++i)
     ATTN_CHECK(st.step_tokens[i] > 0 || st.step_loss[i] == 0, IOError,
                "'{}': step {} has loss {} over 0 target tokens", what, i + 1, st.step_loss[i]);
   if (used != tensors.size()) {
     for (const auto& [name, _] : tensors) {
-      bool known = c.parameters.count(name) || name == kStepLoss || name == kStepTokens;
+      bool known = c.parameters.count(name) || name == kStepLoss || name == kStepTokens ||
+                   name == kValidations;
       for (const std::string* prefix : {&kExpAvg, &kExpAvgSq})
         known = known ||
                 (starts_with(name, *prefix) && c.parameters.count(name.substr(prefix->size())));

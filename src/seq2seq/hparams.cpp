@@ -5,6 +5,7 @@
 #include <limits>
 #include <type_traits>
 
+#include <fmt/ranges.h>
 #include "attn/core/error.h"
 
 namespace attn::seq2seq {
@@ -72,187 +73,133 @@ using O = TrainOptions;
 constexpr double kMaxU64 = 18446744073709551615.0;
 
 // The table. Rows of a group appear in config.json and the checkpoint in
-// this order.
+// this order. Columns: name, group, type, lo, hi, on resume, flag, help,
+// flag name (when not the name's), choices (text), where it lives.
+// clang-format off
 constexpr HParam kRows[] = {
-    {"src_vocab_size",
-     HGroup::model,
-     HType::integer,
-     4,
-     1e8,
-     OnResume::fixed,
-     HFlag::none,
-     "Source vocabulary size (from the data)",
-     {},
+    // ---- the model: config.json ----
+    {"src_vocab_size", HGroup::model, HType::integer, 4, 1e8, OnResume::fixed, HFlag::none,
+     "Source vocabulary size (from the data)", {}, {},
      ATTN_MEMBER(&R::model, &M::transformer, &T::src_vocab_size)},
-    {"tgt_vocab_size",
-     HGroup::model,
-     HType::integer,
-     4,
-     1e8,
-     OnResume::fixed,
-     HFlag::none,
-     "Target vocabulary size (from the data)",
-     {},
+    {"tgt_vocab_size", HGroup::model, HType::integer, 4, 1e8, OnResume::fixed, HFlag::none,
+     "Target vocabulary size (from the data)", {}, {},
      ATTN_MEMBER(&R::model, &M::transformer, &T::tgt_vocab_size)},
-    {"num_hiddens",
-     HGroup::model,
-     HType::integer,
-     1,
-     65536,
-     OnResume::fixed,
-     HFlag::command,
-     "Model width",
-     {},
-     ATTN_MEMBER(&R::model, &M::transformer, &T::num_hiddens)},
-    {"num_layers",
-     HGroup::model,
-     HType::integer,
-     1,
-     64,
-     OnResume::fixed,
-     HFlag::command,
-     "Encoder and decoder blocks",
-     {},
-     ATTN_MEMBER(&R::model, &M::transformer, &T::num_layers)},
-    {"num_heads",
-     HGroup::model,
-     HType::integer,
-     1,
-     1024,
-     OnResume::fixed,
-     HFlag::command,
-     "Attention heads (must divide --num-hiddens)",
-     {},
+    {"num_hiddens", HGroup::model, HType::integer, 1, 65536, OnResume::fixed, HFlag::command,
+     "Model width", {}, {}, ATTN_MEMBER(&R::model, &M::transformer, &T::num_hiddens)},
+    {"num_layers", HGroup::model, HType::integer, 1, 64, OnResume::fixed, HFlag::command,
+     "Encoder and decoder blocks", {}, {}, ATTN_MEMBER(&R::model, &M::transformer, &T::num_layers)},
+    {"num_heads", HGroup::model, HType::integer, 1, 1024, OnResume::fixed, HFlag::command,
+     "Attention heads (must divide --num-hiddens)", {}, {},
      ATTN_MEMBER(&R::model, &M::transformer, &T::num_heads)},
-    {"ffn_num_hiddens",
-     HGroup::model,
-     HType::integer,
-     1,
-     1 << 20,
-     OnResume::fixed,
-     HFlag::command,
-     "Hidden width of the position-wise FFN",
-     {},
+    {"ffn_num_hiddens", HGroup::model, HType::integer, 1, 1 << 20, OnResume::fixed, HFlag::command,
+     "Hidden width of the position-wise FFN", {}, {},
      ATTN_MEMBER(&R::model, &M::transformer, &T::ffn_num_hiddens)},
-    {"dropout",
-     HGroup::model,
-     HType::real,
-     0,
-     0.99,
-     OnResume::fixed,
-     HFlag::command,
-     "Dropout probability",
-     {},
-     ATTN_MEMBER(&R::model, &M::transformer, &T::dropout)},
-    {"max_len",
-     HGroup::model,
-     HType::integer,
-     2,
-     65536,
-     OnResume::fixed,
-     HFlag::none,
-     "Positions of the positional encoding (max(1000, num_steps))",
-     {},
+    {"dropout", HGroup::model, HType::real, 0, 0.99, OnResume::fixed, HFlag::command,
+     "Dropout probability", {}, {}, ATTN_MEMBER(&R::model, &M::transformer, &T::dropout)},
+    {"max_len", HGroup::model, HType::integer, 2, 65536, OnResume::fixed, HFlag::none,
+     "Positions of the positional encoding (the longest sentence the model reads)", {}, {},
      ATTN_MEMBER(&R::model, &M::transformer, &T::max_len)},
-    {"use_bias",
-     HGroup::model,
-     HType::boolean,
-     0,
-     0,
-     OnResume::fixed,
-     HFlag::none,
-     "Biases in the attention projections (d2l: false)",
-     {},
+    {"use_bias", HGroup::model, HType::boolean, 0, 0, OnResume::fixed, HFlag::none,
+     "Biases in the attention projections (d2l: false)", {}, {},
      ATTN_MEMBER(&R::model, &M::transformer, &T::use_bias)},
-    {"num_steps",
-     HGroup::model,
-     HType::integer,
-     2,
-     1024,
-     OnResume::fixed,
-     HFlag::command,
-     "Tokens per sentence after cutting or padding; also the longest translation",
-     {},
-     ATTN_MEMBER(&R::model, &M::num_steps)},
+    {"num_steps", HGroup::model, HType::integer, 2, 1024, OnResume::fixed, HFlag::command,
+     "Tokens per sentence after cutting or padding (d2l's pipeline); also the longest "
+     "translation", {}, {}, ATTN_MEMBER(&R::model, &M::num_steps)},
+    {"tokenizer", HGroup::model, HType::text, 0, 0, OnResume::fixed, HFlag::command,
+     "word: d2l's lowercased word vocabularies; spm: a SentencePiece model of --vocab-size "
+     "pieces, trained on the training pairs, text kept as written", "--vocab", "word|spm",
+     ATTN_MEMBER(&R::model, &M::tokenizer)},
+    // ---- the data: the checkpoint ----
     {"path", HGroup::data, HType::text, 0, 0, OnResume::may_change, HFlag::command,
-     "Parallel corpus, 'english<TAB>french' per line, plain or gzip", "--data",
+     "Parallel corpus, 'english<TAB>french' per line, plain or gzip", "--data", {},
      ATTN_MEMBER(&R::data, &D::path)},
-    {"num_examples",
-     HGroup::data,
-     HType::integer,
-     0,
-     1e8,
-     OnResume::fixed,
-     HFlag::command,
-     "Lines of the corpus to use (d2l reads this + 1); 0: all",
-     {},
+    {"num_examples", HGroup::data, HType::integer, 0, 1e8, OnResume::fixed, HFlag::command,
+     "Lines of the corpus to use (d2l reads this + 1); 0: all", {}, {},
      ATTN_MEMBER(&R::data, &D::num_examples)},
-    {"min_freq",
-     HGroup::data,
-     HType::integer,
-     1,
-     1e6,
-     OnResume::fixed,
-     HFlag::command,
-     "Words seen fewer times become <unk>",
-     {},
+    {"min_freq", HGroup::data, HType::integer, 1, 1e6, OnResume::fixed, HFlag::command,
+     "Words seen fewer times become <unk> (--vocab word)", {}, {},
      ATTN_MEMBER(&R::data, &D::min_freq)},
-    {"valid_fraction",
-     HGroup::data,
-     HType::real,
-     0,
-     0.9,
-     OnResume::fixed,
-     HFlag::command,
-     "Fraction of pairs held out (from the end)",
-     {},
+    {"valid_fraction", HGroup::data, HType::real, 0, 0.9, OnResume::fixed, HFlag::command,
+     "d2l-style: the last fraction of the pairs is left out of training (--vocab word)", {}, {},
      ATTN_MEMBER(&R::data, &D::valid_fraction)},
-    {"num_pairs",
-     HGroup::data,
-     HType::integer,
-     1,
-     2147483648.0,
-     OnResume::fixed,
-     HFlag::none,
-     "Training pairs (from the data)",
-     {},
-     ATTN_MEMBER(&R::data, &D::num_pairs)},
+    {"num_pairs", HGroup::data, HType::integer, 1, 2147483648.0, OnResume::fixed, HFlag::none,
+     "Training pairs (from the data)", {}, {}, ATTN_MEMBER(&R::data, &D::num_pairs)},
+    {"valid_size", HGroup::data, HType::integer, 0, 1e6, OnResume::fixed, HFlag::command,
+     "Pairs held out for validation: a random sample, no source sentence of it in training",
+     {}, {}, ATTN_MEMBER(&R::data, &D::valid_size)},
+    {"test_size", HGroup::data, HType::integer, 0, 1e6, OnResume::fixed, HFlag::command,
+     "Pairs held out for the test, likewise (attn evaluate --split test)", {}, {},
+     ATTN_MEMBER(&R::data, &D::test_size)},
+    {"valid_data", HGroup::data, HType::text, 0, 0, OnResume::may_change, HFlag::command,
+     "A corpus to validate on instead of --valid-size pairs of --data", {}, "*",
+     ATTN_MEMBER(&R::data, &D::valid_data)},
+    {"test_data", HGroup::data, HType::text, 0, 0, OnResume::may_change, HFlag::command,
+     "A corpus to test on instead of --test-size pairs of --data", {}, "*",
+     ATTN_MEMBER(&R::data, &D::test_data)},
+    {"vocab_size", HGroup::data, HType::integer, 16, 1e6, OnResume::fixed, HFlag::command,
+     "Pieces of the SentencePiece model (--vocab spm), shared by both languages", {}, {},
+     ATTN_MEMBER(&R::data, &D::vocab_size)},
+    {"spm_type", HGroup::data, HType::text, 0, 0, OnResume::fixed, HFlag::command,
+     "The SentencePiece algorithm (--vocab spm)", {}, "unigram|bpe",
+     ATTN_MEMBER(&R::data, &D::spm_type)},
+    {"max_length", HGroup::data, HType::integer, 2, 1024, OnResume::fixed, HFlag::command,
+     "Training pairs with a side longer than this many tokens (with <eos>) are dropped and "
+     "counted (--vocab spm or --batch-tokens)", {}, {}, ATTN_MEMBER(&R::data, &D::max_length)},
+    {"batch_tokens", HGroup::data, HType::integer, 0, 1 << 20, OnResume::fixed, HFlag::command,
+     "Tokens a batch holds, padding included, pairs of similar length together (0: "
+     "--batch-size pairs, d2l's way)", {}, {}, ATTN_MEMBER(&R::data, &D::batch_tokens)},
+    // ---- training: the checkpoint ----
     {"num_epochs", HGroup::train, HType::integer, 1, 1e6, OnResume::may_change, HFlag::command,
-     "Passes over the data (with --resume: to train longer)", "--epochs",
+     "Passes over the data (with --resume: to train longer)", "--epochs", {},
      ATTN_MEMBER(&R::train, &O::num_epochs)},
-    {"lr",
-     HGroup::train,
-     HType::real,
-     1e-9,
-     10,
-     OnResume::fixed,
-     HFlag::command,
-     "Adam learning rate",
-     {},
-     ATTN_MEMBER(&R::train, &O::lr)},
-    {"batch_size",
-     HGroup::train,
-     HType::integer,
-     1,
-     1 << 20,
-     OnResume::fixed,
-     HFlag::command,
-     "Sentence pairs per step",
-     {},
+    {"lr", HGroup::train, HType::real, 1e-9, 10, OnResume::fixed, HFlag::command,
+     "Adam learning rate (the peak, with --lr-warmup)", {}, {}, ATTN_MEMBER(&R::train, &O::lr)},
+    {"batch_size", HGroup::train, HType::integer, 1, 1 << 20, OnResume::fixed, HFlag::command,
+     "Sentence pairs per step (without --batch-tokens)", {}, {},
      ATTN_MEMBER(&R::train, &O::batch_size)},
-    {"grad_clip",
-     HGroup::train,
-     HType::real,
-     1e-9,
-     1e6,
-     OnResume::fixed,
-     HFlag::command,
-     "Clip the gradients' global L2 norm to this (d2l: 1)",
-     {},
+    {"grad_clip", HGroup::train, HType::real, 1e-9, 1e6, OnResume::fixed, HFlag::command,
+     "Clip the gradients' global L2 norm to this (d2l: 1)", {}, {},
      ATTN_MEMBER(&R::train, &O::grad_clip)},
     {"seed", HGroup::train, HType::unsigned64, 0, kMaxU64, OnResume::fixed, HFlag::global,
-     "Seed for every random draw", "--seed", ATTN_MEMBER(&R::train, &O::seed)},
+     "Seed for every random draw", "--seed", {}, ATTN_MEMBER(&R::train, &O::seed)},
+    {"embedding_init", HGroup::train, HType::text, 0, 0, OnResume::fixed, HFlag::command,
+     "How the embeddings start: normal, N(0, 1) (d2l's, PyTorch's default); scaled, "
+     "N(0, 1/num_hiddens), so that after the sqrt(num_hiddens) factor a token's input has the "
+     "positional encoding's scale (Vaswani et al.)", {}, "normal|scaled",
+     ATTN_MEMBER(&R::train, &O::embedding_init)},
+    {"loss", HGroup::train, HType::text, 0, 0, OnResume::fixed, HFlag::command,
+     "d2l: d2l's MaskedSoftmaxCELoss summed over the batch (the d2l preset's printed loss is "
+     "this, about num_steps times below the per-token cross-entropy); token: the mean "
+     "cross-entropy per target token", {}, "d2l|token", ATTN_MEMBER(&R::train, &O::loss)},
+    {"label_smoothing", HGroup::train, HType::real, 0, 0.99, OnResume::fixed, HFlag::command,
+     "Label smoothing (--loss token): the target is (1 - e) onehot + e / vocabulary", {}, {},
+     ATTN_MEMBER(&R::train, &O::label_smoothing)},
+    {"adam_beta1", HGroup::train, HType::real, 0, 0.999999, OnResume::fixed, HFlag::command,
+     "Adam's beta1", {}, {}, ATTN_MEMBER(&R::train, &O::adam_beta1)},
+    {"adam_beta2", HGroup::train, HType::real, 0, 0.999999, OnResume::fixed, HFlag::command,
+     "Adam's beta2 (the Transformer's: 0.98)", {}, {}, ATTN_MEMBER(&R::train, &O::adam_beta2)},
+    {"adam_eps", HGroup::train, HType::real, 1e-12, 1, OnResume::fixed, HFlag::command,
+     "Adam's epsilon (the Transformer's: 1e-9)", {}, {}, ATTN_MEMBER(&R::train, &O::adam_eps)},
+    {"lr_schedule", HGroup::train, HType::text, 0, 0, OnResume::fixed, HFlag::command,
+     "constant: lr after the warmup; inverse-sqrt: lr * sqrt(warmup / step) after it", {},
+     "constant|inverse-sqrt", ATTN_MEMBER(&R::train, &O::lr_schedule)},
+    {"lr_warmup", HGroup::train, HType::integer, 0, 1e8, OnResume::fixed, HFlag::command,
+     "Steps over which the learning rate rises linearly to --lr", {}, {},
+     ATTN_MEMBER(&R::train, &O::lr_warmup)},
+    {"valid_freq", HGroup::train, HType::integer, 0, 1e9, OnResume::fixed, HFlag::command,
+     "Validate every N steps: loss, perplexity and BLEU on the validation pairs (0: never)", {},
+     {}, ATTN_MEMBER(&R::train, &O::valid_freq)},
+    {"early_stopping", HGroup::train, HType::integer, 0, 1e6, OnResume::fixed, HFlag::command,
+     "Stop after N validations without improvement (0: never)", {}, {},
+     ATTN_MEMBER(&R::train, &O::early_stopping)},
+    {"valid_metric", HGroup::train, HType::text, 0, 0, OnResume::fixed, HFlag::command,
+     "What makes a validation better, and the kept model the best: bleu or loss", {},
+     "bleu|loss", ATTN_MEMBER(&R::train, &O::valid_metric)},
+    {"time_limit", HGroup::train, HType::real, 0, 1e7, OnResume::may_change, HFlag::command,
+     "Minutes of training over all resumes, then the run ends as at its last epoch (0: none)",
+     {}, {}, ATTN_MEMBER(&R::train, &O::time_limit)},
 };
+// clang-format on
 static_assert(std::size(kRows) == kNumHParams, "one row per HP, in the enum's order");
 
 #undef ATTN_MEMBER
@@ -335,10 +282,28 @@ void check_hvalue(const HParam& p, const HValue& v) {
       if (!(x >= p.lo && x <= p.hi)) throw out_of_range(fmt::format("{}", x));
       break;
     }
-    case HType::text:
-      ATTN_CHECK(std::holds_alternative<std::string>(v) && !std::get<std::string>(v).empty(),
-                 ValueError, "{}: expected a non-empty text", flag);
+    case HType::text: {
+      ATTN_CHECK(std::holds_alternative<std::string>(v), ValueError, "{}: expected a text", flag);
+      const std::string& t = std::get<std::string>(v);
+      if (p.choices.empty()) {
+        ATTN_CHECK(!t.empty(), ValueError, "{}: expected a non-empty text", flag);
+      } else if (p.choices != "*") {
+        bool known = false;
+        std::string_view rest = p.choices;
+        for (;;) {
+          const std::size_t bar = rest.find('|');
+          known = known || rest.substr(0, bar) == t;
+          if (bar == std::string_view::npos) break;
+          rest.remove_prefix(bar + 1);
+        }
+        std::string shown(p.choices);
+        if (!shown.empty() && shown[0] == '|') shown = "'' (none)" + shown;
+        for (char& c : shown)
+          if (c == '|') c = ',';
+        ATTN_CHECK(known, ValueError, "{}: '{}' is not one of {}", flag, t, shown);
+      }
       break;
+    }
     case HType::boolean:
       ATTN_CHECK(std::holds_alternative<bool>(v), ValueError, "{}: expected true or false", flag);
       break;
@@ -427,6 +392,11 @@ void hparams_from_json(const io::JsonObject& o, HGroup group, RunSpec& run) {
   for (const auto& p : hparams()) {
     if (p.group != group) continue;
     const std::string key(p.name);
+    // Added after format_version 1: a file without it means its default
+    // (d2l's word vocabularies), so that files of d2l exports stay valid.
+    if (key == "tokenizer" && !o.has(key)) continue;
+    // Added later still: a checkpoint without it started as d2l's did.
+    if (key == "embedding_init" && !o.has(key)) continue;
     HValue v;
     switch (p.type) {
       case HType::integer:
@@ -434,11 +404,123 @@ void hparams_from_json(const io::JsonObject& o, HGroup group, RunSpec& run) {
         break;
       case HType::unsigned64: v = o.unsigned64(key); break;
       case HType::real: v = o.number(key, p.lo, p.hi); break;
-      case HType::text: v = o.string(key); break;
+      case HType::text: v = o.string(key, /*allow_empty=*/true); break;
       case HType::boolean: v = o.boolean(key); break;
+    }
+    try {
+      check_hvalue(p, v);
+    } catch (const ValueError& e) {
+      throw IOError(fmt::format("{}: {}: {}", o.what(), o.name(key), e.what()));
     }
     p.set(run, v);
   }
+}
+
+nlohmann::ordered_json hparams_to_flat_json(const RunSpec& run) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& p : hparams()) {
+    if (p.flag == HFlag::none) continue;
+    std::visit([&](const auto& x) { j[std::string(p.name)] = x; }, p.get(run));
+  }
+  return j;
+}
+
+std::vector<std::string> hparams_from_flat_json(const io::JsonObject& o, RunSpec& run) {
+  std::vector<std::string> names;
+  for (const auto& [key, value] : o.json().items()) {
+    const HParam* p = find_hparam(key);
+    ATTN_CHECK(p != nullptr && p->flag != HFlag::none, IOError,
+               "{}: \"{}\" is not a hyperparameter (attn train --dump-config lists them)", o.what(),
+               io::printable_excerpt(key));
+    HValue v;
+    switch (p->type) {
+      case HType::integer:
+        v = o.integer(key, static_cast<std::int64_t>(p->lo), static_cast<std::int64_t>(p->hi));
+        break;
+      case HType::unsigned64: v = o.unsigned64(key); break;
+      case HType::real: v = o.number(key, p->lo, p->hi); break;
+      case HType::text: v = o.string(key, /*allow_empty=*/true); break;
+      case HType::boolean: v = o.boolean(key); break;
+    }
+    try {
+      check_hvalue(*p, v);
+    } catch (const ValueError& e) {
+      throw IOError(fmt::format("{}: {}", o.what(), e.what()));
+    }
+    p->set(run, v);
+    names.push_back(key);
+  }
+  return names;
+}
+
+namespace {
+
+using Preset = std::vector<std::pair<std::string, std::string>>;
+
+const std::vector<std::pair<std::string, Preset>>& presets() {
+  static const std::vector<std::pair<std::string, Preset>> all = {
+      {"d2l", {}},
+      // A translator of the whole bundled corpus in about an hour on two
+      // cores (README, "A translator"): the choices and the runs behind them.
+      {"tatoeba",
+       {{"num_examples", "0"},
+        {"tokenizer", "spm"},
+        {"vocab_size", "8000"},
+        {"valid_size", "2000"},
+        {"test_size", "2000"},
+        {"max_length", "64"},
+        {"num_steps", "64"},
+        {"batch_tokens", "2048"},
+        {"num_hiddens", "256"},
+        {"num_layers", "3"},
+        {"num_heads", "4"},
+        {"ffn_num_hiddens", "1024"},
+        {"dropout", "0.1"},
+        {"embedding_init", "scaled"},
+        {"loss", "token"},
+        {"label_smoothing", "0.1"},
+        {"adam_beta1", "0.9"},
+        {"adam_beta2", "0.98"},
+        {"adam_eps", "1e-9"},
+        {"lr", "0.001"},
+        {"lr_schedule", "inverse-sqrt"},
+        {"lr_warmup", "500"},
+        {"grad_clip", "1"},
+        {"num_epochs", "100"},
+        {"valid_freq", "500"},
+        {"early_stopping", "10"},
+        {"valid_metric", "bleu"},
+        {"time_limit", "60"}}},
+  };
+  return all;
+}
+
+}  // namespace
+
+const std::vector<std::string>& preset_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto& [name, _] : presets()) n.push_back(name);
+    return n;
+  }();
+  return names;
+}
+
+const std::vector<std::pair<std::string, std::string>>& preset(const std::string& name) {
+  for (const auto& [n, rows] : presets())
+    if (n == name) return rows;
+  throw ValueError(
+      fmt::format("unknown preset '{}' (known: {})", name, fmt::join(preset_names(), ", ")));
+}
+
+RunSpec preset_run(const std::string& name) {
+  RunSpec run;
+  for (const auto& [key, text] : preset(name)) {
+    const HParam* p = find_hparam(key);
+    ATTN_CHECK(p != nullptr, InternalError, "preset {}: no hyperparameter '{}'", name, key);
+    p->set(run, parse_hvalue(*p, text));
+  }
+  return run;
 }
 
 }  // namespace attn::seq2seq

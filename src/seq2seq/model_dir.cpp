@@ -73,7 +73,8 @@ std::int64_t min_num_parameters(const nn::TransformerConfig& c) {
 }
 
 void save_model(const std::string& dir, const nn::EncoderDecoder& net, const ModelConfig& config,
-                const data::Vocab& src_vocab, const data::Vocab& tgt_vocab) {
+                const data::Vocab& src_vocab, const data::Vocab& tgt_vocab,
+                const ModelExtras& extras) {
   const fs::path d(dir);
   std::error_code ec;
   const bool existed = fs::exists(d, ec);
@@ -82,12 +83,17 @@ void save_model(const std::string& dir, const nn::EncoderDecoder& net, const Mod
     io::WriteGuard guard(d, "attn save_model");
     io::TensorMap tensors;
     for (auto& [name, p] : net.named_parameters()) tensors.emplace(name, p.detach());
-    io::write_file_set(
-        d, kModelKind,
-        {{"config.json", config_to_json(config)},
-         {"model.safetensors", io::serialize_safetensors(tensors, {{"format", "pt"}})},
-         {"src_vocab.txt", src_vocab.to_text()},
-         {"tgt_vocab.txt", tgt_vocab.to_text()}});
+    std::vector<std::pair<std::string, std::string>> files = {
+        {"config.json", config_to_json(config)},
+        {"model.safetensors", io::serialize_safetensors(tensors, {{"format", "pt"}})},
+        {"src_vocab.txt", src_vocab.to_text()},
+        {"tgt_vocab.txt", tgt_vocab.to_text()}};
+    ATTN_CHECK((config.tokenizer == "spm") == !extras.spm_model.empty(), ValueError,
+               "save_model: a {} model {} a SentencePiece model", config.tokenizer,
+               extras.spm_model.empty() ? "needs" : "has no use for");
+    if (!extras.spm_model.empty()) files.emplace_back(kSpmFile, extras.spm_model);
+    if (!extras.training_json.empty()) files.emplace_back(kTrainingFile, extras.training_json);
+    io::write_file_set(d, kModelKind, files);
   } catch (...) {
     if (!existed) {  // leave no trace of a directory this call created
       fs::remove(d / io::kLockFile, ec);
@@ -101,19 +107,17 @@ void save_model(const std::string& dir, const nn::EncoderDecoder& net, const Mod
 void check_weights(const ModelConfig& config, const io::TensorMap& tensors,
                    const std::string& what) {
   const auto& c = config.transformer;
-  std::int64_t held = 0;
   for (auto& [name, t] : tensors) {
     ATTN_CHECK(is_floating(t.dtype()), IOError, "'{}': tensor '{}' must be F32 or F64, not {}",
                what, data::printable_excerpt(name), dtype_name(t.dtype()));
     std::string bad = first_non_finite(t);
     ATTN_CHECK(bad.empty(), IOError, "'{}': tensor '{}' holds {}: the weights are corrupt", what,
                data::printable_excerpt(name), bad);
-    held += t.numel();
   }
   // The sizes in config.json against the weights, before a model of those
-  // sizes is allocated: the tensors that show each size by name, then the
-  // total (so that a lying config cannot make attn allocate more than the
-  // file holds).
+  // sizes is allocated (so that a lying config cannot make attn allocate more
+  // than the file holds): first the tensors that show each size, named with
+  // the sizes they contradict.
   auto expect = [&](const std::string& name, const Shape& want, const std::string& sizes) {
     auto it = tensors.find(name);
     ATTN_CHECK(it != tensors.end(), IOError,
@@ -136,10 +140,19 @@ void check_weights(const ModelConfig& config, const io::TensorMap& tensors,
         fmt::format("{}.blks.block{}.ffn.dense1.weight", part, c.num_layers - 1),
         {c.ffn_num_hiddens, c.num_hiddens},
         fmt::format("num_layers {}, ffn_num_hiddens {}, {}", c.num_layers, c.ffn_num_hiddens, hv));
-  const std::int64_t need = min_num_parameters(c);
-  ATTN_CHECK(held >= need, IOError,
-             "'{}': holds {} parameters but config.json's sizes need at least {}", what, held,
-             need);
+  // Then every tensor a model of config's sizes has, by name and shape: a
+  // missing one is named, however large.
+  const auto expected = nn::transformer_parameter_shapes(c);
+  for (const auto& [name, shape] : expected) {
+    auto it = tensors.find(name);
+    ATTN_CHECK(it != tensors.end(), IOError,
+               "'{}': tensor '{}' is missing (a model of config.json's sizes has {} tensors; "
+               "this file holds {})",
+               what, name, expected.size(), tensors.size());
+    ATTN_CHECK(it->second.shape() == shape, IOError,
+               "'{}': tensor '{}' has shape {} but config.json's sizes need {}", what, name,
+               shape_str(it->second.shape()), shape_str(shape));
+  }
 }
 
 namespace {
@@ -153,17 +166,28 @@ LoadedModel load_model_files(Open&& open) {
                                                 data::quote_path(config_file.path())),
                               config_file.path());
   const auto& c = m.config.transformer;
-  auto vocab = [&](const char* name, std::int64_t want, const char* key) {
+  auto vocab = [&](const char* name, std::int64_t want, const char* key,
+                   const std::vector<std::string>& required) {
     const io::InputFile& f = open(name);
     const std::string what = data::quote_path(f.path());
     data::Vocab v = data::Vocab::parse(data::decode_text(f.read_all(data::kMaxTextBytes), what),
-                                       what, data::kReservedTokens);
+                                       what, required);
     ATTN_CHECK(static_cast<std::int64_t>(v.size()) == want, IOError,
                "{}: {} tokens but config.json says {} = {}", what, v.size(), key, want);
     return v;
   };
-  m.src_vocab = vocab("src_vocab.txt", c.src_vocab_size, "src_vocab_size");
-  m.tgt_vocab = vocab("tgt_vocab.txt", c.tgt_vocab_size, "tgt_vocab_size");
+  m.src_vocab = vocab("src_vocab.txt", c.src_vocab_size, "src_vocab_size", data::kSourceTokens);
+  m.tgt_vocab = vocab("tgt_vocab.txt", c.tgt_vocab_size, "tgt_vocab_size", data::kTargetTokens);
+  if (m.config.tokenizer == "spm") {
+    const io::InputFile& f = open(kSpmFile);
+    const std::string what = data::quote_path(f.path());
+    m.tokenizer = data::sentencepiece_tokenizer(f.read_all(kMaxSpmBytes), what);
+    const auto& pieces = m.tokenizer->vocab(data::Side::source).tokens();
+    ATTN_CHECK(pieces == m.src_vocab.tokens() && pieces == m.tgt_vocab.tokens(), IOError,
+               "{}: its pieces are not those of src_vocab.txt and tgt_vocab.txt", what);
+  } else {
+    m.tokenizer = data::word_tokenizer(m.src_vocab, m.tgt_vocab);
+  }
 
   const io::InputFile& weights = open("model.safetensors");
   io::TensorMap tensors = io::load_safetensors(weights);
@@ -214,7 +238,10 @@ void write_model_manifest(const std::string& dir) {
   io::WriteGuard guard(dir, "attn manifest");
   PlainFiles files{dir, {}};
   load_model_files(files);  // every check of load_model, on the files as they are
-  io::write_manifest(dir, kModelKind, kModelFiles);
+  std::vector<std::string> names = kModelFiles;
+  for (const char* extra : {kSpmFile, kTrainingFile})
+    if (fs::exists(fs::path(dir) / extra)) names.push_back(extra);
+  io::write_manifest(dir, kModelKind, names);
 }
 
 }  // namespace attn::seq2seq

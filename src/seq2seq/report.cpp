@@ -109,15 +109,62 @@ void save_attention_figures(const AttentionMaps& all, std::int64_t num_heads,
        "-decoder-cross");
 }
 
-void save_loss_plot(const std::vector<double>& epoch_losses, const std::string& stem) {
-  viz::LinePlot plot({.xlabel = "epoch",
-                      .ylabel = "loss",
+void save_loss_plot(const std::vector<double>& epoch_losses, const std::vector<double>& step_losses,
+                    std::int64_t batches_per_epoch, const std::vector<Validation>& validations,
+                    const std::string& stem) {
+  const bool valid = !validations.empty();
+  const bool per_step = !step_losses.empty();
+  viz::LinePlot plot({.title = valid ? "Training and validation loss" : "Training loss",
+                      .xlabel = "epoch",
+                      .ylabel = per_step ? "loss per token" : "loss",
                       .legend = viz::LegendLocation::upper_right,
                       .width = 340,
                       .height = 230});
-  std::vector<double> epochs;
-  for (std::size_t e = 1; e <= epoch_losses.size(); ++e) epochs.push_back(static_cast<double>(e));
-  plot.plot("train", epochs, epoch_losses, "-");
+  const double per_epoch = static_cast<double>(std::max<std::int64_t>(1, batches_per_epoch));
+  std::vector<double> x, y;
+  if (per_step) {
+    const std::size_t n = step_losses.size();
+    const std::size_t window = std::max<std::size_t>(1, n / 100);
+    for (std::size_t s = 0; s < n; s += window) {
+      const std::size_t e = std::min(n, s + window);
+      double sum = 0;
+      for (std::size_t k = s; k < e; ++k) sum += step_losses[k];
+      x.push_back(static_cast<double>(e) / per_epoch);
+      y.push_back(sum / static_cast<double>(e - s));
+    }
+  } else {
+    for (std::size_t e = 1; e <= epoch_losses.size(); ++e) {
+      x.push_back(static_cast<double>(e));
+      y.push_back(epoch_losses[e - 1]);
+    }
+  }
+  if (!x.empty()) plot.plot("train", x, y, "-");
+  if (valid) {
+    std::vector<double> vx, vy;
+    for (const Validation& v : validations) {
+      vx.push_back(static_cast<double>(v.step) / per_epoch);
+      vy.push_back(v.loss);
+    }
+    plot.plot("valid", vx, vy, "m--");
+  }
+  if (x.empty() && !valid) return;  // nothing trained: no picture
+  plot.save(stem);
+}
+
+void save_bleu_plot(const std::vector<Validation>& validations, const std::string& stem) {
+  if (validations.empty()) return;
+  viz::LinePlot plot({.title = "Validation BLEU",
+                      .xlabel = "minutes of training",
+                      .ylabel = "BLEU",
+                      .legend = viz::LegendLocation::lower_right,
+                      .width = 340,
+                      .height = 230});
+  std::vector<double> x, y;
+  for (const Validation& v : validations) {
+    x.push_back(v.seconds / 60.0);
+    y.push_back(v.bleu);
+  }
+  plot.plot("valid", x, y, "bo-");
   plot.save(stem);
 }
 

@@ -1,10 +1,10 @@
 #include "attn/seq2seq/translate.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "attn/autograd/node.h"
 #include "attn/data/nmt.h"
-#include "attn/ops/reduce.h"
 
 namespace attn::seq2seq {
 
@@ -24,48 +24,63 @@ std::pair<Tensor, Tensor> encode_source(const data::Vocab& src_vocab, const data
   return {from_vector(ids, {1, num_steps}), from_vector(std::vector<std::int64_t>{valid})};
 }
 
-std::vector<Translation> translate_greedy(nn::EncoderDecoder& net, const data::Vocab& src_vocab,
-                                          const data::Vocab& tgt_vocab,
-                                          const std::vector<std::string>& sentences,
-                                          std::int64_t num_steps) {
+std::vector<std::vector<Translation>> translate(nn::EncoderDecoder& net,
+                                                const data::Vocab& src_vocab,
+                                                const data::Vocab& tgt_vocab,
+                                                const std::vector<std::string>& sentences,
+                                                std::int64_t num_steps,
+                                                const DecodeOptions& options) {
   ATTN_CHECK(num_steps > 0, ValueError, "translate: num_steps must be positive, got {}", num_steps);
-  std::vector<Translation> out(sentences.size());
-  if (sentences.empty()) return out;
-  net.eval();
-  autograd::NoGradGuard no_grad;
-  const std::int64_t B = static_cast<std::int64_t>(sentences.size());
+  options.validate();
+  std::vector<std::vector<Translation>> out(sentences.size());
+  std::vector<Translation> given(sentences.size());
+  std::vector<std::size_t> rows;  // the sentences to decode: those with a token
+  for (std::size_t i = 0; i < sentences.size(); ++i) {
+    given[i].source = sentences[i];
+    given[i].source_tokens = preprocess_sentence(sentences[i]);
+    const bool blank = std::all_of(given[i].source_tokens.begin(), given[i].source_tokens.end(),
+                                   [](const std::string& t) { return t.empty(); });
+    if (blank) {
+      out[i].push_back(given[i]);  // nothing to translate: the empty text
+    } else {
+      given[i].source_cut =
+          static_cast<std::int64_t>(given[i].source_tokens.size()) + 1 > num_steps;
+      rows.push_back(i);
+    }
+  }
+  if (rows.empty()) return out;
+  const std::int64_t B = static_cast<std::int64_t>(rows.size());
   Tensor src = Tensor::empty({B, num_steps}, DType::i64), lens = Tensor::empty({B}, DType::i64);
   for (std::int64_t b = 0; b < B; ++b) {
-    out[b].source = sentences[b];
-    out[b].source_tokens = preprocess_sentence(sentences[b]);
-    auto [ids, len] = encode_source(src_vocab, out[b].source_tokens, num_steps);
+    auto [ids, len] = encode_source(src_vocab, given[rows[b]].source_tokens, num_steps);
     std::memcpy(src.data<std::int64_t>() + b * num_steps, ids.data<std::int64_t>(),
                 num_steps * sizeof(std::int64_t));
     lens.data<std::int64_t>()[b] = len.item<std::int64_t>();
   }
-  Tensor enc = net.encoder->forward(src, lens);
-  nn::DecoderState state = net.decoder->init_state(enc, lens);
-  const std::int64_t bos = tgt_vocab["<bos>"], eos = tgt_vocab["<eos>"];
-  Tensor dec_X = full({B, 1}, static_cast<double>(bos), DType::i64);
-  std::vector<bool> done(B, false);
-  std::int64_t remaining = B;
-  for (std::int64_t t = 0; t < num_steps && remaining > 0; ++t) {
-    Tensor logits = net.decoder->step(dec_X, state);  // (B, 1, V)
-    dec_X = argmax(logits, 2);  // (B, 1)
-    const std::int64_t* pred = dec_X.data<std::int64_t>();
-    for (std::int64_t b = 0; b < B; ++b) {
-      if (done[b]) continue;
-      if (pred[b] == eos) {
-        done[b] = true;
-        --remaining;
-      } else {
-        out[b].tokens.push_back(tgt_vocab.token(pred[b]));
-      }
+  DecodeOptions o = options;
+  if (o.max_length == 0) o.max_length = num_steps;
+  const auto hypotheses = decode(net, src, lens, tgt_vocab["<bos>"], tgt_vocab["<eos>"], o);
+  for (std::int64_t b = 0; b < B; ++b) {
+    for (const Hypothesis& h : hypotheses[static_cast<std::size_t>(b)]) {
+      Translation t = given[rows[b]];
+      for (std::int64_t id : h.ids) t.tokens.push_back(tgt_vocab.token(id));
+      for (std::size_t i = 0; i < t.tokens.size(); ++i) t.text += (i ? " " : "") + t.tokens[i];
+      t.log_prob = h.log_prob;
+      t.score = h.score;
+      t.eos = h.eos;
+      out[rows[b]].push_back(std::move(t));
     }
   }
-  for (auto& tr : out) {
-    for (std::size_t i = 0; i < tr.tokens.size(); ++i) tr.text += (i ? " " : "") + tr.tokens[i];
-  }
+  return out;
+}
+
+std::vector<Translation> translate_greedy(nn::EncoderDecoder& net, const data::Vocab& src_vocab,
+                                          const data::Vocab& tgt_vocab,
+                                          const std::vector<std::string>& sentences,
+                                          std::int64_t num_steps) {
+  std::vector<Translation> out;
+  for (auto& n_best : translate(net, src_vocab, tgt_vocab, sentences, num_steps))
+    out.push_back(std::move(n_best.front()));
   return out;
 }
 
@@ -83,8 +98,9 @@ AttentionMaps attention_maps(nn::EncoderDecoder& net, const data::Vocab& src_voc
   maps.source_tokens.resize(static_cast<std::size_t>(valid));
   maps.target_tokens = {"<bos>"};
   for (const auto& t : tr.tokens) maps.target_tokens.push_back(t);
-  if (static_cast<std::int64_t>(maps.target_tokens.size()) > num_steps)
-    maps.target_tokens.resize(num_steps);
+  if (!tr.eos && !tr.tokens.empty()) maps.target_tokens.pop_back();  // never fed
+  if (static_cast<std::int64_t>(maps.target_tokens.size()) > net.config.max_len)
+    maps.target_tokens.resize(static_cast<std::size_t>(net.config.max_len));
   std::vector<std::int64_t> tgt_ids = tgt_vocab.indices(maps.target_tokens);
   const std::int64_t Tt = static_cast<std::int64_t>(tgt_ids.size());
   Tensor enc = net.encoder->forward(src, len);

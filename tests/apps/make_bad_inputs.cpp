@@ -289,7 +289,8 @@ void make_models() {
   bad_model("no_vocab", [&](const fs::path& m) { fs::remove(m / v); });
   bad_model("empty_vocab", [&](const fs::path& m) { write(m / v, ""); });
   bad_model("vocab_duplicate", [&](const fs::path& m) { write(m / v, vocab_with(4, "<pad>")); });
-  bad_model("vocab_no_reserved", [&](const fs::path& m) { write(m / v, vocab_with(2, "<b0s>")); });
+  bad_model("vocab_no_reserved", [&](const fs::path& m) { write(m / v, vocab_with(3, "<e0s>")); });
+  bad_model("vocab_no_unk", [&](const fs::path& m) { write(m / v, vocab_with(0, "<unk0>")); });
   bad_model("vocab_bad_utf8", [&](const fs::path& m) { write(m / v, vocab_with(4, "\xC3\x28")); });
   bad_model("vocab_huge_line",
             [&](const fs::path& m) { write(m / v, vocab_with(4, std::string(70000, 'x'))); });

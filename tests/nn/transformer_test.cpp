@@ -2,6 +2,7 @@
 
 #include "attn/autograd/node.h"
 #include "attn/ops/elementwise.h"
+#include "attn/ops/index.h"
 #include "testing.h"
 
 using namespace attn;
@@ -66,6 +67,20 @@ TEST(Transformer, ParameterNamesAreD2lStateDictNames) {
   EXPECT_FALSE(state.count("encoder.blks.block0.attention.W_q.bias"));  // d2l: no bias
 }
 
+TEST(Transformer, ParameterShapesWithoutAModelAreTheModels) {
+  for (bool use_bias : {false, true})
+    for (std::int64_t layers : {1, 3}) {
+      TransformerConfig c = small_config();
+      c.use_bias = use_bias;
+      c.num_layers = layers;
+      std::vector<std::pair<std::string, Shape>> built;
+      for (auto& [name, p] : EncoderDecoder(c).named_parameters())
+        built.emplace_back(name, p.shape());
+      EXPECT_EQ(transformer_parameter_shapes(c), built)
+          << "use_bias " << use_bias << ", layers " << layers;
+    }
+}
+
 TEST(Transformer, KvCacheDecodingEqualsFullRecomputation) {
   manual_seed(5);
   EncoderDecoder net(small_config());
@@ -91,6 +106,79 @@ TEST(Transformer, KvCacheDecodingEqualsFullRecomputation) {
   Tensor b = net.decoder->step(tgt.narrow(1, 3, 4).contiguous(), s2);
   EXPECT_LT(max_abs_diff(a, full.narrow(1, 0, 3)), 1e-5);
   EXPECT_LT(max_abs_diff(b, full.narrow(1, 3, 4)), 1e-5);
+}
+
+// Beam search keeps some rows of the state (repeated, reordered, dropped) and
+// goes on decoding: the cache it carries must give what recomputing each new
+// row's whole prefix from scratch gives.
+TEST(Transformer, SelectingCacheRowsEqualsRecomputation) {
+  manual_seed(6);
+  EncoderDecoder net(small_config());
+  net.eval();
+  autograd::NoGradGuard no_grad;
+  // Rows 0 and 1 translate one source, rows 2 and 3 another, row 4 a third.
+  Tensor src = randint(0, 11, {5, 6}, default_generator());
+  for (std::int64_t t = 0; t < 6; ++t) {
+    src.data<std::int64_t>()[6 + t] = src.data<std::int64_t>()[t];
+    src.data<std::int64_t>()[18 + t] = src.data<std::int64_t>()[12 + t];
+  }
+  Tensor src_lens = lens({6, 6, 4, 4, 2});
+  Tensor prefix = randint(0, 13, {5, 3}, default_generator());
+  Tensor more = randint(0, 13, {5, 4}, default_generator());
+  Tensor enc = net.encoder->forward(src, src_lens);
+
+  // New row i continues old row rows[i]; its source is that of old row
+  // encoder_rows[i] (empty: rows[i]). Selected twice in a row, so that the
+  // second selection works in place on the state's own buffers.
+  auto check = [&](const std::vector<std::int64_t>& first, const std::vector<std::int64_t>& rows,
+                   const std::vector<std::int64_t>& encoder_rows) {
+    DecoderState state = net.decoder->init_state(enc, src_lens);
+    for (std::int64_t t = 0; t < 2; ++t)  // grown one step at a time, as decoding does
+      net.decoder->step(prefix.narrow(1, t, 1).contiguous(), state);
+    const std::int64_t m = static_cast<std::int64_t>(first.size());
+    state.select_rows(from_vector(first, {m}));
+    Tensor idx1 = from_vector(first, {m});
+    net.decoder->step(index_select(prefix, 0, idx1).narrow(1, 2, 1).contiguous(), state);
+    const std::int64_t n = static_cast<std::int64_t>(rows.size());
+    if (encoder_rows.empty()) {
+      state.select_rows(from_vector(rows, {n}));
+    } else {
+      state.select_rows(from_vector(rows, {n}), from_vector(encoder_rows, {n}));
+    }
+    EXPECT_EQ(state.batch_size(), n);
+    EXPECT_EQ(state.steps, 3);
+    // The source row of each new row.
+    std::vector<std::int64_t> source;
+    for (std::int64_t r : rows) source.push_back(first[static_cast<std::size_t>(r)]);
+    Tensor idx = from_vector(source, {n});
+    Tensor next = index_select(more, 0, idx);
+    Tensor cached = net.decoder->step(next, state);  // 4 more tokens at once
+    // From scratch: each new row's source and its whole target prefix.
+    Tensor full_tgt = cat({index_select(prefix, 0, idx), next}, 1);
+    Tensor src_rows = index_select(src, 0, idx), len_rows = index_select(src_lens, 0, idx);
+    Tensor full = net.decoder->forward(
+        full_tgt, net.decoder->init_state(net.encoder->forward(src_rows, len_rows), len_rows));
+    EXPECT_LT(max_abs_diff(cached, full.narrow(1, 3, 4)), 1e-5);
+    EXPECT_GE(state.self_k[0].size(1), 7);
+  };
+  Tensor enc_before = enc.clone();
+  check({0, 1, 2, 3, 4}, {4, 0, 0, 3}, {});  // dropped, repeated, reordered: in place
+  check({0, 1, 2, 3, 4}, {2, 0, 1, 2, 4, 3, 1}, {});  // more rows than before: new buffers
+  check({4, 0, 1, 2}, {3, 1, 2, 0}, {});  // a permutation, in place
+  // Rows 0 and 1 of the first selection share a source (and 2 and 3): beams
+  // reordered within each source keep the encoder side where it is...
+  check({0, 1, 2, 3, 4}, {1, 1, 3, 2, 4}, {0, 1, 2, 3, 4});
+  // ... and a source that leaves only closes the gap.
+  check({0, 1, 2, 3, 4}, {3, 2, 4}, {2, 3, 4});
+  check({0, 1, 2, 3, 4}, {0, 1, 4}, {0, 1, 4});
+  // The caller's encoder outputs were never written.
+  EXPECT_EQ(max_abs_diff(enc, enc_before), 0.0);
+  DecoderState state = net.decoder->init_state(enc, src_lens);
+  net.decoder->step(prefix.narrow(1, 0, 1).contiguous(), state);
+  EXPECT_THROW(state.select_rows(from_vector(std::vector<std::int64_t>{5}, {1})), ValueError);
+  EXPECT_THROW(state.select_rows(from_vector(std::vector<std::int64_t>{0, 1}, {2}),
+                                 from_vector(std::vector<std::int64_t>{0}, {1})),
+               ValueError);
 }
 
 // Both attention paths: the fused kernels, and (weights kept) the materialized one.

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "attn/core/threads.h"
 #include "attn/ops/elementwise.h"
 #include "attn/ops/reduce.h"
 #include "testing.h"
@@ -47,4 +48,85 @@ TEST(ClipGradNorm, ScalesOnlyAboveTheThreshold) {
   EXPECT_NEAR(b.grad().item<float>(), 0.8, 1e-6);
   EXPECT_NEAR(optim::clip_grad_norm({a, b}, 10.0), 1.0, 1e-6);
   EXPECT_NEAR(a.grad().item<float>(), 0.6, 1e-6);
+}
+
+namespace {
+
+// Parameters of odd sizes, one above the parallel grain, with gradients.
+std::vector<Tensor> params_with_grads(std::uint64_t seed) {
+  std::vector<Tensor> ps;
+  const std::vector<Shape> shapes = {{7}, {33, 17}, {301, 123}, {1}, {5, 3}};
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    Tensor p = attn::testing::rand32(shapes[i], seed + i);
+    p.set_grad(attn::testing::rand32(shapes[i], seed + 100 + i, -3.0, 3.0));
+    ps.push_back(p);
+  }
+  return ps;
+}
+
+std::vector<Tensor> clones(const std::vector<Tensor>& ps) {
+  std::vector<Tensor> out;
+  for (const auto& p : ps) {
+    Tensor c = p.clone();
+    c.set_grad(p.grad().clone());
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+// The fused path the trainer takes (grad_norm, then Adam::step_scaled) gives
+// bit for bit what clip_grad_norm and Adam::step give, on 1 and 2 threads,
+// for steps that clip and steps that do not.
+TEST(Adam, StepScaledEqualsClipThenStepExactly) {
+  const int saved = get_num_threads();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (double max_norm : {1.0, 1e9}) {
+      std::vector<Tensor> a = params_with_grads(11), b = clones(a);
+      optim::Adam adam_a(a, 1e-3, 0.9, 0.98, 1e-9), adam_b(b, 1e-3, 0.9, 0.98, 1e-9);
+      for (int step = 0; step < 3; ++step) {
+        // New gradients each step, the same on both sides (as a backward pass).
+        for (std::size_t k = 0; k < a.size(); ++k) {
+          Tensor g = attn::testing::rand32(a[k].shape(), 1000 + 10 * step + k, -3.0, 3.0);
+          a[k].set_grad(g.clone());
+          b[k].set_grad(g.clone());
+        }
+        const double n_a = optim::clip_grad_norm(a, max_norm);
+        adam_a.step();
+        const double n_b = optim::grad_norm(b);
+        EXPECT_EQ(n_a, n_b);
+        adam_b.step_scaled(n_b > max_norm ? max_norm / n_b : 1.0);
+        for (std::size_t k = 0; k < a.size(); ++k) {
+          EXPECT_EQ(to_vector<float>(a[k]), to_vector<float>(b[k])) << "param " << k;
+          EXPECT_EQ(to_vector<float>(adam_a.exp_avg_sq()[k]),
+                    to_vector<float>(adam_b.exp_avg_sq()[k]));
+        }
+      }
+    }
+  }
+  set_num_threads(saved);
+  std::vector<Tensor> p = params_with_grads(3);
+  optim::Adam adam(p, 1e-3);
+  EXPECT_THROW(adam.step_scaled(0.0), ValueError);
+  EXPECT_THROW(adam.step_scaled(std::nan("")), ValueError);
+}
+
+// grad_norm: the same value on 1 and 2 threads, equal to a plain f64 sum.
+TEST(GradNorm, IndependentOfThreadsAndMatchesAPlainSum) {
+  const int saved = get_num_threads();
+  std::vector<Tensor> ps = params_with_grads(21);
+  double plain = 0;
+  for (const auto& p : ps)
+    for (float g : to_vector<float>(p.grad())) plain += static_cast<double>(g) * g;
+  set_num_threads(1);
+  const double one = optim::grad_norm(ps);
+  set_num_threads(2);
+  const double two = optim::grad_norm(ps);
+  set_num_threads(saved);
+  EXPECT_EQ(one, two);
+  EXPECT_NEAR(one, std::sqrt(plain), 1e-12 * std::sqrt(plain));
+  Tensor no_grad = tensor({1.0f});
+  EXPECT_EQ(optim::grad_norm({no_grad}), 0.0);
 }

@@ -19,26 +19,51 @@ std::string error_of(const std::function<void()>& f) {
 }  // namespace
 
 TEST(HParams, EveryEnumValueNamesItsRow) {
-  const std::vector<std::pair<HP, std::string>> ids = {{HP::src_vocab_size, "src_vocab_size"},
-                                                       {HP::tgt_vocab_size, "tgt_vocab_size"},
-                                                       {HP::num_hiddens, "num_hiddens"},
-                                                       {HP::num_layers, "num_layers"},
-                                                       {HP::num_heads, "num_heads"},
-                                                       {HP::ffn_num_hiddens, "ffn_num_hiddens"},
-                                                       {HP::dropout, "dropout"},
-                                                       {HP::max_len, "max_len"},
-                                                       {HP::use_bias, "use_bias"},
-                                                       {HP::num_steps, "num_steps"},
-                                                       {HP::path, "path"},
-                                                       {HP::num_examples, "num_examples"},
-                                                       {HP::min_freq, "min_freq"},
-                                                       {HP::valid_fraction, "valid_fraction"},
-                                                       {HP::num_pairs, "num_pairs"},
-                                                       {HP::num_epochs, "num_epochs"},
-                                                       {HP::lr, "lr"},
-                                                       {HP::batch_size, "batch_size"},
-                                                       {HP::grad_clip, "grad_clip"},
-                                                       {HP::seed, "seed"}};
+  // clang-format off
+  const std::vector<std::pair<HP, std::string>> ids = {
+      {HP::src_vocab_size, "src_vocab_size"},
+      {HP::tgt_vocab_size, "tgt_vocab_size"},
+      {HP::num_hiddens, "num_hiddens"},
+      {HP::num_layers, "num_layers"},
+      {HP::num_heads, "num_heads"},
+      {HP::ffn_num_hiddens, "ffn_num_hiddens"},
+      {HP::dropout, "dropout"},
+      {HP::max_len, "max_len"},
+      {HP::use_bias, "use_bias"},
+      {HP::num_steps, "num_steps"},
+      {HP::tokenizer, "tokenizer"},
+      {HP::path, "path"},
+      {HP::num_examples, "num_examples"},
+      {HP::min_freq, "min_freq"},
+      {HP::valid_fraction, "valid_fraction"},
+      {HP::num_pairs, "num_pairs"},
+      {HP::valid_size, "valid_size"},
+      {HP::test_size, "test_size"},
+      {HP::valid_data, "valid_data"},
+      {HP::test_data, "test_data"},
+      {HP::vocab_size, "vocab_size"},
+      {HP::spm_type, "spm_type"},
+      {HP::max_length, "max_length"},
+      {HP::batch_tokens, "batch_tokens"},
+      {HP::num_epochs, "num_epochs"},
+      {HP::lr, "lr"},
+      {HP::batch_size, "batch_size"},
+      {HP::grad_clip, "grad_clip"},
+      {HP::seed, "seed"},
+      {HP::embedding_init, "embedding_init"},
+      {HP::loss, "loss"},
+      {HP::label_smoothing, "label_smoothing"},
+      {HP::adam_beta1, "adam_beta1"},
+      {HP::adam_beta2, "adam_beta2"},
+      {HP::adam_eps, "adam_eps"},
+      {HP::lr_schedule, "lr_schedule"},
+      {HP::lr_warmup, "lr_warmup"},
+      {HP::valid_freq, "valid_freq"},
+      {HP::early_stopping, "early_stopping"},
+      {HP::valid_metric, "valid_metric"},
+      {HP::time_limit, "time_limit"},
+  };
+  // clang-format on
   ASSERT_EQ(ids.size(), kNumHParams);
   std::set<std::string> names;
   for (const auto& [id, name] : ids) {
@@ -99,6 +124,46 @@ TEST(HParams, RulesBetweenValuesAreCheckedOnce) {
             "num_steps 1001 is more than max_len 1000 (the positional encoding's positions)");
 }
 
+TEST(HParams, ChoicesPresetsAndFlatJson) {
+  EXPECT_EQ(error_of([] { parse_hvalue(hparam(HP::tokenizer), "bpe"); }),
+            "--vocab: 'bpe' is not one of word,spm");
+  EXPECT_EQ(std::get<std::string>(parse_hvalue(hparam(HP::valid_data), "")), "");
+  EXPECT_EQ(error_of([] { parse_hvalue(hparam(HP::lr_schedule), "cosine"); }),
+            "--lr-schedule: 'cosine' is not one of constant,inverse-sqrt");
+  // Every preset is valid; d2l's is the defaults.
+  for (const auto& name : preset_names()) {
+    RunSpec run = preset_run(name);
+    run.data.path = "x";
+    run.model.transformer.max_len = std::max<std::int64_t>(1000, run.data.max_length);
+    EXPECT_NO_THROW(validate(run)) << name;
+  }
+  EXPECT_TRUE(preset("d2l").empty());
+  EXPECT_THROW(preset("big"), ValueError);
+  // --config's JSON: any subset, typed and range-checked, unknown keys refused.
+  RunSpec run;
+  nlohmann::json j = nlohmann::json::parse(R"({"num_hiddens": 64, "vocab": "spm"})");
+  EXPECT_EQ(error_of([&] { hparams_from_flat_json(io::JsonObject(j, "'c'"), run); }),
+            "'c': \"vocab\" is not a hyperparameter (attn train --dump-config lists them)");
+  j = nlohmann::json::parse(R"({"num_hiddens": 64, "tokenizer": "spm", "lr": 0.002})");
+  EXPECT_EQ(hparams_from_flat_json(io::JsonObject(j, "'c'"), run).size(), 3u);
+  EXPECT_EQ(run.model.transformer.num_hiddens, 64);
+  EXPECT_EQ(run.model.tokenizer, "spm");
+  j = nlohmann::json::parse(R"({"num_heads": 0})");
+  EXPECT_EQ(error_of([&] { hparams_from_flat_json(io::JsonObject(j, "'c'"), run); }),
+            "'c': \"num_heads\" = 0 is outside [1, 1024]");
+  // What --dump-config prints reads back the same.
+  RunSpec t = preset_run("tatoeba");
+  t.data.path = "/x";
+  nlohmann::json dumped = nlohmann::json::parse(hparams_to_flat_json(t).dump());
+  RunSpec back;
+  hparams_from_flat_json(io::JsonObject(dumped, "'d'"), back);
+  for (const auto& p : hparams()) {
+    if (p.flag != HFlag::none) {
+      EXPECT_EQ(p.get(back), p.get(t)) << p.name;
+    }
+  }
+}
+
 TEST(HParams, JsonRoundTripPerGroup) {
   RunSpec run;
   run.data.path = "/data/fra.txt";
@@ -112,8 +177,11 @@ TEST(HParams, JsonRoundTripPerGroup) {
     nlohmann::json j = hparams_to_json(run, g);
     RunSpec back;
     hparams_from_json(io::JsonObject(j, "'x'"), g, back);
-    for (const auto& p : hparams())
-      if (p.group == g) EXPECT_EQ(p.get(back), p.get(run)) << p.name;
+    for (const auto& p : hparams()) {
+      if (p.group == g) {
+        EXPECT_EQ(p.get(back), p.get(run)) << p.name;
+      }
+    }
   }
   nlohmann::json j = hparams_to_json(run, HGroup::train);
   j["lr"] = -1;

@@ -238,10 +238,26 @@ TEST_F(ModelDirFiles, WeightsThatLieAboutTheConfigAreNamed) {
           "'" + weights() + "': tensor 'decoder.blks.block1.ffn.dense1.weight' is missing", 0),
       0u);
   save_model(dir, *f.net, f.config, f.src, f.tgt);
+  const std::size_t n = f.net->named_parameters().size();
   rewrite_weights([](io::TensorMap& m) { m.erase("decoder.blks.block0.addnorm2.ln.bias"); });
+  EXPECT_EQ(load_error(dir), fmt::format("'{}': tensor 'decoder.blks.block0.addnorm2.ln.bias' is "
+                                         "missing (a model of config.json's sizes has {} "
+                                         "tensors; this file holds {})",
+                                         weights(), n, n - 1));
+  // A large tensor missing is named too, not reported as a parameter count.
+  save_model(dir, *f.net, f.config, f.src, f.tgt);
+  rewrite_weights([](io::TensorMap& m) { m.erase("encoder.blks.block1.attention.W_v.weight"); });
+  EXPECT_EQ(load_error(dir), fmt::format("'{}': tensor 'encoder.blks.block1.attention.W_v.weight' "
+                                         "is missing (a model of config.json's sizes has {} "
+                                         "tensors; this file holds {})",
+                                         weights(), n, n - 1));
+  save_model(dir, *f.net, f.config, f.src, f.tgt);
+  rewrite_weights([](io::TensorMap& m) {
+    m["decoder.blks.block0.attention2.W_o.weight"] = zeros({8, 4});
+  });
   EXPECT_EQ(load_error(dir), "'" + weights() +
-                                 "': load_state_dict: missing parameter "
-                                 "'decoder.blks.block0.addnorm2.ln.bias'");
+                                 "': tensor 'decoder.blks.block0.attention2.W_o.weight' has shape "
+                                 "[8, 4] but config.json's sizes need [8, 8]");
   save_model(dir, *f.net, f.config, f.src, f.tgt);
   rewrite_weights([](io::TensorMap& m) { m["extra"] = zeros({2}); });
   EXPECT_EQ(load_error(dir), "'" + weights() + "': load_state_dict: unexpected parameter 'extra'");
@@ -271,7 +287,7 @@ TEST_F(ModelDirFiles, WeightsThatLieAboutTheConfigAreNamed) {
 TEST_F(ModelDirFiles, CheckWeightsBoundsTheModelBeforeAllocatingIt) {
   io::TensorMap m = io::load_safetensors(weights());
   // Every tensor that shows a size is right, but the other blocks are gone:
-  // fewer parameters than the config needs.
+  // the first tensor the config needs and the file lacks is named.
   ModelConfig c = f.config;
   io::TensorMap lying;
   for (const char* name :
@@ -283,9 +299,10 @@ TEST_F(ModelDirFiles, CheckWeightsBoundsTheModelBeforeAllocatingIt) {
     FAIL();
   } catch (const IOError& e) {
     EXPECT_EQ(std::string(e.what()),
-              fmt::format("'w.safetensors': holds {} parameters but config.json's sizes need at "
-                          "least {}",
-                          7 * 8 + 8 * 8 * 2 + 16 * 8 * 2, min_num_parameters(c.transformer)));
+              fmt::format("'w.safetensors': tensor 'encoder.blks.block0.attention.W_q.weight' is "
+                          "missing (a model of config.json's sizes has {} tensors; this file "
+                          "holds 5)",
+                          f.net->named_parameters().size()));
   }
   EXPECT_NO_THROW(check_weights(c, m, "w.safetensors"));
   EXPECT_LE(min_num_parameters(c.transformer), f.net->num_parameters());

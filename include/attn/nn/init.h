@@ -25,4 +25,8 @@ class Module;
 // `net` (biases and other parameters keep their initialization).
 void xavier_init(Module& net, Generator& gen = default_generator());
 
+// Draws the weight of every Embedding in `net` anew from N(0, stddev^2), in
+// the order Module::apply visits them. (An Embedding starts as N(0, 1).)
+void init_embeddings(Module& net, double stddev, Generator& gen = default_generator());
+
 }  // namespace attn::nn

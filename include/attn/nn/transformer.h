@@ -96,6 +96,30 @@ struct DecoderState {
   Tensor enc_outputs, enc_valid_lens;
   std::vector<Tensor> self_k, self_v, cross_k, cross_v;
   std::int64_t steps = 0;  // tokens already decoded: the position of the next one
+  // enc_outputs and enc_valid_lens are copies that select_rows made (it then
+  // selects their rows in place); false while they are the caller's tensors.
+  bool owns_encoder_rows = false;
+
+  // Batch rows of the state (of enc_valid_lens).
+  std::int64_t batch_size() const { return enc_valid_lens.defined() ? enc_valid_lens.size(0) : 0; }
+
+  // Keeps the batch rows `rows` ((n) i32 or i64, entries in [0, batch_size()),
+  // repeats allowed), in that order: afterwards row i is what row rows[i] was.
+  // Beam search calls it when it prunes (a beam continues the prefix of its
+  // parent row) and when sentences leave the batch. `encoder_rows` (n, or
+  // undefined: `rows`) picks the rows of the encoder side (enc_outputs,
+  // enc_valid_lens, cross_k, cross_v) instead: the caller promises that old
+  // row encoder_rows[i] has the source of old row rows[i]. Beams of one
+  // sentence share a source, so beam search passes the rows that leave that
+  // side in place (the identity, when every sentence keeps its rows) or only
+  // close the gaps of sentences that left.
+  // The rows are gathered in place, in the state's own buffers, when there
+  // are no more of them than before (only the `steps` valid positions of the
+  // self-attention cache are moved); more rows take new buffers.
+  // enc_outputs and enc_valid_lens, the caller's tensors, are copied the
+  // first time they change (owns_encoder_rows) and never written. A copy of a
+  // DecoderState shares its buffers, as step() writes them in place too.
+  void select_rows(const Tensor& rows, const Tensor& encoder_rows = Tensor());
 };
 
 class DecoderBlock : public Module {
@@ -136,6 +160,12 @@ class TransformerDecoder : public Module {
   std::shared_ptr<Blocks<DecoderBlock>> blks;
   std::shared_ptr<Linear> dense;
 };
+
+// The name and shape of every parameter of EncoderDecoder(c), in the order
+// of its named_parameters(), computed without building the model: a loader
+// checks a weights file against a config with it before allocating a model
+// of the config's sizes.
+std::vector<std::pair<std::string, Shape>> transformer_parameter_shapes(const TransformerConfig& c);
 
 class EncoderDecoder : public Module {
  public:

@@ -107,11 +107,17 @@ Tensor attention_decode(const Tensor& q, const Tensor& k, const Tensor& v,
                         const AttentionOptions& opt = {});
 
 // Which kernels the f32 attention ops run, for tests and benchmarks; by
-// default the best instruction set this CPU has, the small path on and each
-// kernel's own tile sizes. Process-wide; set it while no attention op runs on
-// another thread. f64 always runs portable vectors.
+// default the instruction set named by the environment variable ATTN_ISA
+// (avx512, avx2 or portable) when it is set, else the best this CPU has, the
+// small path on and each kernel's own tile sizes. Process-wide; set it while
+// no attention op runs on another thread. f64 always runs portable vectors.
+//
+// ATTN_ISA is read once, by the first attention op or call below; an unknown
+// name, or a set this CPU lacks, makes that call (and every later one, until
+// a set is chosen here) throw ValueError naming ATTN_ISA. oneDNN's matrix
+// products choose their own instruction set (oneDNN's DNNL_MAX_CPU_ISA caps it).
 struct AttentionKernelConfig {
-  std::string isa;  // "avx512", "avx2" or "portable"; "": the best this CPU has
+  std::string isa;  // "avx512", "avx2" or "portable"; "": the default (ATTN_ISA, else the best)
   bool small_path = true;  // false: small problems run the tiled kernels too
   std::int64_t tile_queries = 0, tile_keys = 0;  // 0: the kernels' defaults;
                                                  // queries round up to the vector width

@@ -38,7 +38,13 @@ class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, double lr, double beta1 = 0.9, double beta2 = 0.999,
        double eps = 1e-8);
-  void step() override;
+  void step() override { step_scaled(1.0); }
+  // The step with every gradient multiplied by `grad_scale` first (rounded
+  // to the parameter's type, as clip_grad_norm rounds it): clipping fused
+  // into the update, without a pass that writes scaled gradients.
+  //   double n = grad_norm(ps); adam.step_scaled(n > c ? c / n : 1.0);
+  // gives the same bits as clip_grad_norm(ps, c); adam.step().
+  void step_scaled(double grad_scale);
   std::int64_t steps() const { return t_; }
   // The moment estimates (for checkpoints): one (m, v) pair per parameter.
   std::vector<Tensor>& exp_avg() { return m_; }
@@ -54,5 +60,11 @@ class Adam : public Optimizer {
 // d2l's grad_clipping: if the global L2 norm of all gradients exceeds
 // max_norm, scale every gradient by max_norm / norm. Returns the norm before clipping.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+
+// The global L2 norm of all gradients (parameters without one are skipped).
+// Each parameter's sum of squares is taken in one fixed order and the sums
+// are added in parameter order, so the result does not depend on the number
+// of threads (large parameters are summed in parallel with each other).
+double grad_norm(const std::vector<Tensor>& params);
 
 }  // namespace attn::optim

@@ -30,9 +30,16 @@ struct DataSpec {
   std::string path;
   long num_examples = 600;
   int min_freq = 2;
-  double valid_fraction = 0.0;
+  double valid_fraction = 0.0;  // d2l-style: the last pairs, not trained on
   std::int64_t num_pairs = 0;  // training pairs
   std::uint64_t fingerprint = 0;  // data_fingerprint() of the training data
+  // A translator's data (with tokenizer "spm" or batch_tokens > 0):
+  std::int64_t valid_size = 0, test_size = 0;  // pairs held out (data/corpus.h split)
+  std::string valid_data, test_data;  // external held-out sets instead ("" : none)
+  std::int64_t vocab_size = 8000;  // of the SentencePiece model
+  std::string spm_type = "unigram";  // or "bpe"
+  std::int64_t max_length = 128;  // tokens a side (with <eos>); longer pairs are dropped
+  std::int64_t batch_tokens = 0;  // tokens a batch (0: batch_size pairs, d2l's way)
 };
 
 // What stays the same for a whole run.
@@ -65,6 +72,9 @@ struct HParam {
   HFlag flag;
   std::string_view help;
   std::string_view flag_name = {};  // when not "--" + name with '-' for '_'
+  // Text: the values allowed, '|'-separated; "": any non-empty text; "*":
+  // any text, the empty one included (an optional file).
+  std::string_view choices = {};
   HValue (*get)(const RunSpec&) = nullptr;
   void (*set)(RunSpec&, const HValue&) = nullptr;
 };
@@ -81,16 +91,37 @@ enum class HP : std::size_t {
   max_len,
   use_bias,
   num_steps,
+  tokenizer,
   path,
   num_examples,
   min_freq,
   valid_fraction,
   num_pairs,
+  valid_size,
+  test_size,
+  valid_data,
+  test_data,
+  vocab_size,
+  spm_type,
+  max_length,
+  batch_tokens,
   num_epochs,
   lr,
   batch_size,
   grad_clip,
   seed,
+  embedding_init,
+  loss,
+  label_smoothing,
+  adam_beta1,
+  adam_beta2,
+  adam_eps,
+  lr_schedule,
+  lr_warmup,
+  valid_freq,
+  early_stopping,
+  valid_metric,
+  time_limit,
   count
 };
 inline constexpr std::size_t kNumHParams = static_cast<std::size_t>(HP::count);
@@ -125,5 +156,21 @@ void validate_model(const ModelConfig& model);
 // io::JsonObject does), then validated.
 nlohmann::ordered_json hparams_to_json(const RunSpec& run, HGroup group);
 void hparams_from_json(const io::JsonObject& object, HGroup group, RunSpec& run);
+
+// Every row that is a flag, flat ({"num_hiddens": 32, ...}): what `attn
+// train --dump-config` prints, what `--config FILE` reads, and the model
+// directory's training.json.
+nlohmann::ordered_json hparams_to_flat_json(const RunSpec& run);
+// Sets the rows that `object` names (any subset of the flag rows; another
+// key is an IOError naming it); returns their names.
+std::vector<std::string> hparams_from_flat_json(const io::JsonObject& object, RunSpec& run);
+
+// The presets of `attn train --preset`: d2l (the defaults: d2l's Transformer
+// of section 10.7) and tatoeba (a translator of the whole corpus; see the
+// README for how it was chosen). Each is a list of (row name, value text)
+// set over the defaults. ValueError for an unknown name.
+const std::vector<std::string>& preset_names();
+const std::vector<std::pair<std::string, std::string>>& preset(const std::string& name);
+RunSpec preset_run(const std::string& name);
 
 }  // namespace attn::seq2seq

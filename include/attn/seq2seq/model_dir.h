@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "attn/data/tokenizer.h"
 #include "attn/data/vocab.h"
 #include "attn/io/safetensors.h"
 #include "attn/nn/transformer.h"
@@ -23,6 +24,9 @@ namespace attn::seq2seq {
 struct ModelConfig {
   nn::TransformerConfig transformer;
   std::int64_t num_steps = 10;  // the sequence length the data was cut to
+  // "word": d2l's word vocabularies (src_vocab.txt, tgt_vocab.txt); "spm": a
+  // SentencePiece model (spm.model) shared by both sides (data/tokenizer.h).
+  std::string tokenizer = "word";
 };
 
 // Limits of config.json beyond which a config is taken for a broken file:
@@ -36,11 +40,27 @@ inline const std::vector<std::string> kModelFiles = {"config.json", "model.safet
                                                      "src_vocab.txt", "tgt_vocab.txt"};
 // config.json is a few hundred bytes; a larger one is not a config.
 inline constexpr std::uint64_t kMaxConfigBytes = 1 << 20;
+// The SentencePiece model of a "spm" model, and the training configuration.
+inline constexpr const char* kSpmFile = "spm.model";
+inline constexpr const char* kTrainingFile = "training.json";
+inline constexpr std::uint64_t kMaxSpmBytes = 64 << 20;
 
 struct LoadedModel {
   ModelConfig config;
   std::shared_ptr<nn::EncoderDecoder> net;
   data::Vocab src_vocab, tgt_vocab;
+  // Text <-> ids as the model was trained: d2l's words, or its SentencePiece
+  // model (spm.model).
+  std::shared_ptr<data::Tokenizer> tokenizer;
+};
+
+// What a model directory holds besides the config and the weights: the
+// vocabularies, and for a SentencePiece model its bytes (spm.model); the
+// training configuration (training.json, every hyperparameter of the run
+// that made it) when there is one.
+struct ModelExtras {
+  std::string spm_model;  // "" for word vocabularies
+  std::string training_json;  // "" for none
 };
 
 // Writes the four files and the manifest as one file set, creating `dir` if
@@ -48,7 +68,8 @@ struct LoadedModel {
 // the directory's lock unless this process holds it (io::WriteGuard); a
 // directory another process holds is refused.
 void save_model(const std::string& dir, const nn::EncoderDecoder& net, const ModelConfig& config,
-                const data::Vocab& src_vocab, const data::Vocab& tgt_vocab);
+                const data::Vocab& src_vocab, const data::Vocab& tgt_vocab,
+                const ModelExtras& extras = {});
 
 // Reads and checks all four files before it builds the model. Every problem
 // is an IOError of one line naming the file (and the key, line or tensor):
@@ -58,12 +79,13 @@ void save_model(const std::string& dir, const nn::EncoderDecoder& net, const Mod
 //   - config.json: not JSON, not an object, a key missing, given twice, of the
 //     wrong type or outside its range, num_heads not dividing num_hiddens,
 //     max_len x num_hiddens > kMaxPositionalEntries;
-//   - a vocabulary: as data::Vocab::load, a reserved token missing, a size
-//     other than config.json's;
+//   - a vocabulary: as data::Vocab::load ("<unk>" at any index), a token of
+//     data::kSourceTokens / kTargetTokens missing, a size other than
+//     config.json's;
 //   - model.safetensors: as io::parse_safetensors; a tensor that is not F32 or
 //     F64 or holds a NaN or infinity; a tensor missing, extra or of a shape
-//     other than config.json implies (named); fewer parameters than the
-//     config's sizes need (checked before anything of those sizes is allocated).
+//     other than config.json implies (named; checked before anything of the
+//     config's sizes is allocated).
 LoadedModel load_model(const std::string& dir);
 
 // Writes `dir`'s manifest.json for the four files as they are, after every
@@ -72,9 +94,10 @@ LoadedModel load_model(const std::string& dir);
 void write_model_manifest(const std::string& dir);
 
 // The weights checks of load_model on tensors already read (`what` names
-// their file): dtypes, NaN/infinity, the shapes that show config's sizes, and
-// the parameter count against min_num_parameters. After it passes, a model of
-// `config` is at most about twice the size of `tensors`.
+// their file): dtypes, NaN/infinity, the shapes that show config's sizes,
+// then every tensor a model of `config` has, by name and shape
+// (nn::transformer_parameter_shapes). After it passes, a model of `config`
+// is no larger than `tensors`.
 void check_weights(const ModelConfig& config, const io::TensorMap& tensors,
                    const std::string& what);
 

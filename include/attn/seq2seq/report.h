@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "attn/seq2seq/trainer.h"
 #include "attn/seq2seq/translate.h"
 
 namespace attn::seq2seq {
@@ -43,7 +44,16 @@ AttentionMaps first_tokens(const AttentionMaps& maps, std::size_t n);
 void save_attention_figures(const AttentionMaps& maps, std::int64_t num_heads,
                             const std::string& stem);
 
-// The loss per epoch as a line plot: <stem>.svg and <stem>.png.
-void save_loss_plot(const std::vector<double>& epoch_losses, const std::string& stem);
+// The training loss as a line plot, <stem>.svg and <stem>.png, against
+// epochs (of `batches_per_epoch` steps): per whole epoch (d2l's plot) when
+// `step_losses` is empty, else the mean of the step losses in about 100
+// windows (a run cut short in its first epoch still has a curve). With
+// validations, their per-token loss beside it.
+void save_loss_plot(const std::vector<double>& epoch_losses, const std::vector<double>& step_losses,
+                    std::int64_t batches_per_epoch, const std::vector<Validation>& validations,
+                    const std::string& stem);
+
+// The validation BLEU against minutes of training, <stem>.svg and .png.
+void save_bleu_plot(const std::vector<Validation>& validations, const std::string& stem);
 
 }  // namespace attn::seq2seq
