@@ -26,6 +26,7 @@
 #include "attn/io/json.h"
 #include "attn/io/read_file.h"
 #include "attn/nn/init.h"
+#include "attn/ops/precision.h"
 #include "attn/seq2seq/checkpoint.h"
 #include "attn/seq2seq/hparams.h"
 #include "attn/seq2seq/model_dir.h"
@@ -307,6 +308,11 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   }
   RunSpec& run = s.run;
   run.threads = get_num_threads();
+  if (run.train.precision == "bf16" && !bf16_supported()) {
+    fmt::print(stderr,
+               "attn: warning: --precision bf16: this CPU has no AVX-512 BF16; training in f32\n");
+    run.train.precision = "f32";
+  }
   // Under mpirun: one of several processes training one model (mpi_comm.h).
   // Process 0 alone writes (the model directory, checkpoints, logs,
   // pictures) and prints; the others compute their share and stay silent.
@@ -434,7 +440,7 @@ constexpr const char* kTrainFooter =
     "hyperparameters and ends as a run that never stopped would (with the same\n"
     "--threads, bit-identical losses and model). With --resume these may be given:\n"
     "--data, --valid-data, --test-data (the same corpora elsewhere; checked),\n"
-    "--epochs and --time-limit (to train longer), --checkpoint-every,\n"
+    "--epochs and --time-limit (to train longer), --precision, --checkpoint-every,\n"
     "--metrics-json, --log, --quiet; other flags must agree with the checkpoint.\n"
     "\n"
     "Ctrl-C (SIGINT) or SIGTERM: training finishes the step in progress, writes a\n"

@@ -38,6 +38,24 @@ void DecodeFlags::add_to(CLI::App* sub, bool with_n_best) {
       ->check(in_range(0.0, 1000.0))
       ->option_text("F")
       ->capture_default_str();
+  sub->add_option("--precision", precision_,
+                  "Matrix products in f32, or bf16 (operands rounded to bfloat16, f32 "
+                  "accumulation; the weights converted once; needs AVX-512 BF16, else f32 with a "
+                  "warning)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+}
+
+std::unique_ptr<PrecisionScope> DecodeFlags::precision_scope(
+    const std::vector<Tensor>& parameters) const {
+  Precision p = parse_precision(precision_);
+  if (p == Precision::bf16 && !bf16_supported()) {
+    fmt::print(stderr,
+               "attn: warning: --precision bf16: this CPU has no AVX-512 BF16; decoding in f32\n");
+    p = Precision::f32;
+  }
+  return std::make_unique<PrecisionScope>(
+      p, p == Precision::bf16 ? parameters : std::vector<Tensor>{});
 }
 
 void DecodeFlags::check() const {

@@ -1,6 +1,6 @@
 // apps/attn/decode_flags.h — the decoding flags of translate, evaluate and
 // attention (seq2seq/decode.h): --beam-size, --length-penalty, --n-best,
-// --max-length, --max-length-factor. Ranges are checked while parsing (a
+// --max-length, --max-length-factor, --precision. Ranges are checked while parsing (a
 // usage error, exit 2); what depends on the other flags or on the model is
 // checked by options().
 #pragma once
@@ -8,7 +8,10 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
+#include "attn/ops/precision.h"
 #include "attn/seq2seq/decode.h"
 #include "attn/seq2seq/model_dir.h"
 
@@ -29,10 +32,15 @@ class DecodeFlags {
   seq2seq::DecodeOptions options(const seq2seq::ModelConfig& model) const;
   // --n-best was given (even as 1): print the n-best format.
   bool n_best_given() const { return n_best_option_ && n_best_option_->count() > 0; }
+  // The precision of the products while decoding (ops/precision.h), with the
+  // model's parameters frozen; f32 with a warning on stderr where bf16 was
+  // asked for and the CPU lacks AVX-512 BF16.
+  std::unique_ptr<PrecisionScope> precision_scope(const std::vector<Tensor>& parameters) const;
 
  private:
   std::int64_t beam_size_ = 1, n_best_ = 1, max_length_ = 0;
   double length_penalty_ = 0, max_length_factor_ = 0;
+  std::string precision_ = "f32";
   CLI::Option *n_best_option_ = nullptr, *beam_option_ = nullptr, *penalty_option_ = nullptr;
 };
 

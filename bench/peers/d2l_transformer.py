@@ -4,6 +4,10 @@ the same data pipeline and hyperparameters, timed the same way.
 
     python3 bench/peers/d2l_transformer.py --epochs 200 --threads 2 [--json]
 
+The model's and the data's sizes can be changed as attn train's flags change
+them (--num-examples, --num-hiddens, ...), and --max-seconds ends training
+after the first step past that many seconds (bench/scale_sweep.py uses both).
+
 Prints training tokens/s, the time of greedy translation of one sentence
 (median of many), the final loss and peak RSS. Uses Debian's python3-torch;
 run it with OPENBLAS_CORETYPE=SKYLAKEX so that OpenBLAS uses its AVX-512
@@ -30,24 +34,34 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--translate-reps", type=int, default=50)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--num-examples", type=int, default=600)
+    ap.add_argument("--num-steps", type=int, default=10)
+    ap.add_argument("--num-hiddens", type=int, default=32)
+    ap.add_argument("--ffn-num-hiddens", type=int, default=64)
+    ap.add_argument("--num-heads", type=int, default=4)
+    ap.add_argument("--num-layers", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=0.005)
+    ap.add_argument("--max-seconds", type=float, default=0, help="0: no limit")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     opener = gzip.open if a.data.endswith(".gz") else open
     with opener(a.data, "rt", encoding="utf-8") as f:
-        src, tgt = tokenize("0.17", preprocess(f.read()), 600)
-    data = Data("0.17", src, tgt, 10)
+        src, tgt = tokenize("0.17", preprocess(f.read()), a.num_examples)
+    data = Data("0.17", src, tgt, a.num_steps)
     sv, tv = data.src_vocab, data.tgt_vocab
     X, X_len, Y, Y_len = data.src, data.src_len, data.label, data.label_len
-    net = transformer("0.17", len(sv), len(tv), 32, 64, 4, 2, 0.1)
+    net = transformer("0.17", len(sv), len(tv), a.num_hiddens, a.ffn_num_hiddens, a.num_heads,
+                      a.num_layers, 0.1)
     xavier_init(net)
-    opt = torch.optim.Adam(net.parameters(), lr=0.005)
+    opt = torch.optim.Adam(net.parameters(), lr=a.lr)
     bos = tv.token_to_idx["<bos>"]
     net.train()
-    tokens, start = 0, time.perf_counter()
+    tokens, start, out_of_time = 0, time.perf_counter(), False
     for epoch in range(a.epochs):
         loss_sum, epoch_tokens = 0.0, 0
-        for idx in torch.randperm(len(X)).split(64):
+        for idx in torch.randperm(len(X)).split(a.batch_size):
             opt.zero_grad()
             xb, xl, yb, yl = X[idx], X_len[idx], Y[idx], Y_len[idx]
             dec_in = torch.cat([torch.full((len(idx), 1), bos), yb[:, :-1]], 1)
@@ -58,7 +72,12 @@ def main():
             with torch.no_grad():
                 loss_sum += float(l.sum())
                 epoch_tokens += int(yl.sum())
+            if a.max_seconds > 0 and time.perf_counter() - start >= a.max_seconds:
+                out_of_time = True
+                break
         tokens += epoch_tokens
+        if out_of_time:
+            break
     seconds = time.perf_counter() - start
     final_loss = loss_sum / epoch_tokens
 
@@ -68,12 +87,12 @@ def main():
 
     def translate(sentence):
         ids = sv[sentence.split(" ")] + [sv.token_to_idx["<eos>"]]
-        valid = torch.tensor([min(len(ids), 10)])
-        ids = (ids + [sv.token_to_idx["<pad>"]] * 10)[:10]
+        valid = torch.tensor([min(len(ids), a.num_steps)])
+        ids = (ids + [sv.token_to_idx["<pad>"]] * a.num_steps)[:a.num_steps]
         with torch.no_grad():
             enc = net.encoder(torch.tensor([ids]), valid)
             state, dec_X, out = net.decoder.init_state(enc, valid), torch.tensor([[bos]]), []
-            for _ in range(10):
+            for _ in range(a.num_steps):
                 Yh, state = net.decoder(dec_X, state)
                 dec_X = Yh.argmax(dim=2)
                 pred = int(dec_X.squeeze())

@@ -8,5 +8,6 @@
 #include "attn/ops/loss.h"
 #include "attn/ops/matmul.h"
 #include "attn/ops/norm.h"
+#include "attn/ops/precision.h"
 #include "attn/ops/reduce.h"
 #include "attn/ops/softmax.h"

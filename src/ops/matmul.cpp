@@ -38,8 +38,10 @@
 #include <type_traits>
 
 #include "attn/autograd/node.h"
+#include "attn/ops/precision.h"
 #include "attn/ops/reduce.h"
 #include "ops/matmul_internal.h"
+#include "ops/precision_internal.h"
 
 namespace attn {
 
@@ -263,9 +265,9 @@ const dnnl::engine& cpu_engine() {
   return engine;
 }
 
-PrimitiveEntry build_primitive(const dnnl::memory::dims& ad, const dnnl::memory::dims& as,
-                               const dnnl::memory::dims& bd, const dnnl::memory::dims& bs,
-                               const dnnl::memory::dims& cd) {
+PrimitiveEntry build_primitive(dnnl::memory::data_type ab, const dnnl::memory::dims& ad,
+                               const dnnl::memory::dims& as, const dnnl::memory::dims& bd,
+                               const dnnl::memory::dims& bs, const dnnl::memory::dims& cd) {
   const dnnl::engine& engine = cpu_engine();
   using dt = dnnl::memory::data_type;
   PrimitiveEntry e;
@@ -276,7 +278,7 @@ PrimitiveEntry build_primitive(const dnnl::memory::dims& ad, const dnnl::memory:
       cs[d] = stride;
       stride *= cd[d];
     }
-    dnnl::memory::desc a(ad, dt::f32, as), b(bd, dt::f32, bs), c(cd, dt::f32, cs);
+    dnnl::memory::desc a(ad, ab, as), b(bd, ab, bs), c(cd, dt::f32, cs);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine);
     if (std::string_view(pd.impl_info_str()).starts_with("ref")) return e;
     e.prim = dnnl::matmul(pd);
@@ -290,6 +292,42 @@ PrimitiveEntry build_primitive(const dnnl::memory::dims& ad, const dnnl::memory:
   return e;
 }
 
+// c (dense, f32) = a @ b in one primitive call, a and b of type `ab` (f32 or
+// bf16) with the given dims and strides; false when oneDNN has no fast kernel.
+bool primitive_product(dnnl::memory::data_type ab, const void* pa, const dnnl::memory::dims& ad,
+                       const dnnl::memory::dims& as, const void* pb, const dnnl::memory::dims& bd,
+                       const dnnl::memory::dims& bs, float* pc, const dnnl::memory::dims& cd) {
+  // oneDNN plans a primitive's threading when it is built: the thread count is
+  // part of the key (1 inside an OpenMP parallel region, as oneDNN counts).
+  std::vector<std::int64_t> key = {omp_in_parallel() ? 1 : omp_get_max_threads(),
+                                   static_cast<std::int64_t>(ab)};
+  for (const auto* v : {&ad, &as, &bd, &bs, &cd}) {
+    key.push_back(static_cast<std::int64_t>(v->size()));
+    key.insert(key.end(), v->begin(), v->end());
+  }
+  thread_local std::map<std::vector<std::int64_t>, PrimitiveEntry> cache;
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    if (cache.size() >= 512) cache.clear();
+    it = cache.emplace(std::move(key), build_primitive(ab, ad, as, bd, bs, cd)).first;
+  }
+  PrimitiveEntry& e = it->second;
+  if (!e.usable) return false;
+  thread_local dnnl::stream stream(cpu_engine());
+  try {
+    e.a.set_data_handle(const_cast<void*>(pa));
+    e.b.set_data_handle(const_cast<void*>(pb));
+    e.c.set_data_handle(pc);
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  // The C API spares building the C++ API's argument map on every call.
+  const dnnl_exec_arg_t args[] = {
+      {DNNL_ARG_SRC, e.a.get()}, {DNNL_ARG_WEIGHTS, e.b.get()}, {DNNL_ARG_DST, e.c.get()}};
+  return dnnl_primitive_execute(e.prim.get(), stream.get(), 3, args) == dnnl_success &&
+         dnnl_stream_wait(stream.get()) == dnnl_success;
+}
+
 // out = A @ B over `batch` in one primitive call; false when not available.
 bool batched_primitive(const Operand& A, const Operand& B, const Shape& batch, std::int64_t M,
                        std::int64_t N, std::int64_t K, const Tensor& out) {
@@ -299,31 +337,8 @@ bool batched_primitive(const Operand& A, const Operand& B, const Shape& batch, s
   onednn_geometry(B, batch, K, N, bd, bs);
   cd.push_back(M);
   cd.push_back(N);
-  // oneDNN plans a primitive's threading when it is built: the thread count is
-  // part of the key (1 inside an OpenMP parallel region, as oneDNN counts).
-  std::vector<std::int64_t> key = {omp_in_parallel() ? 1 : omp_get_max_threads()};
-  for (const auto* v : {&ad, &as, &bd, &bs, &cd}) key.insert(key.end(), v->begin(), v->end());
-  thread_local std::map<std::vector<std::int64_t>, PrimitiveEntry> cache;
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    if (cache.size() >= 512) cache.clear();
-    it = cache.emplace(std::move(key), build_primitive(ad, as, bd, bs, cd)).first;
-  }
-  PrimitiveEntry& e = it->second;
-  if (!e.usable) return false;
-  thread_local dnnl::stream stream(cpu_engine());
-  try {
-    e.a.set_data_handle(const_cast<float*>(A.t.data<float>()));
-    e.b.set_data_handle(const_cast<float*>(B.t.data<float>()));
-    e.c.set_data_handle(out.data<float>());
-  } catch (const dnnl::error&) {
-    return false;
-  }
-  // The C API spares building the C++ API's argument map on every call.
-  const dnnl_exec_arg_t args[] = {
-      {DNNL_ARG_SRC, e.a.get()}, {DNNL_ARG_WEIGHTS, e.b.get()}, {DNNL_ARG_DST, e.c.get()}};
-  return dnnl_primitive_execute(e.prim.get(), stream.get(), 3, args) == dnnl_success &&
-         dnnl_stream_wait(stream.get()) == dnnl_success;
+  return primitive_product(dnnl::memory::data_type::f32, A.t.data<float>(), ad, as,
+                           B.t.data<float>(), bd, bs, out.data<float>(), cd);
 }
 
 // True when every batch item of x (read over `batch`) is the same matrix.
@@ -335,10 +350,60 @@ bool shared_by_batch(const Tensor& x) {
 
 template <class T>
 void run_gemms(const Operand& A, const Operand& B, const Shape& batch, std::int64_t M,
+               std::int64_t N, std::int64_t K, const Tensor& out, const char* op);
+
+// ---- bf16 (ops/precision.h): both operands rounded to bf16 in their own
+// layouts, one oneDNN primitive accumulating in f32 ----
+
+void run_bf16(const Operand& A, const Operand& B, const Shape& batch, std::int64_t M,
+              std::int64_t N, std::int64_t K, const Tensor& out, const char* op) {
+  using dims = dnnl::memory::dims;
+  thread_local std::vector<std::uint16_t> scratch_a, scratch_b;
+  const std::int64_t span_a = detail::storage_span(A.t), span_b = detail::storage_span(B.t);
+  bool ok = span_a > 0 && span_b > 0;
+  if (ok) {
+    const std::uint16_t* pa = detail::bf16_span(A.t, span_a, scratch_a);
+    const std::uint16_t* pb = detail::bf16_span(B.t, span_b, scratch_b);
+    const std::int64_t nb = shape_numel(batch);
+    std::int64_t ld_rows = A.ld;
+    dims ad, as, bd, bs, cd;
+    if (nb == 1 || (shared_by_batch(B.t) && foldable_rows(A, batch, K, ld_rows))) {
+      // One matrix, or the rows of every item as one (the Linear case).
+      ad = {nb * M, K};
+      as = A.trans == 'N' ? dims{ld_rows, 1} : dims{1, A.ld};
+      bd = {K, N};
+      bs = B.trans == 'N' ? dims{B.ld, 1} : dims{1, B.ld};
+      cd = {nb * M, N};
+    } else {
+      onednn_geometry(A, batch, M, K, ad, as);
+      onednn_geometry(B, batch, K, N, bd, bs);
+      cd = batch;
+      cd.push_back(M);
+      cd.push_back(N);
+    }
+    ok = primitive_product(dnnl::memory::data_type::bf16, pa, ad, as, pb, bd, bs, out.data<float>(),
+                           cd);
+  }
+  if (!ok) {
+    // No fast bf16 kernel for this geometry: the same rounding, f32 products.
+    PrecisionScope f32(Precision::f32);
+    run_gemms<float>(prepare(round_to_bf16(A.t)), prepare(round_to_bf16(B.t)), batch, M, N, K, out,
+                     op);
+  }
+}
+
+template <class T>
+void run_gemms(const Operand& A, const Operand& B, const Shape& batch, std::int64_t M,
                std::int64_t N, std::int64_t K, const Tensor& out, const char* op) {
   const T* pa = A.t.data<T>();
   const T* pb = B.t.data<T>();
   T* pc = out.data<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    if (matmul_precision() == Precision::bf16) {
+      run_bf16(A, B, batch, M, N, K, out, op);
+      return;
+    }
+  }
   const std::int64_t nb = shape_numel(batch);
   std::int64_t ld_rows = A.ld;
   bool ok = true;
@@ -379,7 +444,14 @@ Tensor product(const Tensor& a, const Tensor& b, const char* op) {
   out_shape.push_back(N);
   if (shape_numel(out_shape) == 0) return Tensor::empty(out_shape, a.dtype());
   if (K == 0) return zeros(out_shape, a.dtype());
-  Operand A = prepare(a), B = prepare(b);
+  // bf16 converts an operand's whole layout: a sparse view is copied first.
+  const bool bf16 = a.dtype() == DType::f32 && matmul_precision() == Precision::bf16;
+  auto dense_enough = [](const Tensor& x) {
+    const std::int64_t span = detail::storage_span(x);
+    return span >= 0 && span <= 2 * x.numel() + 4096;
+  };
+  Operand A = prepare(bf16 && !dense_enough(a) ? a.detach().contiguous() : a),
+          B = prepare(bf16 && !dense_enough(b) ? b.detach().contiguous() : b);
   Tensor out = Tensor::empty(out_shape, a.dtype());
   dispatch_float(a.dtype(), op, [&]<class T>() { run_gemms<T>(A, B, batch, M, N, K, out, op); });
   return out;
@@ -422,8 +494,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
              shape_str(weight.shape()));
   const std::int64_t N = weight.size(0), K = weight.size(1);
   ATTN_CHECK(x.dim() >= 1 && x.size(-1) == K, ShapeError,
-             "linear: expected input (..., {}) for weight {}, got {}", K,
-             shape_str(weight.shape()), shape_str(x.shape()));
+             "linear: expected input (..., {}) for weight {}, got {}", K, shape_str(weight.shape()),
+             shape_str(x.shape()));
   ATTN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == N), ShapeError,
              "linear: expected a bias ({}) for weight {}, got {}", N, shape_str(weight.shape()),
              shape_str(bias.shape()));
@@ -446,8 +518,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
       }
     });
   }
-  const bool needs = x.requires_grad() || weight.requires_grad() ||
-                     (bias.defined() && bias.requires_grad());
+  const bool needs =
+      x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad());
   if (!autograd::grad_enabled() || !needs) return y;
   Tensor xd = x.detach(), wd = weight.detach();
   std::vector<Tensor> inputs = {x, weight};

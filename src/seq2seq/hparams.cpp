@@ -198,6 +198,11 @@ constexpr HParam kRows[] = {
     {"time_limit", HGroup::train, HType::real, 0, 1e7, OnResume::may_change, HFlag::command,
      "Minutes of training over all resumes, then the run ends as at its last epoch (0: none)",
      {}, {}, ATTN_MEMBER(&R::train, &O::time_limit)},
+    {"precision", HGroup::train, HType::text, 0, 0, OnResume::may_change, HFlag::command,
+     "Matrix products in f32 (the reference) or bf16: operands rounded to bfloat16, products "
+     "accumulated in f32; weights, optimizer, gradients, norms, softmax, loss and attention stay "
+     "f32. Needs AVX-512 BF16 (else f32, with a warning)", {}, "f32|bf16",
+     ATTN_MEMBER(&R::train, &O::precision)},
 };
 // clang-format on
 static_assert(std::size(kRows) == kNumHParams, "one row per HP, in the enum's order");
@@ -397,6 +402,7 @@ void hparams_from_json(const io::JsonObject& o, HGroup group, RunSpec& run) {
     if (key == "tokenizer" && !o.has(key)) continue;
     // Added later still: a checkpoint without it started as d2l's did.
     if (key == "embedding_init" && !o.has(key)) continue;
+    if (key == "precision" && !o.has(key)) continue;  // f32, as every run before bf16
     HValue v;
     switch (p.type) {
       case HType::integer:

@@ -10,6 +10,7 @@
 #include "attn/ops/elementwise.h"
 #include "attn/ops/index.h"
 #include "attn/ops/loss.h"
+#include "attn/ops/precision.h"
 #include "attn/ops/reduce.h"
 #include "attn/optim/optimizer.h"
 #include "attn/optim/schedule.h"
@@ -261,6 +262,13 @@ TrainResult train_seq2seq(nn::EncoderDecoder& net, const BatchSource& source, co
     result.early_stopped = finished = true;
   if (o.time_limit > 0 && state.seconds >= 60.0 * o.time_limit)
     result.time_limit_reached = finished = true;
+  // bf16 products (ops/precision.h) for the steps and the validations; in
+  // each step's forward and backward the parameters do not change, so their
+  // bf16 copies are made once a step (frozen until the optimizer's update).
+  const Precision precision = parse_precision(o.precision);
+  PrecisionScope run_precision(precision);
+  const std::vector<Tensor> frozen =
+      precision == Precision::bf16 ? adam.params() : std::vector<Tensor>{};
   while (!stop && !finished && state.epoch < o.num_epochs) {
     p.epoch = state.epoch + 1;
     shuffle.set_offset(state.shuffle_offset);
@@ -281,6 +289,7 @@ TrainResult train_seq2seq(nn::EncoderDecoder& net, const BatchSource& source, co
       adam.zero_grad();
       double step_loss = 0;
       if (rows.count > 0) {
+        PrecisionScope step_precision(precision, frozen);
         const data::PairBatch b = comm ? rows_of(whole, rows) : whole;
         Tensor Y_hat = net.forward(b.src, teacher_forcing_input(b.tgt, bos), b.src_len);
         if (o.loss == "d2l") {

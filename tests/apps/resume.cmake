@@ -54,3 +54,8 @@ else()
   set(attn_mpirun_arg "-")
 endif()
 attn_app_test(apps_mpi_train mpi_train.cpp ARGS "${attn_mpirun_arg}" TIMEOUT 900)
+
+# bf16 mixed precision through the CLI (precision_cli.cpp): the d2l preset in
+# bf16 against f32 (loss curve by blocks of 20 epochs, translations), and the
+# fallback to f32 where the CPU lacks AVX-512 BF16 (forced by ATTN_NO_BF16).
+attn_app_test(apps_precision precision_cli.cpp TIMEOUT 900)

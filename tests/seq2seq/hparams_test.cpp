@@ -62,6 +62,7 @@ TEST(HParams, EveryEnumValueNamesItsRow) {
       {HP::early_stopping, "early_stopping"},
       {HP::valid_metric, "valid_metric"},
       {HP::time_limit, "time_limit"},
+      {HP::precision, "precision"},
   };
   // clang-format on
   ASSERT_EQ(ids.size(), kNumHParams);

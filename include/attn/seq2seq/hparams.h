@@ -122,6 +122,7 @@ enum class HP : std::size_t {
   early_stopping,
   valid_metric,
   time_limit,
+  precision,
   count
 };
 inline constexpr std::size_t kNumHParams = static_cast<std::size_t>(HP::count);

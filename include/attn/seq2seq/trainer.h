@@ -47,6 +47,9 @@ struct TrainOptions {
   std::int64_t early_stopping = 0;  // stop after N validations without improvement (0: never)
   std::string valid_metric = "bleu";  // "bleu" (higher is better) or "loss" (lower)
   double time_limit = 0;  // minutes of training over all resumes (0: none)
+  // The matrix products of the steps and validations: "f32" or "bf16"
+  // (ops/precision.h; the caller checks bf16_supported() first).
+  std::string precision = "f32";
 };
 
 // Where the batches of a run come from.

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Training speed at three model sizes: attn (f32 and bf16) against d2l's
+PyTorch Transformer, run alternately on the same machine.
+
+    python3 bench/scale_sweep.py --attn build/release/attn [--configs a,b,c]
+        [--pairs 3] [--seconds 60] [--threads 2] [--precisions f32,bf16]
+
+The sizes (hidden, layers, heads, ffn, num_steps T, batch; 30,000 pairs of the
+bundled corpus, d2l's word vocabularies and fixed-length batches):
+
+    a   128, 2, 4, 256,  T 16, batch 128
+    b   256, 3, 8, 1024, T 32, batch 64
+    c   512, 6, 8, 2048, T 32, batch 32   (Transformer-base's layer sizes)
+
+Each round runs every side once, the order rotating from round to round;
+each run trains for --seconds and reports target tokens (valid positions) per
+second of training. Printed: the median of each side over the rounds and the
+ratios of the medians, with the load average before each round.
+
+The peer runs at its best: OMP_WAIT_POLICY=PASSIVE (4-5x faster than
+PyTorch's spinning default on 2 cores here) and OPENBLAS_CORETYPE=SKYLAKEX
+(Debian's OpenBLAS otherwise picks its Haswell kernels on this CPU). attn
+runs with its defaults. Nothing else may run meanwhile.
+"""
+import argparse, json, os, statistics, subprocess, tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+CONFIGS = {
+    "a": dict(num_hiddens=128, num_layers=2, num_heads=4, ffn_num_hiddens=256, num_steps=16,
+              batch_size=128),
+    "b": dict(num_hiddens=256, num_layers=3, num_heads=8, ffn_num_hiddens=1024, num_steps=32,
+              batch_size=64),
+    "c": dict(num_hiddens=512, num_layers=6, num_heads=8, ffn_num_hiddens=2048, num_steps=32,
+              batch_size=32),
+}
+
+
+def flags(cfg):
+    out = []
+    for k, v in cfg.items():
+        out += ["--" + k.replace("_", "-"), str(v)]
+    return out
+
+
+def run_attn(a, cfg, precision, work):
+    metrics = os.path.join(work, "attn.json")
+    cmd = [a.attn, "--threads", str(a.threads), "train", "--data", a.data, "--num-examples",
+           str(a.num_examples), "--lr", str(a.lr), "--epochs", "1000", "--time-limit",
+           str(a.seconds / 60.0), "--precision", precision, "--out", os.path.join(work, "model"),
+           "--overwrite", "--quiet", "--metrics-json", metrics] + flags(cfg)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    with open(metrics) as f:
+        m = json.load(f)
+    return m["tokens_per_s"], m["step_losses"]
+
+
+def run_peer(a, cfg):
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OPENBLAS_CORETYPE="SKYLAKEX")
+    cmd = [a.python, os.path.join(HERE, "peers", "d2l_transformer.py"), "--json",
+           "--data", a.data, "--threads", str(a.threads), "--num-examples", str(a.num_examples),
+           "--lr", str(a.lr), "--epochs", "1000", "--max-seconds", str(a.seconds),
+           "--translate-reps", "1"] + flags(cfg)
+    out = subprocess.run(cmd, check=True, env=env, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["tokens_per_s"], None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--attn", default=os.path.join(ROOT, "build", "release", "attn"))
+    ap.add_argument("--data", default=os.path.join(ROOT, "datasets", "fra-eng", "fra.txt.gz"))
+    ap.add_argument("--configs", default="a,b,c")
+    ap.add_argument("--precisions", default="f32,bf16")
+    ap.add_argument("--pairs", type=int, default=3, help="rounds (each side once per round)")
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--num-examples", type=int, default=30000)
+    ap.add_argument("--lr", type=float, default=0.0005)
+    ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--python", default="/usr/bin/python3",
+                    help="the Python with Debian's python3-torch")
+    a = ap.parse_args()
+    sides = ["attn " + p for p in a.precisions.split(",")] + ["pytorch"]
+    results = {}
+    with tempfile.TemporaryDirectory() as work:
+        for name in a.configs.split(","):
+            cfg = CONFIGS[name]
+            got = {s: [] for s in sides}
+            losses = {s: [] for s in sides}
+            for r in range(a.pairs):
+                load = os.getloadavg()[0]
+                order = sides[r % len(sides):] + sides[:r % len(sides)]
+                for side in order:
+                    v, curve = run_peer(a, cfg) if side == "pytorch" else run_attn(
+                        a, cfg, side.split()[1], work)
+                    got[side].append(v)
+                    losses[side].append(curve)
+                print(f"config {name} round {r + 1} (load {load:.2f}): " +
+                      ", ".join(f"{s} {got[s][-1]:.0f}" for s in sides), flush=True)
+            med = {s: statistics.median(v) for s, v in got.items()}
+            results[name] = {"config": cfg, "tokens_per_s": got, "median": med}
+            # The same seed and data, so the same batches: each attn
+            # precision's step losses (its first run) over the steps all of
+            # them reached, the mean of the last fifth of those steps.
+            curves = {s: losses[s][0] for s in sides if s != "pytorch"}
+            if len(curves) > 1:
+                n = min(len(c) for c in curves.values())
+                k = max(1, n // 5)
+                print(f"config {name}: mean step loss over steps {n - k + 1}-{n}: " +
+                      ", ".join(f"{s} {sum(c[n - k:n]) / k:.4f}" for s, c in curves.items()),
+                      flush=True)
+                results[name]["loss_tail"] = {s: sum(c[n - k:n]) / k for s, c in curves.items()}
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"seconds": a.seconds, "threads": a.threads, "results": results}, f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    main()

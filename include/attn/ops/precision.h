@@ -1,0 +1,85 @@
+// attn/ops/precision.h — bf16 mixed precision for the matrix products.
+//
+// f32 is the default and the reference. Inside a PrecisionScope of
+// Precision::bf16, every f32 matrix product (matmul, bmm, linear, forward and
+// backward) rounds both operands to bfloat16 (round to nearest even) and
+// multiplies them with oneDNN's AVX-512 BF16 kernels, accumulating in f32 into
+// an f32 result: the products of two bf16 numbers are exact in f32, so the
+// only differences from f32 are the rounding of the inputs (a relative 2^-9
+// each) and the order of the f32 sums. Everything else stays f32: the
+// weights the optimizer updates (master weights), its state, the gradients,
+// reductions, layer norm, softmax, the loss and the fused attention kernels.
+// This is PyTorch's autocast for CPU matrix products, and what mixed-precision
+// training means in Micikevicius et al. (2018), less the loss scaling that bf16's
+// f32-sized exponent does not need.
+//
+// The setting belongs to the thread that opens the scope (products started on
+// that thread, and the threads they use, follow it). Where the CPU lacks
+// AVX-512 BF16 (bf16_supported() is false), a bf16 scope is refused
+// (ValueError): callers check first and fall back to f32 with a message.
+//
+// Frozen weights (inference): converting a weight costs one pass over it per
+// product, which dominates a decoding step of a few rows. A scope given the
+// model's parameters, promising that they do not change while it is open,
+// converts each of them once, on first use, and reuses the bf16 copy.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attn/core/tensor.h"
+
+namespace attn {
+
+enum class Precision { f32, bf16 };
+
+// "f32", "bf16"; and back (ValueError naming the text and the choices).
+const char* precision_name(Precision p);
+Precision parse_precision(const std::string& text);
+
+// True when this CPU runs bf16 products on hardware (AVX-512 BF16). Can be
+// forced off with the environment variable ATTN_NO_BF16=1 (tests of the
+// fallback).
+bool bf16_supported();
+
+// The precision of this thread's matrix products.
+Precision matmul_precision();
+
+// Sets this thread's precision until the scope ends (scopes nest). With
+// `frozen` parameters (bf16 only): their bf16 copies are made once and kept
+// until the scope ends; they must not change meanwhile.
+class PrecisionScope {
+ public:
+  explicit PrecisionScope(Precision p, const std::vector<Tensor>& frozen = {});
+  ~PrecisionScope();
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+
+ private:
+  Precision previous_;
+  bool owns_cache_ = false;
+};
+
+// ---- bfloat16 numbers ----
+
+// f32 -> bf16 bits, round to nearest even; a NaN stays a (quiet) NaN of the
+// same sign; subnormal inputs become a zero of their sign (as the AVX-512 BF16
+// conversion instructions do). The plain reference of the vector kernel.
+std::uint16_t to_bf16_reference(float x);
+inline float from_bf16(std::uint16_t b) {
+  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
+  float f;
+  __builtin_memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// n floats to bf16 bits: the AVX-512 BF16 instructions where the CPU has
+// them, else the reference; the same bits either way.
+void to_bf16(const float* x, std::uint16_t* out, std::int64_t n);
+
+// A copy of an f32 tensor with every element rounded to bf16 and widened back
+// (the values a bf16 product reads): the operands of the references.
+Tensor round_to_bf16(const Tensor& x);
+
+}  // namespace attn

@@ -1,0 +1,175 @@
+// bf16 mixed precision: the thread's setting, the f32 -> bf16 conversion
+// (reference and AVX-512 BF16 kernel) and the frozen weights' bf16 copies.
+#include "attn/ops/precision.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <string_view>
+#include <tuple>
+
+#include "attn/core/error.h"
+#include "ops/precision_internal.h"
+
+namespace attn {
+
+namespace {
+
+thread_local Precision t_precision = Precision::f32;
+
+// The bf16 copies of frozen parameters, owned by the outermost scope that was
+// given them (on this thread).
+struct FrozenCache {
+  std::set<const void*> storages;  // the frozen parameters' storages
+  std::vector<Tensor> keep;  // keeps those storages (and their addresses) alive
+  std::map<std::tuple<const void*, const float*, std::int64_t>, std::vector<std::uint16_t>>
+      copies;  // (storage, first element, span) -> bits
+};
+thread_local FrozenCache* t_frozen = nullptr;
+
+bool cpu_has_bf16() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+}
+
+// 32 floats a step with VCVTNE2PS2BF16 (round to nearest even; subnormals to
+// zero, NaN quieted, as the reference); the tail through a mask.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void to_bf16_avx512(
+    const float* x, std::uint16_t* out, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 lo = _mm512_loadu_ps(x + i), hi = _mm512_loadu_ps(x + i + 16);
+    _mm512_storeu_si512(out + i, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+  }
+  for (; i < n; i += 16) {
+    const std::int64_t left = std::min<std::int64_t>(16, n - i);
+    const __mmask16 m = static_cast<__mmask16>((1u << left) - 1u);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    _mm256_mask_storeu_epi16(out + i, m, (__m256i)_mm512_cvtneps_pbh(v));
+  }
+}
+
+}  // namespace
+
+const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "f32"; }
+
+Precision parse_precision(const std::string& text) {
+  if (text == "f32") return Precision::f32;
+  if (text == "bf16") return Precision::bf16;
+  throw ValueError(fmt::format("unknown precision '{}' (choices: f32, bf16)", text));
+}
+
+bool bf16_supported() {
+  static const bool supported = [] {
+    const char* off = std::getenv("ATTN_NO_BF16");
+    if (off && *off && std::string_view(off) != "0") return false;
+    return cpu_has_bf16();
+  }();
+  return supported;
+}
+
+Precision matmul_precision() { return t_precision; }
+
+PrecisionScope::PrecisionScope(Precision p, const std::vector<Tensor>& frozen)
+    : previous_(t_precision) {
+  ATTN_CHECK(p != Precision::bf16 || bf16_supported(), ValueError,
+             "bf16 precision needs a CPU with AVX-512 BF16, which this one lacks");
+  if (p == Precision::bf16 && !frozen.empty() && t_frozen == nullptr) {
+    auto cache = std::make_unique<FrozenCache>();
+    for (const Tensor& t : frozen) {
+      if (!t.defined() || t.dtype() != DType::f32) continue;
+      cache->storages.insert(t.storage().get());
+      cache->keep.push_back(t);
+    }
+    t_frozen = cache.release();
+    owns_cache_ = true;
+  }
+  t_precision = p;
+}
+
+PrecisionScope::~PrecisionScope() {
+  t_precision = previous_;
+  if (owns_cache_) {
+    delete t_frozen;
+    t_frozen = nullptr;
+  }
+}
+
+std::uint16_t to_bf16_reference(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  const std::uint32_t mag = u & 0x7fffffffu;
+  if (mag > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
+  if (mag < 0x00800000u) return static_cast<std::uint16_t>((u >> 16) & 0x8000u);  // zero, subnormal
+  u += 0x7fffu + ((u >> 16) & 1u);  // nearest, ties to even (infinity stays infinity)
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+void to_bf16(const float* x, std::uint16_t* out, std::int64_t n) {
+  if (n <= 0) return;
+  // Memory-bound: split across the threads above 64 Ki elements, in chunks
+  // of whole 32-element vectors.
+  constexpr std::int64_t kGrain = 1 << 16;
+  const int threads = n >= 2 * kGrain && !omp_in_parallel() ? omp_get_max_threads() : 1;
+  const std::int64_t chunk = ((n + threads - 1) / threads + 31) / 32 * 32;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int t = 0; t < threads; ++t) {
+    const std::int64_t lo = std::min(n, t * chunk), len = std::min(n, lo + chunk) - lo;
+    if (len <= 0) continue;
+    if (bf16_supported()) {
+      to_bf16_avx512(x + lo, out + lo, len);
+    } else {
+      for (std::int64_t i = lo; i < lo + len; ++i) out[i] = to_bf16_reference(x[i]);
+    }
+  }
+}
+
+Tensor round_to_bf16(const Tensor& x) {
+  ATTN_CHECK(x.defined() && x.dtype() == DType::f32, DTypeError,
+             "round_to_bf16: expected an f32 tensor");
+  Tensor c = x.detach().contiguous().clone();
+  float* p = c.data<float>();
+  for (std::int64_t i = 0; i < c.numel(); ++i) p[i] = from_bf16(to_bf16_reference(p[i]));
+  return c;
+}
+
+namespace detail {
+
+std::int64_t storage_span(const Tensor& x) {
+  if (x.numel() == 0) return 0;
+  std::int64_t span = 1;
+  for (std::int64_t d = 0; d < x.dim(); ++d) {
+    if (x.strides()[d] < 0) return -1;
+    span += (x.shape()[d] - 1) * x.strides()[d];
+  }
+  return span;
+}
+
+const std::uint16_t* bf16_span(const Tensor& x, std::int64_t span,
+                               std::vector<std::uint16_t>& scratch) {
+  const float* p = x.data<float>();
+  if (t_frozen != nullptr && t_frozen->storages.count(x.storage().get()) > 0) {
+    auto key = std::make_tuple(static_cast<const void*>(x.storage().get()), p, span);
+    auto it = t_frozen->copies.find(key);
+    if (it == t_frozen->copies.end()) {
+      std::vector<std::uint16_t> bits(static_cast<std::size_t>(span));
+      to_bf16(p, bits.data(), span);
+      it = t_frozen->copies.emplace(key, std::move(bits)).first;
+    }
+    return it->second.data();
+  }
+  if (scratch.size() < static_cast<std::size_t>(span))
+    scratch.resize(static_cast<std::size_t>(span));
+  to_bf16(p, scratch.data(), span);
+  return scratch.data();
+}
+
+}  // namespace detail
+
+}  // namespace attn

@@ -1,0 +1,220 @@
+// bf16 mixed precision (ops/precision.h): the conversion kernel against its
+// reference, bit for bit; every product path in bf16 against the reference
+// product of the bf16-rounded operands; gradients; frozen weights; scopes.
+#include "attn/ops/precision.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "attn/ops/elementwise.h"
+#include "attn/ops/matmul.h"
+#include "attn/ops/reduce.h"
+#include "testing.h"
+
+using namespace attn;
+using attn::testing::rand32;
+
+namespace {
+
+float bits_to_float(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// |c - ref| <= rtol * (|ra| @ |rb|) elementwise, where ra, rb are the
+// operands rounded to bf16 and ref their product in double: what is left is
+// the f32 accumulation. Also returns the largest relative difference from the
+// f32 product, so a test can see that bf16 really ran.
+double expect_bf16_product(const Tensor& c, const Tensor& a, const Tensor& b, double rtol = 2e-6) {
+  Tensor ra = round_to_bf16(a), rb = round_to_bf16(b);
+  Tensor ref = matmul_reference(ra, rb), scale = matmul_reference(abs(ra), abs(rb));
+  Tensor f32 = matmul_reference(a, b);
+  EXPECT_EQ(c.shape(), ref.shape());
+  auto vc = to_vector<float>(c), vr = to_vector<float>(ref), vs = to_vector<float>(scale),
+       vf = to_vector<float>(f32);
+  double off_f32 = 0;
+  for (std::size_t i = 0; i < vc.size(); ++i) {
+    EXPECT_LE(std::fabs(double(vc[i]) - vr[i]), rtol * vs[i] + 1e-30)
+        << "element " << i << " of " << shape_str(c.shape());
+    if (vs[i] > 0) off_f32 = std::max(off_f32, std::fabs(double(vc[i]) - vf[i]) / vs[i]);
+  }
+  return off_f32;
+}
+
+class Bf16 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!bf16_supported()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  }
+};
+
+}  // namespace
+
+// The reference itself: round to nearest, ties to even; NaN, infinities,
+// zeros and subnormals as the instructions treat them.
+TEST(Bf16Reference, RoundsToNearestEven) {
+  EXPECT_EQ(to_bf16_reference(1.0f), 0x3f80);
+  EXPECT_EQ(to_bf16_reference(bits_to_float(0x3f808000)), 0x3f80);  // tie, to even (down)
+  EXPECT_EQ(to_bf16_reference(bits_to_float(0x3f818000)), 0x3f82);  // tie, to even (up)
+  EXPECT_EQ(to_bf16_reference(bits_to_float(0x3f808001)), 0x3f81);  // above the tie
+  EXPECT_EQ(to_bf16_reference(bits_to_float(0x3f807fff)), 0x3f80);  // below it
+  EXPECT_EQ(to_bf16_reference(-2.5f), 0xc020);
+  EXPECT_EQ(to_bf16_reference(std::numeric_limits<float>::max()), 0x7f80);  // overflows to inf
+  EXPECT_EQ(to_bf16_reference(std::numeric_limits<float>::infinity()), 0x7f80);
+  EXPECT_EQ(to_bf16_reference(-std::numeric_limits<float>::infinity()), 0xff80);
+  EXPECT_EQ(to_bf16_reference(-0.0f), 0x8000);
+  EXPECT_EQ(to_bf16_reference(bits_to_float(0x00000001)), 0x0000);  // subnormal -> 0
+  EXPECT_EQ(to_bf16_reference(bits_to_float(0x807fffff)), 0x8000);
+  EXPECT_TRUE(std::isnan(from_bf16(to_bf16_reference(std::nanf("")))));
+  EXPECT_TRUE(std::isnan(from_bf16(to_bf16_reference(bits_to_float(0x7f800001)))));  // sNaN
+  EXPECT_EQ(from_bf16(0x3f80), 1.0f);
+  EXPECT_EQ(from_bf16(to_bf16_reference(3.0f)), 3.0f);
+}
+
+TEST(Bf16Reference, ParsesPrecisionNames) {
+  EXPECT_EQ(parse_precision("f32"), Precision::f32);
+  EXPECT_EQ(parse_precision("bf16"), Precision::bf16);
+  EXPECT_THROW(parse_precision("fp16"), ValueError);
+  EXPECT_STREQ(precision_name(Precision::bf16), "bf16");
+}
+
+// The vector kernel, on odd lengths (its masked tail) and on every kind of
+// value, gives the reference's bits.
+TEST_F(Bf16, ConversionKernelEqualsReference) {
+  Generator gen(7);
+  for (std::int64_t n : {1, 2, 15, 16, 17, 31, 33, 63, 100, 1037}) {
+    std::vector<float> x(static_cast<std::size_t>(n));
+    Tensor r = uniform(-1, 1, {n}, gen, DType::f32);
+    const float* pr = r.data<float>();
+    const std::uint32_t specials[] = {0x00000000, 0x80000000, 0x00000001, 0x807fffff, 0x00800000,
+                                      0x7f7fffff, 0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001,
+                                      0xffc00001, 0x3f808000, 0x3f818000, 0x3f807fff, 0x4b7fffff};
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      // Magnitudes from 1e-30 to 1e30, and the special values spread through.
+      x[i] = pr[i] * std::pow(10.0f, static_cast<float>(static_cast<int>(i * 7 % 61) - 30));
+      if (i % 5 == 3) x[i] = bits_to_float(specials[(i / 5) % std::size(specials)]);
+    }
+    std::vector<std::uint16_t> got(x.size() + 1, 0xabcd);
+    to_bf16(x.data(), got.data(), n);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      ASSERT_EQ(got[i], to_bf16_reference(x[i])) << "n " << n << ", element " << i;
+    EXPECT_EQ(got[x.size()], 0xabcd) << "wrote past the end";
+  }
+}
+
+// Every path of a product: one matrix, transposed views, the Linear fold,
+// batches through the primitive, broadcast batches, tiny products, K = 1.
+TEST_F(Bf16, ProductsEqualTheReferenceOfRoundedOperands) {
+  PrecisionScope bf16(Precision::bf16);
+  double off = 0;
+  off = std::max(off, expect_bf16_product(matmul(rand32({37, 53}, 1), rand32({53, 29}, 2)),
+                                          rand32({37, 53}, 1), rand32({53, 29}, 2)));
+  {
+    Tensor a = rand32({53, 37}, 3).transpose(0, 1), b = rand32({29, 53}, 4).transpose(0, 1);
+    off = std::max(off, expect_bf16_product(matmul(a, b), a, b));
+  }
+  {
+    Tensor a = rand32({3, 7, 53}, 5), b = rand32({53, 29}, 6);  // folds into one GEMM
+    off = std::max(off, expect_bf16_product(matmul(a, b), a, b));
+  }
+  {
+    Tensor a = rand32({3, 5, 7}, 7), b = rand32({3, 7, 11}, 8);
+    off = std::max(off, expect_bf16_product(bmm(a, b), a, b));
+  }
+  {
+    Tensor a = rand32({2, 1, 5, 7}, 9), b = rand32({3, 7, 4}, 10);
+    off = std::max(off, expect_bf16_product(matmul(a, b), a, b));
+  }
+  {
+    Tensor a = rand32({4, 9, 13}, 11).transpose(1, 2), b = rand32({4, 9, 6}, 12);
+    off = std::max(off, expect_bf16_product(matmul(a, b), a, b));
+  }
+  {
+    Tensor a = rand32({1, 32}, 13), b = rand32({32, 32}, 14);  // a decoding step's size
+    off = std::max(off, expect_bf16_product(matmul(a, b), a, b));
+  }
+  {
+    Tensor a = rand32({6, 1}, 15), b = rand32({1, 5}, 16);
+    expect_bf16_product(matmul(a, b), a, b);
+  }
+  {
+    // A sparse view (every third column): copied before the conversion.
+    Tensor a = rand32({9, 60}, 17).narrow(1, 0, 20), b = rand32({20, 7}, 18);
+    off = std::max(off, expect_bf16_product(matmul(a, b), a, b));
+  }
+  // bf16 really ran: an f32 product would be within 2e-6 of the f32 reference.
+  EXPECT_GT(off, 1e-4);
+}
+
+TEST_F(Bf16, LinearForwardAndBackward) {
+  Tensor x = rand32({3, 5, 23}, 21).requires_grad_(true);
+  Tensor w = rand32({19, 23}, 22).requires_grad_(true);
+  Tensor bias = rand32({19}, 23).requires_grad_(true);
+  Tensor g = rand32({3, 5, 19}, 24);
+  {
+    PrecisionScope bf16(Precision::bf16);
+    Tensor y = linear(x, w, bias);
+    expect_bf16_product(sub(y.detach(), bias.detach()), x.detach(), w.detach().transpose(0, 1),
+                        4e-6);
+    sum(mul(y, g)).backward();
+  }
+  // dx = g @ w and dw = g^T x, each a bf16 product of f32 operands.
+  expect_bf16_product(x.grad(), g, w.detach());
+  expect_bf16_product(w.grad(), g.reshape({-1, 19}).transpose(0, 1), x.detach().reshape({-1, 23}));
+  EXPECT_LT(max_abs_diff(bias.grad(), sum(g.reshape({-1, 19}), {0})), 1e-5);
+}
+
+// Frozen parameters: converted once, the same bits as converting each time;
+// a new scope converts again (no stale copy).
+TEST_F(Bf16, FrozenWeightsGiveTheSameProducts) {
+  Tensor w = rand32({29, 53}, 31), x = rand32({4, 53}, 32);
+  Tensor plain, frozen1, frozen2;
+  {
+    PrecisionScope bf16(Precision::bf16);
+    plain = linear(x, w);
+  }
+  {
+    PrecisionScope bf16(Precision::bf16, {w});
+    frozen1 = linear(x, w);
+    frozen2 = linear(x, w);
+  }
+  EXPECT_EQ(max_abs_diff(plain, frozen1), 0.0);
+  EXPECT_EQ(max_abs_diff(plain, frozen2), 0.0);
+  w.data<float>()[0] += 1.0f;  // outside any scope: allowed
+  Tensor changed;
+  {
+    PrecisionScope bf16(Precision::bf16, {w});
+    changed = linear(x, w);
+  }
+  EXPECT_GT(max_abs_diff(changed, plain), 1e-3);
+  expect_bf16_product(changed, x, w.transpose(0, 1));
+}
+
+// Scopes nest and restore; f32 inside a bf16 scope is exactly f32.
+TEST_F(Bf16, ScopesNestAndRestore) {
+  Tensor a = rand32({17, 33}, 41), b = rand32({33, 9}, 42);
+  const Tensor f32 = matmul(a, b);
+  EXPECT_EQ(matmul_precision(), Precision::f32);
+  {
+    PrecisionScope outer(Precision::bf16);
+    EXPECT_EQ(matmul_precision(), Precision::bf16);
+    {
+      PrecisionScope inner(Precision::f32);
+      EXPECT_EQ(max_abs_diff(matmul(a, b), f32), 0.0);
+    }
+    EXPECT_EQ(matmul_precision(), Precision::bf16);
+    EXPECT_GT(max_abs_diff(matmul(a, b), f32), 0.0);
+  }
+  EXPECT_EQ(matmul_precision(), Precision::f32);
+  EXPECT_EQ(max_abs_diff(matmul(a, b), f32), 0.0);
+}
+
+// f64 products (gradient checks) are never rounded.
+TEST_F(Bf16, F64IsUntouched) {
+  Tensor a = attn::testing::leaf64({5, 7}, 51), b = attn::testing::leaf64({7, 3}, 52);
+  Tensor ref = matmul(a, b);
+  PrecisionScope bf16(Precision::bf16);
+  EXPECT_EQ(max_abs_diff(matmul(a, b), ref), 0.0);
+}
