@@ -68,6 +68,26 @@ TEST(Matmul, OneDnnMatchesReferenceOnOddSizes) {
       }
 }
 
+// Products of 2^23 multiply-adds and more run on oneDNN's matmul primitive
+// (smaller ones on dnnl_sgemm); odd sizes, every transposition, the Linear
+// fold, and a row stride wider than the rows; the same with the primitive
+// switched off (dnnl_sgemm) for comparison.
+TEST(Matmul, LargeProductsOnThePrimitiveAndOnSgemm) {
+  on_both_batched_paths([] {
+    const std::int64_t m = 301, k = 203, n = 157;  // 9.6M multiply-adds
+    Tensor a = rand32({m, k}, 1), b = rand32({k, n}, 2);
+    Tensor at = rand32({k, m}, 3).transpose(0, 1), bt = rand32({n, k}, 4).transpose(0, 1);
+    expect_matches_reference(matmul(a, b), a, b);
+    expect_matches_reference(matmul(at, b), at, b);
+    expect_matches_reference(matmul(a, bt), a, bt);
+    expect_matches_reference(matmul(at, bt), at, bt);
+    Tensor x = rand32({7, 43, k}, 5), w = rand32({n, k}, 6);  // Linear: 301 rows folded
+    expect_matches_reference(linear(x, w), x, w.transpose(0, 1));
+    Tensor wide = rand32({m, k + 9}, 7).narrow(1, 3, k);  // rows 212 apart
+    expect_matches_reference(matmul(wide, b), wide, b);
+  });
+}
+
 TEST(Matmul, AllFourTransposeCombinations) {
   on_both_batched_paths([] {
     for (auto [m, k, n] : {std::array<std::int64_t, 3>{7, 33, 65},
