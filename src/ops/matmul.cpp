@@ -37,14 +37,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <map>
-#include <string_view>
 #include <type_traits>
 
 #include "attn/autograd/node.h"
 #include "attn/ops/precision.h"
 #include "attn/ops/reduce.h"
 #include "ops/matmul_internal.h"
+#include "ops/matmul_primitive.h"
 #include "ops/precision_internal.h"
 
 namespace attn {
@@ -229,15 +228,9 @@ bool gemm(char ta, char tb, std::int64_t M, std::int64_t N, std::int64_t K, cons
 // about 10 x 8 x 10) it is several times faster than one dnnl_sgemm per item,
 // whose fixed cost per call (about 0.6 us) dominates. Creating a primitive
 // costs about 0.5 ms, so each thread keeps the ones it built, keyed by geometry
-// and thread count.
+// and thread count (src/ops/matmul_primitive.cpp).
 
 std::atomic<bool> g_batched_primitive{true};
-
-struct PrimitiveEntry {
-  bool usable = false;  // false when oneDNN offers only its slow reference kernel
-  dnnl::matmul prim;
-  dnnl::memory a, b, c;
-};
 
 // dims and strides of operand x over the output batch, as oneDNN reads them:
 // batch dims of size 1 (or expanded with stride 0) broadcast.
@@ -267,74 +260,6 @@ void onednn_geometry(const Operand& x, const Shape& batch, std::int64_t rows, st
   }
 }
 
-const dnnl::engine& cpu_engine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
-PrimitiveEntry build_primitive(dnnl::memory::data_type ab, const dnnl::memory::dims& ad,
-                               const dnnl::memory::dims& as, const dnnl::memory::dims& bd,
-                               const dnnl::memory::dims& bs, const dnnl::memory::dims& cd) {
-  const dnnl::engine& engine = cpu_engine();
-  using dt = dnnl::memory::data_type;
-  PrimitiveEntry e;
-  try {
-    dnnl::memory::dims cs(cd.size());
-    std::int64_t stride = 1;
-    for (std::size_t d = cd.size(); d-- > 0;) {
-      cs[d] = stride;
-      stride *= cd[d];
-    }
-    dnnl::memory::desc a(ad, ab, as), b(bd, ab, bs), c(cd, dt::f32, cs);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine);
-    if (std::string_view(pd.impl_info_str()).starts_with("ref")) return e;
-    e.prim = dnnl::matmul(pd);
-    e.a = dnnl::memory(a, engine, DNNL_MEMORY_NONE);
-    e.b = dnnl::memory(b, engine, DNNL_MEMORY_NONE);
-    e.c = dnnl::memory(c, engine, DNNL_MEMORY_NONE);
-    e.usable = true;
-  } catch (const dnnl::error&) {
-    e.usable = false;  // a geometry oneDNN does not take: the caller loops over dnnl_sgemm
-  }
-  return e;
-}
-
-// c (dense, f32) = a @ b in one primitive call, a and b of type `ab` (f32 or
-// bf16) with the given dims and strides; false when oneDNN has no fast kernel.
-bool primitive_product(dnnl::memory::data_type ab, const void* pa, const dnnl::memory::dims& ad,
-                       const dnnl::memory::dims& as, const void* pb, const dnnl::memory::dims& bd,
-                       const dnnl::memory::dims& bs, float* pc, const dnnl::memory::dims& cd) {
-  // oneDNN plans a primitive's threading when it is built: the thread count is
-  // part of the key (1 inside an OpenMP parallel region, as oneDNN counts).
-  std::vector<std::int64_t> key = {omp_in_parallel() ? 1 : omp_get_max_threads(),
-                                   static_cast<std::int64_t>(ab)};
-  for (const auto* v : {&ad, &as, &bd, &bs, &cd}) {
-    key.push_back(static_cast<std::int64_t>(v->size()));
-    key.insert(key.end(), v->begin(), v->end());
-  }
-  thread_local std::map<std::vector<std::int64_t>, PrimitiveEntry> cache;
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    if (cache.size() >= 512) cache.clear();
-    it = cache.emplace(std::move(key), build_primitive(ab, ad, as, bd, bs, cd)).first;
-  }
-  PrimitiveEntry& e = it->second;
-  if (!e.usable) return false;
-  thread_local dnnl::stream stream(cpu_engine());
-  try {
-    e.a.set_data_handle(const_cast<void*>(pa));
-    e.b.set_data_handle(const_cast<void*>(pb));
-    e.c.set_data_handle(pc);
-  } catch (const dnnl::error&) {
-    return false;
-  }
-  // The C API spares building the C++ API's argument map on every call.
-  const dnnl_exec_arg_t args[] = {
-      {DNNL_ARG_SRC, e.a.get()}, {DNNL_ARG_WEIGHTS, e.b.get()}, {DNNL_ARG_DST, e.c.get()}};
-  return dnnl_primitive_execute(e.prim.get(), stream.get(), 3, args) == dnnl_success &&
-         dnnl_stream_wait(stream.get()) == dnnl_success;
-}
-
 // out = A @ B over `batch` in one primitive call; false when not available.
 bool batched_primitive(const Operand& A, const Operand& B, const Shape& batch, std::int64_t M,
                        std::int64_t N, std::int64_t K, const Tensor& out) {
@@ -344,8 +269,8 @@ bool batched_primitive(const Operand& A, const Operand& B, const Shape& batch, s
   onednn_geometry(B, batch, K, N, bd, bs);
   cd.push_back(M);
   cd.push_back(N);
-  return primitive_product(dnnl::memory::data_type::f32, A.t.data<float>(), ad, as,
-                           B.t.data<float>(), bd, bs, out.data<float>(), cd);
+  return detail::primitive_product(dnnl::memory::data_type::f32, A.t.data<float>(), ad, as,
+                                   B.t.data<float>(), bd, bs, out.data<float>(), cd);
 }
 
 // True when every batch item of x (read over `batch`) is the same matrix.
@@ -388,8 +313,8 @@ void run_bf16(const Operand& A, const Operand& B, const Shape& batch, std::int64
       cd.push_back(M);
       cd.push_back(N);
     }
-    ok = primitive_product(dnnl::memory::data_type::bf16, pa, ad, as, pb, bd, bs, out.data<float>(),
-                           cd);
+    ok = detail::primitive_product(dnnl::memory::data_type::bf16, pa, ad, as, pb, bd, bs,
+                                   out.data<float>(), cd);
   }
   if (!ok) {
     // No fast bf16 kernel for this geometry: the same rounding, f32 products.
@@ -427,10 +352,10 @@ void run_gemms(const Operand& A, const Operand& B, const Shape& batch, std::int6
     if constexpr (std::is_same_v<T, float>) {
       if (nb * M * N * K >= kPrimitiveWork && g_batched_primitive.load(std::memory_order_relaxed)) {
         using dims = dnnl::memory::dims;
-        done =
-            primitive_product(dnnl::memory::data_type::f32, pa, dims{nb * M, K},
-                              A.trans == 'N' ? dims{ld_rows, 1} : dims{1, A.ld}, pb, dims{K, N},
-                              B.trans == 'N' ? dims{B.ld, 1} : dims{1, B.ld}, pc, dims{nb * M, N});
+        done = detail::primitive_product(dnnl::memory::data_type::f32, pa, dims{nb * M, K},
+                                         A.trans == 'N' ? dims{ld_rows, 1} : dims{1, A.ld}, pb,
+                                         dims{K, N}, B.trans == 'N' ? dims{B.ld, 1} : dims{1, B.ld},
+                                         pc, dims{nb * M, N});
       }
     }
     if (!done) ok = gemm(A.trans, B.trans, nb * M, N, K, pa, ld_rows, pb, B.ld, pc, N);
