@@ -261,16 +261,46 @@ void onednn_geometry(const Operand& x, const Shape& batch, std::int64_t rows, st
 }
 
 // out = A @ B over `batch` in one primitive call; false when not available.
+// A product's dims and strides as oneDNN reads them: folded, one 2-D product
+// of all nb * M rows (one matrix, or the Linear fold with rows ld_rows
+// apart); else the whole batch.
+struct Geometry {
+  dnnl::memory::dims ad, as, bd, bs, cd;
+};
+
+Geometry geometry(const Operand& A, const Operand& B, const Shape& batch, std::int64_t M,
+                  std::int64_t N, std::int64_t K, bool folded, std::int64_t ld_rows) {
+  using dims = dnnl::memory::dims;
+  Geometry g;
+  if (folded) {
+    const std::int64_t rows = shape_numel(batch) * M;
+    g.ad = {rows, K};
+    g.as = A.trans == 'N' ? dims{ld_rows, 1} : dims{1, A.ld};
+    g.bd = {K, N};
+    g.bs = B.trans == 'N' ? dims{B.ld, 1} : dims{1, B.ld};
+    g.cd = {rows, N};
+    return g;
+  }
+  onednn_geometry(A, batch, M, K, g.ad, g.as);
+  onednn_geometry(B, batch, K, N, g.bd, g.bs);
+  g.cd = batch;
+  g.cd.push_back(M);
+  g.cd.push_back(N);
+  return g;
+}
+
+// out = a @ b (pointers to operands of type `ab` laid out as A and B) in one
+// primitive call; false when not available.
+bool primitive_call(dnnl::memory::data_type ab, const void* pa, const void* pb, const Geometry& g,
+                    const Tensor& out) {
+  return detail::primitive_product(ab, pa, g.ad, g.as, pb, g.bd, g.bs, out.data<float>(), g.cd);
+}
+
 bool batched_primitive(const Operand& A, const Operand& B, const Shape& batch, std::int64_t M,
                        std::int64_t N, std::int64_t K, const Tensor& out) {
   if (!g_batched_primitive.load(std::memory_order_relaxed)) return false;
-  dnnl::memory::dims ad, as, bd, bs, cd = batch;
-  onednn_geometry(A, batch, M, K, ad, as);
-  onednn_geometry(B, batch, K, N, bd, bs);
-  cd.push_back(M);
-  cd.push_back(N);
-  return detail::primitive_product(dnnl::memory::data_type::f32, A.t.data<float>(), ad, as,
-                                   B.t.data<float>(), bd, bs, out.data<float>(), cd);
+  return primitive_call(dnnl::memory::data_type::f32, A.t.data<float>(), B.t.data<float>(),
+                        geometry(A, B, batch, M, N, K, false, 0), out);
 }
 
 // True when every batch item of x (read over `batch`) is the same matrix.
@@ -289,32 +319,17 @@ void run_gemms(const Operand& A, const Operand& B, const Shape& batch, std::int6
 
 void run_bf16(const Operand& A, const Operand& B, const Shape& batch, std::int64_t M,
               std::int64_t N, std::int64_t K, const Tensor& out, const char* op) {
-  using dims = dnnl::memory::dims;
   thread_local std::vector<std::uint16_t> scratch_a, scratch_b;
   const std::int64_t span_a = detail::storage_span(A.t), span_b = detail::storage_span(B.t);
   bool ok = span_a > 0 && span_b > 0;
   if (ok) {
     const std::uint16_t* pa = detail::bf16_span(A.t, span_a, scratch_a);
     const std::uint16_t* pb = detail::bf16_span(B.t, span_b, scratch_b);
-    const std::int64_t nb = shape_numel(batch);
     std::int64_t ld_rows = A.ld;
-    dims ad, as, bd, bs, cd;
-    if (nb == 1 || (shared_by_batch(B.t) && foldable_rows(A, batch, K, ld_rows))) {
-      // One matrix, or the rows of every item as one (the Linear case).
-      ad = {nb * M, K};
-      as = A.trans == 'N' ? dims{ld_rows, 1} : dims{1, A.ld};
-      bd = {K, N};
-      bs = B.trans == 'N' ? dims{B.ld, 1} : dims{1, B.ld};
-      cd = {nb * M, N};
-    } else {
-      onednn_geometry(A, batch, M, K, ad, as);
-      onednn_geometry(B, batch, K, N, bd, bs);
-      cd = batch;
-      cd.push_back(M);
-      cd.push_back(N);
-    }
-    ok = detail::primitive_product(dnnl::memory::data_type::bf16, pa, ad, as, pb, bd, bs,
-                                   out.data<float>(), cd);
+    const bool folded =
+        shape_numel(batch) == 1 || (shared_by_batch(B.t) && foldable_rows(A, batch, K, ld_rows));
+    ok = primitive_call(dnnl::memory::data_type::bf16, pa, pb,
+                        geometry(A, B, batch, M, N, K, folded, ld_rows), out);
   }
   if (!ok) {
     // No fast bf16 kernel for this geometry: the same rounding, f32 products.
@@ -350,13 +365,9 @@ void run_gemms(const Operand& A, const Operand& B, const Shape& batch, std::int6
     // (every product of d2l's toy model) stay on dnnl_sgemm.
     bool done = false;
     if constexpr (std::is_same_v<T, float>) {
-      if (nb * M * N * K >= kPrimitiveWork && g_batched_primitive.load(std::memory_order_relaxed)) {
-        using dims = dnnl::memory::dims;
-        done = detail::primitive_product(dnnl::memory::data_type::f32, pa, dims{nb * M, K},
-                                         A.trans == 'N' ? dims{ld_rows, 1} : dims{1, A.ld}, pb,
-                                         dims{K, N}, B.trans == 'N' ? dims{B.ld, 1} : dims{1, B.ld},
-                                         pc, dims{nb * M, N});
-      }
+      if (nb * M * N * K >= kPrimitiveWork && g_batched_primitive.load(std::memory_order_relaxed))
+        done = primitive_call(dnnl::memory::data_type::f32, pa, pb,
+                              geometry(A, B, batch, M, N, K, true, ld_rows), out);
     }
     if (!done) ok = gemm(A.trans, B.trans, nb * M, N, K, pa, ld_rows, pb, B.ld, pc, N);
   } else if (std::is_same_v<T, float> && batched_primitive(A, B, batch, M, N, K, out)) {

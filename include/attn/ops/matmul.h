@@ -9,8 +9,9 @@
 //   (B, 1, M, K) @ (H, K, N) -> (B, H, M, N)
 // f32 runs on oneDNN (dnnl_sgemm and its matmul primitive; in a bf16
 // PrecisionScope, attn/ops/precision.h, on bf16 operands with f32
-// accumulation); f64 (gradient checks, references) on plain loops. Operands whose last two dims are a transposed view are read in place;
-// a broadcast operand is never materialized. Differentiable in both inputs:
+// accumulation); f64 (gradient checks, references) on plain loops. Operands
+// whose last two dims are a transposed view are read in place; a broadcast
+// operand is never materialized. Differentiable in both inputs:
 //   dA = g @ B^T,  dB = A^T @ g,  each summed back over broadcast batch dims.
 #pragma once
 
