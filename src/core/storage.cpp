@@ -34,7 +34,7 @@ constexpr bool kCaching = false;
 constexpr bool kCaching = true;
 #endif
 
-constexpr std::size_t kCacheMin = 1 << 20;
+constexpr std::size_t kCacheMin = (std::size_t(1) << 16) + 1;
 constexpr std::size_t kCacheLimit = std::size_t(1) << 30;
 
 struct BlockCache {
