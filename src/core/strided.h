@@ -90,8 +90,9 @@ void for_each_row(const Shape& shape, const std::array<Shape, N>& strides,
     }
   };
 
-  if (!parallel || total < kParallelGrain || rows == 1) {
-    if (rows == 1 && parallel && total >= kParallelGrain) {
+  parallel = parallel && total >= kParallelGrain && fork_ok();
+  if (!parallel || rows == 1) {
+    if (rows == 1 && parallel) {
       // One long row: split it into chunks instead.
 #pragma omp parallel
       {

@@ -30,6 +30,7 @@
 #include <memory>
 #include <utility>
 
+#include "attn/core/threads.h"
 #include "ops/attention_kernel.h"
 #include "ops/philox_inline.h"
 

@@ -157,7 +157,7 @@ struct DecodeAttention {
     std::byte* ws =
         tls_workspace.get(slice * static_cast<std::size_t>(threads) + parts * sizeof(T) + 64);
     T* part = reinterpret_cast<T*>(ws + slice * static_cast<std::size_t>(threads));
-#pragma omp parallel num_threads(threads) if (threads > 1)
+#pragma omp parallel num_threads(threads) if (threads > 1 && fork_ok())
     {
       Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
       T* qs = cv.take<T>(a.D);

@@ -219,7 +219,7 @@ struct FlashAttention {
     if (a.mask.causal) work /= 2;
     const int threads = static_cast<int>(std::min<i64>(team_size(work), units));
     std::byte* ws = tls_workspace.get(slice * static_cast<std::size_t>(threads));
-#pragma omp parallel num_threads(threads) if (threads > 1)
+#pragma omp parallel num_threads(threads) if (threads > 1 && fork_ok())
     {
       Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
       const FwdSlice s = carve_fwd(cv, a, g);
@@ -434,7 +434,7 @@ struct FlashAttention {
     std::byte* ws =
         tls_workspace.get(slice * static_cast<std::size_t>(threads) + partial_bytes + 64);
     T* partial = reinterpret_cast<T*>(ws + slice * static_cast<std::size_t>(threads));
-#pragma omp parallel num_threads(threads) if (threads > 1)
+#pragma omp parallel num_threads(threads) if (threads > 1 && fork_ok())
     {
       Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
       const BwdSlice s = carve_bwd(cv, a, g);

@@ -299,7 +299,7 @@ struct SmallAttention {
     const std::size_t slice = count.used();
     const int threads = static_cast<int>(std::min<i64>(team_size(work), groups));
     std::byte* ws = tls_workspace.get(slice * static_cast<std::size_t>(threads));
-#pragma omp parallel num_threads(threads) if (threads > 1)
+#pragma omp parallel num_threads(threads) if (threads > 1 && fork_ok())
     {
       Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
       const SmallSlice s0 = carve_small(cv, a, backward);

@@ -43,7 +43,7 @@ template <class T>
 void apply_mask(const T* x, T* y, std::int64_t n, std::uint64_t seed, std::uint64_t offset,
                 std::uint32_t threshold, T scale, const T* base = nullptr) {
   const std::int64_t chunks = (n + 4 * kChunk - 1) / (4 * kChunk);
-#pragma omp parallel for schedule(static) if (n >= kDropoutGrain)
+#pragma omp parallel for schedule(static) if (n >= kDropoutGrain && fork_ok())
   for (std::int64_t c = 0; c < chunks; ++c) {
     alignas(64) std::uint32_t bits[4 * kChunk];
     const std::int64_t e0 = c * 4 * kChunk;

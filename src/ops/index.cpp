@@ -61,7 +61,7 @@ template <class T>
 void embedding_backward_kernel(T* gw, const T* g, const std::int64_t* ids, std::int64_t n,
                                std::int64_t D) {
   constexpr std::int64_t kBlock = 64;
-#pragma omp parallel for if (n * D >= kParallelGrain && D > kBlock)
+#pragma omp parallel for if (n * D >= kParallelGrain && D > kBlock && fork_ok())
   for (std::int64_t c0 = 0; c0 < D; c0 += kBlock) {
     const std::int64_t c1 = std::min(D, c0 + kBlock);
     for (std::int64_t i = 0; i < n; ++i) {
@@ -79,7 +79,7 @@ void embedding_backward_kernel(T* gw, const T* g, const std::int64_t* ids, std::
 template <class T>
 void index_add_kernel(T* gx, const T* g, const std::int64_t* idx, std::int64_t outer,
                       std::int64_t n, std::int64_t k, std::int64_t inner) {
-#pragma omp parallel for if (outer * k * inner >= kParallelGrain && outer > 1)
+#pragma omp parallel for if (outer * k * inner >= kParallelGrain && outer > 1 && fork_ok())
   for (std::int64_t o = 0; o < outer; ++o) {
     for (std::int64_t j = 0; j < k; ++j) {
       T* dst = gx + (o * n + idx[j]) * inner;
@@ -112,7 +112,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     const char* pw = static_cast<const char*>(w.raw_data());
     char* po = static_cast<char*>(out.raw_data());
     const std::int64_t* pi = idx.data<std::int64_t>();
-#pragma omp parallel for if (n * D >= kParallelGrain)
+#pragma omp parallel for if (n * D >= kParallelGrain && fork_ok())
     for (std::int64_t i = 0; i < n; ++i)
       std::memcpy(po + i * row_bytes, pw + pi[i] * row_bytes, row_bytes);
   }
@@ -203,7 +203,7 @@ Tensor index_select(const Tensor& x, std::int64_t dim, const Tensor& index) {
     const char* px = static_cast<const char*>(xc.raw_data());
     char* po = static_cast<char*>(out.raw_data());
     const std::int64_t* pi = idx.data<std::int64_t>();
-#pragma omp parallel for if (out.numel() >= kParallelGrain)
+#pragma omp parallel for if (out.numel() >= kParallelGrain && fork_ok())
     for (std::int64_t r = 0; r < outer * k; ++r) {
       const std::int64_t o = r / k, j = r % k;
       std::memcpy(po + r * row_bytes, px + (o * n + pi[j]) * row_bytes, row_bytes);

@@ -37,7 +37,7 @@ namespace {
 template <class T>
 void forward_rows(const T* x, const std::int64_t* labels, T* loss, T* nll, T* mx, T* ls,
                   std::int64_t rows, std::int64_t c, T eps) {
-#pragma omp parallel for schedule(static) if (rows > 1 && rows * c >= kParallelGrain)
+#pragma omp parallel for schedule(static) if (rows > 1 && rows * c >= kParallelGrain && fork_ok())
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * c;
     T m = -std::numeric_limits<T>::infinity();
@@ -71,7 +71,7 @@ void scaled_exp_shifted(const T* x, T* o, std::int64_t c, T g, T m, T ls) {
 template <class T>
 void backward_rows(const T* g, const T* x, const std::int64_t* labels, const T* mx, const T* ls,
                    T* dx, std::int64_t rows, std::int64_t c, T eps) {
-#pragma omp parallel for schedule(static) if (rows > 1 && rows * c >= kParallelGrain)
+#pragma omp parallel for schedule(static) if (rows > 1 && rows * c >= kParallelGrain && fork_ok())
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * c;
     T* o = dx + r * c;

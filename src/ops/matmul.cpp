@@ -37,9 +37,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <type_traits>
 
 #include "attn/autograd/node.h"
+#include "attn/core/threads.h"
 #include "attn/ops/precision.h"
 #include "attn/ops/reduce.h"
 #include "ops/matmul_internal.h"
@@ -61,6 +63,25 @@ constexpr std::int64_t kMinParallelWork = 64 * 1024;
 // Below this many multiply-adds in total, plain loops beat oneDNN's fixed cost
 // per call (the products of one decoding step: 1 x 32 @ 32 x 32 and the like).
 constexpr std::int64_t kTinyWork = 1 << 15;
+// dnnl_sgemm calls below this many multiply-adds run on the calling thread:
+// a team's fork and join cost more than the second thread gains there (d2l's
+// toy model: 2 threads were 5% slower than 1), and far more while another
+// process holds a core (fork_ok in attn/core/threads.h). oneDNN decides its
+// own split above it.
+constexpr std::int64_t kSerialGemmWork = std::int64_t(1) << 22;
+
+// Sets OpenMP's thread count of the calling thread (which oneDNN reads) for
+// a scope.
+class ThreadLimit {
+ public:
+  explicit ThreadLimit(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
+  ~ThreadLimit() { omp_set_num_threads(saved_); }
+  ThreadLimit(const ThreadLimit&) = delete;
+  ThreadLimit& operator=(const ThreadLimit&) = delete;
+
+ private:
+  int saved_;
+};
 // From this many multiply-adds on, a one-matrix f32 product runs on oneDNN's
 // matmul primitive rather than dnnl_sgemm.
 constexpr std::int64_t kPrimitiveWork = 1 << 23;
@@ -212,6 +233,10 @@ void gemm_loops(char ta, char tb, std::int64_t M, std::int64_t N, std::int64_t K
 
 bool gemm(char ta, char tb, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
           std::int64_t lda, const float* B, std::int64_t ldb, float* C, std::int64_t ldc) {
+  if (M * N * K < kSerialGemmWork && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+    ThreadLimit one(1);
+    return dnnl_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc) == dnnl_success;
+  }
   return dnnl_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc) == dnnl_success;
 }
 
@@ -375,7 +400,7 @@ void run_gemms(const Operand& A, const Operand& B, const Shape& batch, std::int6
   } else {
     const std::vector<std::int64_t> oa = batch_offsets(A.t, batch), ob = batch_offsets(B.t, batch);
     if (M * N * K <= kSmallGemmWork && nb * M * N * K >= kMinParallelWork &&
-        omp_get_max_threads() > 1 && !omp_in_parallel()) {
+        omp_get_max_threads() > 1 && !omp_in_parallel() && fork_ok()) {
       std::atomic<bool> all_ok{true};
 #pragma omp parallel for schedule(static)
       for (std::int64_t i = 0; i < nb; ++i)
@@ -409,6 +434,13 @@ Tensor product(const Tensor& a, const Tensor& b, const char* op) {
   Operand A = prepare(bf16 && !dense_enough(a) ? a.detach().contiguous() : a),
           B = prepare(bf16 && !dense_enough(b) ? b.detach().contiguous() : b);
   Tensor out = Tensor::empty(out_shape, a.dtype());
+  // While other processes keep the cores busy (fork_ok), the product runs on
+  // the calling thread alone. The bits do not change: oneDNN's products gave
+  // the same bits on one thread as on two for every shape tested (test
+  // Matmul.SameBitsOnOneThreadAsOnTwo: the Transformer's products forward and
+  // backward, long sums over tokens included, f32 and bf16).
+  std::optional<ThreadLimit> alone;
+  if (omp_get_max_threads() > 1 && !omp_in_parallel() && !fork_ok()) alone.emplace(1);
   dispatch_float(a.dtype(), op, [&]<class T>() { run_gemms<T>(A, B, batch, M, N, K, out, op); });
   return out;
 }

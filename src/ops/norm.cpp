@@ -33,7 +33,7 @@ constexpr std::int64_t kColBlock = 64;
 template <class T>
 void forward_rows(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, std::int64_t rows,
                   std::int64_t d, T eps) {
-#pragma omp parallel for schedule(static) if (rows > 1 && rows * d >= kParallelGrain)
+#pragma omp parallel for schedule(static) if (rows > 1 && rows * d >= kParallelGrain && fork_ok())
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * d;
     T* yr = y + r * d;
@@ -66,7 +66,7 @@ void forward_rows(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, st
 template <class T>
 void backward_input(const T* g, const T* x, const T* w, const T* mean, const T* rstd, T* dx,
                     std::int64_t rows, std::int64_t d) {
-#pragma omp parallel for schedule(static) if (rows > 1 && rows * d >= kParallelGrain)
+#pragma omp parallel for schedule(static) if (rows > 1 && rows * d >= kParallelGrain && fork_ok())
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* gr = g + r * d;
     const T* xr = x + r * d;
@@ -92,7 +92,8 @@ void backward_input(const T* g, const T* x, const T* w, const T* mean, const T* 
 template <class T>
 void backward_params(const T* g, const T* x, const T* mean, const T* rstd, T* dw, T* db,
                      std::int64_t rows, std::int64_t d) {
-#pragma omp parallel for schedule(static) if (d > kColBlock && rows * d >= kParallelGrain)
+#pragma omp parallel for schedule(static) if (d > kColBlock && rows * d >= kParallelGrain && \
+                                              fork_ok())
   for (std::int64_t c0 = 0; c0 < d; c0 += kColBlock) {
     const std::int64_t c1 = std::min(d, c0 + kColBlock);
     if (dw) std::fill(dw + c0, dw + c1, T(0));

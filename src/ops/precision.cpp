@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "attn/core/error.h"
+#include "attn/core/threads.h"
 #include "ops/precision_internal.h"
 
 namespace attn {
@@ -118,7 +119,7 @@ void to_bf16(const float* x, std::uint16_t* out, std::int64_t n) {
   constexpr std::int64_t kGrain = 1 << 16;
   const int threads = n >= 2 * kGrain && !omp_in_parallel() ? omp_get_max_threads() : 1;
   const std::int64_t chunk = ((n + threads - 1) / threads + 31) / 32 * 32;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && fork_ok())
   for (int t = 0; t < threads; ++t) {
     const std::int64_t lo = std::min(n, t * chunk), len = std::min(n, lo + chunk) - lo;
     if (len <= 0) continue;

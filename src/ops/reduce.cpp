@@ -91,7 +91,7 @@ Tensor sum_kernel(const Tensor& x, const Plan& p) {
     const T* px = x.data<T>();
     std::int64_t rows = p.count;
     std::fill(po, po + outer, T(0));
-#pragma omp parallel for if (x.numel() >= kParallelGrain && outer >= 64)
+#pragma omp parallel for if (x.numel() >= kParallelGrain && outer >= 64 && fork_ok())
     for (std::int64_t c0 = 0; c0 < outer; c0 += 64) {
       std::int64_t c1 = std::min(outer, c0 + 64);
       for (std::int64_t r = 0; r < rows; ++r) {
@@ -105,7 +105,7 @@ Tensor sum_kernel(const Tensor& x, const Plan& p) {
   Tensor rows = rows_view(x, p);
   const T* pr = rows.data<T>();
   std::int64_t inner = p.count;
-#pragma omp parallel for if (x.numel() >= kParallelGrain)
+#pragma omp parallel for if (x.numel() >= kParallelGrain && fork_ok())
   for (std::int64_t o = 0; o < outer; ++o) {
     const T* row = pr + o * inner;
     T s = 0;
@@ -146,7 +146,7 @@ std::pair<Tensor, Tensor> max_kernel(const Tensor& x, const Plan& p) {
   const T* pr = rows.data<T>();
   T* pv = values.data<T>();
   std::int64_t* pi = index.data<std::int64_t>();
-#pragma omp parallel for if (x.numel() >= kParallelGrain)
+#pragma omp parallel for if (x.numel() >= kParallelGrain && fork_ok())
   for (std::int64_t o = 0; o < outer; ++o) {
     const T* row = pr + o * inner;
     std::int64_t best = 0;

@@ -74,7 +74,7 @@ inline auto row_lengths(const std::int64_t* len) {
 // Runs f(row) for every row, in parallel when the work is large.
 template <class F>
 void for_rows(std::int64_t rows, std::int64_t d, F f) {
-#pragma omp parallel for schedule(static) if (rows > 1 && rows * d >= kParallelGrain)
+#pragma omp parallel for schedule(static) if (rows > 1 && rows * d >= kParallelGrain && fork_ok())
   for (std::int64_t r = 0; r < rows; ++r) f(r);
 }
 

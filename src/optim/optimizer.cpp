@@ -74,7 +74,7 @@ void Adam::step_scaled(double grad_scale) {
       const T eps = static_cast<T>(eps_);
       const std::int64_t n = p.numel();
       // Element by element, so the result is the same on any number of threads.
-#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
+#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain && fork_ok())
       for (std::int64_t i = 0; i < n; ++i) {
         const T gi = scaled ? static_cast<T>(pg[i] * grad_scale) : pg[i];
         pm[i] = b1 * pm[i] + c1 * gi;
@@ -114,7 +114,8 @@ double grad_norm(const std::vector<Tensor>& params) {
   }
   std::vector<double> sums(grads.size(), 0.0);
   const std::int64_t n = static_cast<std::int64_t>(grads.size());
-#pragma omp parallel for schedule(dynamic, 1) if (total_numel >= kParallelGrain && n > 1)
+#pragma omp parallel for schedule(dynamic, \
+                                  1) if (total_numel >= kParallelGrain && n > 1 && fork_ok())
   for (std::int64_t k = 0; k < n; ++k) {
     const auto i = static_cast<std::size_t>(k);
     sums[i] = sum_of_squares(grads[i]);

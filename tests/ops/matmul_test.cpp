@@ -1,6 +1,10 @@
 #include "attn/ops/matmul.h"
 
+#include <cstring>
+
+#include "attn/core/threads.h"
 #include "attn/ops/elementwise.h"
+#include "attn/ops/precision.h"
 #include "ops/matmul_internal.h"
 #include "testing.h"
 
@@ -212,6 +216,45 @@ TEST(Matmul, BatchedUnderChangingThreadCountsAndInsideParallelRegions) {
     diffs[i] = max_abs_diff(c, ref.narrow(0, i % 4, 12));
   }
   for (double d : diffs) EXPECT_LT(d, 1e-5);
+}
+
+// While other processes keep the cores busy, products run on one thread
+// (fork_ok in attn/core/threads.h); training must give the same bits either
+// way. The products of a Transformer step at sizes b and c of
+// bench/scale_sweep.py (forward, the input and weight gradients: sums of
+// 2048 tokens), on the sgemm and primitive paths, f32 and bf16.
+TEST(Matmul, SameBitsOnOneThreadAsOnTwo) {
+  struct Case {
+    std::int64_t m, k, n;
+    bool ta;
+  };
+  const std::vector<Case> cases = {{2048, 256, 1024, false}, {2048, 1024, 256, false},
+                                   {256, 2048, 1024, true},  {1024, 512, 2048, false},
+                                   {512, 1024, 2048, true},  {640, 32, 214, false},
+                                   {32, 640, 214, true},     {301, 203, 157, false}};
+  const int threads = get_num_threads();
+  for (bool bf16 : {false, true}) {
+    if (bf16 && !bf16_supported()) continue;
+    PrecisionScope precision(bf16 ? Precision::bf16 : Precision::f32);
+    for (const Case& c : cases) {
+      Tensor a = c.ta ? rand32({c.k, c.m}, 1).transpose(0, 1) : rand32({c.m, c.k}, 1);
+      Tensor b = rand32({c.k, c.n}, 2);
+      set_num_threads(1);
+      Tensor one = matmul(a, b);
+      set_num_threads(std::max(2, threads));
+      Tensor two = matmul(a, b);
+      EXPECT_EQ(std::memcmp(one.data<float>(), two.data<float>(), one.numel() * sizeof(float)), 0)
+          << c.m << " x " << c.k << " x " << c.n << (c.ta ? " (a transposed)" : "")
+          << (bf16 ? " bf16" : " f32");
+    }
+    Tensor q = rand32({64, 8, 10, 32}, 3), k = rand32({64, 8, 10, 32}, 4);
+    set_num_threads(1);
+    Tensor one = matmul(q, k.transpose(2, 3));
+    set_num_threads(std::max(2, threads));
+    Tensor two = matmul(q, k.transpose(2, 3));
+    EXPECT_EQ(std::memcmp(one.data<float>(), two.data<float>(), one.numel() * sizeof(float)), 0);
+  }
+  set_num_threads(threads);
 }
 
 TEST(Matmul, F64MatchesReference) {

@@ -17,4 +17,18 @@ int get_num_threads();
 // Work below this many elements runs on one thread: forking costs more.
 inline constexpr std::int64_t kParallelGrain = 32768;
 
+// Whether an op big enough to fork (above its grain) should fork now: false
+// while other processes keep the cores busy. An OpenMP team needs all its
+// threads on a core at once; when another process holds one, every fork
+// waits for the scheduler to give the worker its turn, and d2l's toy
+// training ran 3-4x slower with one busy process beside it. attn's ops and
+// its matrix products then run on the calling thread. Every op gated by this
+// splits its work the same way whatever the team, so results do not change
+// (oneDNN's products: test Matmul.SameBitsOnOneThreadAsOnTwo). The state is
+// sampled at most every 20 ms: the machine's runnable tasks (/proc/loadavg)
+// less this process's own (/proc/self/task), added to attn's thread count,
+// against the cores; three samples in a row must agree to change it.
+// ATTN_ADAPTIVE_THREADS=0 turns it off (always fork).
+bool fork_ok();
+
 }  // namespace attn
