@@ -355,8 +355,11 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   hooks.on_batch = [&](const seq2seq::Progress& p) { log.batch(p); };
   hooks.on_epoch = [&](const seq2seq::Progress& p) { log.epoch(p); };
   hooks.checkpoint_every = a.checkpoint_every;
+  // Checkpoints are written on a background thread while training goes on;
+  // the last one is whole on disk before anything below reports or exits.
+  seq2seq::CheckpointWriter checkpoints(checkpoint_path);
   hooks.on_checkpoint = [&](const seq2seq::TrainState& st) {
-    if (writer) seq2seq::save_checkpoint(checkpoint_path, *m.net, run, st);
+    if (writer) checkpoints.write(*m.net, run, st);
   };
   hooks.should_stop = [] { return stop_signal() != 0; };
   hooks.comm = comm;
@@ -375,6 +378,7 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   std::optional<StopScope> stoppable(std::in_place);
   seq2seq::TrainResult r =
       seq2seq::train_seq2seq(*m.net, *d.batches, run.train, hooks, m.resume ? &*m.resume : nullptr);
+  checkpoints.finish();
   log.end_bar();
   if (r.stopped) {
     // With several processes the signal may have reached another one.

@@ -2,10 +2,12 @@
 
 #include <charconv>
 #include <cmath>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "attn/data/text.h"
+#include "attn/io/atomic_file.h"
 #include "attn/io/json.h"
 
 namespace attn::seq2seq {
@@ -63,8 +65,8 @@ std::uint64_t data_fingerprint(const data::NmtData& d) {
   return h.h;
 }
 
-void save_checkpoint(const std::string& path, const nn::EncoderDecoder& net, const RunSpec& run,
-                     const TrainState& s) {
+std::string checkpoint_bytes(const nn::EncoderDecoder& net, const RunSpec& run,
+                             const TrainState& s) {
   auto named = net.named_parameters();
   ATTN_CHECK(s.exp_avg.size() == named.size() && s.exp_avg_sq.size() == named.size(), ValueError,
              "save_checkpoint: {} and {} Adam moments for {} parameters", s.exp_avg.size(),
@@ -111,8 +113,29 @@ void save_checkpoint(const std::string& path, const nn::EncoderDecoder& net, con
   std::string text = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   // With the content digest: an edit of the metadata (a hyperparameter) or of
   // a weight is refused when the checkpoint is read.
-  io::save_safetensors(path, tensors, {{"format", kFormat}, {"checkpoint", text}},
-                       /*with_digest=*/true);
+  return io::serialize_safetensors(tensors, {{"format", kFormat}, {"checkpoint", text}},
+                                   /*with_digest=*/true);
+}
+
+void save_checkpoint(const std::string& path, const nn::EncoderDecoder& net, const RunSpec& run,
+                     const TrainState& state) {
+  io::write_file_atomic(path, checkpoint_bytes(net, run, state));
+}
+
+CheckpointWriter::~CheckpointWriter() {
+  if (pending_.valid()) pending_.wait();
+}
+
+void CheckpointWriter::write(const nn::EncoderDecoder& net, const RunSpec& run,
+                             const TrainState& state) {
+  finish();
+  auto bytes = std::make_shared<const std::string>(checkpoint_bytes(net, run, state));
+  pending_ = std::async(std::launch::async,
+                        [path = path_, bytes] { io::write_file_atomic(path, *bytes); });
+}
+
+void CheckpointWriter::finish() {
+  if (pending_.valid()) pending_.get();  // rethrows the background write's error
 }
 
 Checkpoint load_checkpoint(const std::string& path) {

@@ -232,6 +232,64 @@ TEST_F(CheckpointTest, ScheduleAndFinalState) {
   EXPECT_EQ(checkpoints_, 5);  // nothing new to save
 }
 
+// CheckpointWriter: each write() copies the checkpoint at once and the file
+// is written while training goes on changing the weights, so the file holds
+// exactly what save_checkpoint would have written at that step.
+TEST_F(CheckpointTest, BackgroundWriterWritesTheStateOfItsStep) {
+  const auto run = tiny_run(1);  // 8 steps
+  auto net = fresh_net(run, 7);
+  seq2seq::CheckpointWriter writer(path());
+  std::string expected;
+  int writes = 0;
+  seq2seq::TrainHooks hooks;
+  hooks.checkpoint_every = 3;
+  hooks.on_checkpoint = [&](const seq2seq::TrainState& s) {
+    writer.write(*net, run, s);
+    expected = seq2seq::checkpoint_bytes(*net, run, s);
+    ++writes;
+  };
+  // Stop after step 4: the last checkpoint (step 4) is written after the
+  // weights of steps 1-3 changed, the one before (step 3) while step 4 ran.
+  std::int64_t step = 0;
+  hooks.on_batch = [&](const seq2seq::Progress& p) { step = p.step; };
+  hooks.should_stop = [&] { return step >= 4; };
+  seq2seq::TrainResult r = seq2seq::train_seq2seq(*net, tiny_data(), run.train, hooks, nullptr);
+  writer.finish();
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(writes, 3);  // steps 0, 3 and 4
+  EXPECT_EQ(attn::testing::read_file(path()), expected);
+  EXPECT_EQ(seq2seq::load_checkpoint(path()).state.step, 4);
+}
+
+// A write that fails on the background thread (here: its directory is gone)
+// is an error of the next write() or of finish(), naming the file.
+TEST_F(CheckpointTest, BackgroundWriterReportsAFailedWrite) {
+  const auto run = tiny_run(1);
+  auto net = fresh_net(run, 7);
+  seq2seq::TrainState state;
+  state.exp_avg.clear();
+  for (const auto& p : net->parameters()) {
+    state.exp_avg.push_back(zeros_like(p));
+    state.exp_avg_sq.push_back(zeros_like(p));
+  }
+  const std::string missing = (dir_ / "gone" / seq2seq::kCheckpointFile).string();
+  {
+    seq2seq::CheckpointWriter writer(missing);
+    writer.write(*net, run, state);
+    try {
+      writer.finish();
+      ADD_FAILURE() << "no error from a write into a missing directory";
+    } catch (const IOError& e) {
+      EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+    }
+    writer.finish();  // the error is reported once
+  }
+  seq2seq::CheckpointWriter writer(missing);
+  writer.write(*net, run, state);
+  EXPECT_THROW(writer.write(*net, run, state), IOError);
+  EXPECT_FALSE(std::filesystem::exists(missing));
+}
+
 TEST_F(CheckpointTest, StopBeforeTheFirstStep) {
   const auto run = tiny_run(2);
   seq2seq::TrainResult r = train_until(run, 0);

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <string>
 
 #include "attn/data/nmt.h"
@@ -51,6 +52,31 @@ std::uint64_t data_fingerprint(const data::NmtData& data);
 // Writes `net` and `state` as a checkpoint to `path` (atomically).
 void save_checkpoint(const std::string& path, const nn::EncoderDecoder& net, const RunSpec& run,
                      const TrainState& state);
+
+// The bytes save_checkpoint writes.
+std::string checkpoint_bytes(const nn::EncoderDecoder& net, const RunSpec& run,
+                             const TrainState& state);
+
+// Writes checkpoints off the training thread. write() makes the checkpoint's
+// bytes at once (a copy of every tensor, so training may go on changing
+// them) and leaves writing the file (temp file, fsync, rename) to a
+// background thread. It first waits for the write before it and throws that
+// write's error, if any; finish() waits for the last one and throws its
+// error. The destructor waits too but drops an error: call finish() to see it.
+class CheckpointWriter {
+ public:
+  explicit CheckpointWriter(std::string path) : path_(std::move(path)) {}
+  ~CheckpointWriter();
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  void write(const nn::EncoderDecoder& net, const RunSpec& run, const TrainState& state);
+  void finish();
+
+ private:
+  std::string path_;
+  std::future<void> pending_;
+};
 
 // Reads a checkpoint and checks it before anything is built from it: the file
 // (as io::load_safetensors), the format, every metadata key (present, of its
