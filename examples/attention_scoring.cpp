@@ -14,9 +14,18 @@ Tensor lens(std::vector<std::int64_t> v, Shape shape = {}) {
   return from_vector(v, std::move(shape));
 }
 
-void heatmap(const Options& o, const std::string& name, const Tensor& weights) {
+// The weights of the two queries (one per batch item, valid lengths 2 and 6)
+// over the 10 keys, on the full scale of a weight, 0 to 1.
+void heatmap(const Options& o, const std::string& name, const std::string& title,
+             const Tensor& weights) {
   std::string path = figure_path(o, name);
-  viz::Heatmaps(weights.reshape({1, 1, 2, 10}), {.xlabel = "Keys", .ylabel = "Queries"}).save(path);
+  viz::Heatmaps(weights.reshape({1, 1, 2, 10}), {.xlabel = "Keys",
+                                                 .ylabel = "Queries",
+                                                 .title = title,
+                                                 .yticklabels = {"0", "1"},
+                                                 .vmin = 0.0,
+                                                 .vmax = 1.0})
+      .save(path);
   fmt::print("heatmap: {}.png\n", path);
 }
 
@@ -39,7 +48,7 @@ int attention_scoring(const Options& o) {
   additive.eval();
   fmt::print("AdditiveAttention(key_size=2, query_size=20, num_hiddens=8, dropout=0.1)\n{}\n\n",
              additive.forward(queries, keys, values, valid_lens).str());
-  heatmap(o, "additive_attention", additive.attention_weights);
+  heatmap(o, "additive_attention", "Additive attention", additive.attention_weights);
 
   queries = normal(0, 1, {2, 1, 2});
   nn::DotProductAttention dot(0.5);
@@ -47,7 +56,7 @@ int attention_scoring(const Options& o) {
   dot.eval();
   fmt::print("DotProductAttention(dropout=0.5)\n{}\n\n",
              dot.forward(queries, keys, values, valid_lens).str());
-  heatmap(o, "dot_product_attention", dot.attention_weights);
+  heatmap(o, "dot_product_attention", "Scaled dot-product attention", dot.attention_weights);
   fmt::print(
       "Every key is the same vector, so the valid keys share the weight evenly\n"
       "(1/2 in the first batch, 1/6 in the second) and the masked ones get 0.\n");
