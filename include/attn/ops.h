@@ -10,4 +10,5 @@
 #include "attn/ops/norm.h"
 #include "attn/ops/precision.h"
 #include "attn/ops/reduce.h"
+#include "attn/ops/rnn.h"
 #include "attn/ops/softmax.h"

@@ -1,6 +1,7 @@
 #include "attn/nn/init.h"
 
 #include "attn/nn/layers.h"
+#include "attn/nn/rnn.h"
 
 #include <cmath>
 
@@ -35,6 +36,9 @@ namespace attn::nn {
 void xavier_init(Module& net, Generator& gen) {
   net.apply([&](Module& m) {
     if (auto* linear = dynamic_cast<Linear*>(&m)) init::xavier_uniform_(linear->weight, 1.0, gen);
+    if (auto* gru = dynamic_cast<GRU*>(&m))
+      for (const auto& layer : gru->layers)
+        for (int i : {0, 1}) init::xavier_uniform_(layer[static_cast<std::size_t>(i)], 1.0, gen);
   });
 }
 

@@ -144,102 +144,6 @@ Tensor append_to_cache(Tensor& buf, const Tensor& x, std::int64_t len) {
 }
 }  // namespace
 
-namespace {
-
-// Rows `index` of t (rows along dim 0), of which only the first `keep`
-// elements of each row matter (a cache buffer's valid steps). When `own`
-// (t's memory is the state's alone), t is contiguous and has at least as many
-// rows, they are gathered in t's own memory and its first index.size() rows
-// returned: no allocation, no fresh pages. A compaction (index non-decreasing
-// with index[i] >= i, as when sentences leave the batch) is copied forward in
-// place, rows that stay where they are not at all; any other order goes
-// through a scratch buffer, since a row may be read after its place was
-// written. Otherwise the rows go to a new tensor.
-Tensor select_leading_rows(const Tensor& t, const std::vector<std::int64_t>& index,
-                           std::int64_t keep, bool own) {
-  const std::int64_t n = static_cast<std::int64_t>(index.size());
-  if (!t.is_contiguous()) return index_select(t, 0, from_vector(index, {n}));
-  const std::size_t esize = dtype_size(t.dtype());
-  const std::size_t stride =
-      static_cast<std::size_t>(t.numel() / std::max<std::int64_t>(t.size(0), 1)) * esize;
-  const std::size_t bytes = static_cast<std::size_t>(keep) * esize;
-  char* data = static_cast<char*>(t.raw_data());
-  auto row = [&](char* base, std::int64_t r) {
-    return base + static_cast<std::size_t>(r) * stride;
-  };
-  if (own && n <= t.size(0)) {
-    bool forward = true;
-    for (std::int64_t i = 0; i < n && forward; ++i)
-      forward = index[i] >= i && (i == 0 || index[i] >= index[i - 1]);
-    if (forward) {
-      for (std::int64_t i = 0; i < n; ++i)
-        if (index[i] != i) std::memcpy(row(data, i), row(data, index[i]), bytes);
-    } else {
-      thread_local std::vector<char> scratch;
-      scratch.resize(index.size() * bytes);
-      for (std::int64_t i = 0; i < n; ++i)
-        std::memcpy(scratch.data() + i * bytes, row(data, index[i]), bytes);
-      for (std::int64_t i = 0; i < n; ++i)
-        std::memcpy(row(data, i), scratch.data() + i * bytes, bytes);
-    }
-    return t.narrow(0, 0, n);
-  }
-  Shape shape = t.shape();
-  shape[0] = n;
-  Tensor out = Tensor::empty(shape, t.dtype());
-  char* dst = static_cast<char*>(out.raw_data());
-  for (std::int64_t i = 0; i < n; ++i) std::memcpy(row(dst, i), row(data, index[i]), bytes);
-  return out;
-}
-
-std::vector<std::int64_t> row_index(const Tensor& rows, std::int64_t B, const char* what) {
-  ATTN_CHECK(rows.defined() && rows.dim() == 1 && !is_floating(rows.dtype()), ValueError,
-             "DecoderState::select_rows: expected a 1-D integer index of {}, got {}", what,
-             rows.defined()
-                 ? fmt::format("{} {}", dtype_name(rows.dtype()), shape_str(rows.shape()))
-                 : std::string("an undefined tensor"));
-  std::vector<std::int64_t> index = to_vector<std::int64_t>(rows.to(DType::i64));
-  for (std::int64_t r : index)
-    ATTN_CHECK(r >= 0 && r < B, ValueError,
-               "DecoderState::select_rows: {} {} is out of range for a batch of {}", what, r, B);
-  return index;
-}
-
-}  // namespace
-
-void DecoderState::select_rows(const Tensor& rows, const Tensor& encoder_rows) {
-  const std::int64_t B = batch_size();
-  const std::vector<std::int64_t> index = row_index(rows, B, "rows");
-  const std::vector<std::int64_t> enc_index =
-      encoder_rows.defined() ? row_index(encoder_rows, B, "encoder rows") : index;
-  ATTN_CHECK(enc_index.size() == index.size(), ValueError,
-             "DecoderState::select_rows: {} encoder rows for {} rows", enc_index.size(),
-             index.size());
-  // The self-attention buffers are the state's own (step() writes them in
-  // place); only their valid steps are kept.
-  for (auto* cache : {&self_k, &self_v})
-    for (Tensor& buf : *cache)
-      if (buf.defined()) {
-        ATTN_CHECK(buf.dim() == 4 && steps <= buf.size(1), ShapeError,
-                   "DecoderState::select_rows: a self-attention cache of shape {} for {} steps",
-                   shape_str(buf.shape()), steps);
-        buf = select_leading_rows(buf, index, steps * buf.size(2) * buf.size(3), true);
-      }
-  // The cross-attention keys and values are the state's own; enc_outputs and
-  // enc_valid_lens are the caller's until a first selection copies them.
-  auto whole_row = [](const Tensor& t) { return t.numel() / std::max<std::int64_t>(t.size(0), 1); };
-  for (auto* cache : {&cross_k, &cross_v})
-    for (Tensor& t : *cache)
-      if (t.defined()) t = select_leading_rows(t, enc_index, whole_row(t), true);
-  bool identity = enc_index.size() == static_cast<std::size_t>(B);
-  for (std::size_t i = 0; identity && i < enc_index.size(); ++i)
-    identity = enc_index[i] == static_cast<std::int64_t>(i);
-  if (identity) return;  // the caller's tensors stay as they are
-  for (Tensor* t : {&enc_outputs, &enc_valid_lens})
-    if (t->defined()) *t = select_leading_rows(*t, enc_index, whole_row(*t), owns_encoder_rows);
-  owns_encoder_rows = true;
-}
-
 Tensor DecoderBlock::forward_cached(const Tensor& X, DecoderState& state) {
   auto [k, v] = attention1->project_kv(X, X);
   Tensor K = append_to_cache(state.self_k[i], k, state.steps);
@@ -363,6 +267,23 @@ Tensor EncoderDecoder::forward(const Tensor& enc_X, const Tensor& dec_X,
                                const Tensor& enc_valid_lens) {
   Tensor enc_outputs = encoder->forward(enc_X, enc_valid_lens);
   return decoder->forward(dec_X, decoder->init_state(enc_outputs, enc_valid_lens));
+}
+
+DecoderState EncoderDecoder::begin(const Tensor& enc_X, const Tensor& enc_valid_lens) {
+  return decoder->init_state(encoder->forward(enc_X, enc_valid_lens), enc_valid_lens);
+}
+
+Tensor EncoderDecoder::decode(const Tensor& dec_X, const DecoderState& state) {
+  return decoder->forward(dec_X, state);
+}
+
+Tensor EncoderDecoder::step(const Tensor& X, DecoderState& state) {
+  return decoder->step(X, state);
+}
+
+AttentionWeights EncoderDecoder::attention_weights() const {
+  auto dec = decoder->attention_weights();
+  return {encoder->attention_weights(), dec[0], dec[1]};
 }
 
 }  // namespace attn::nn

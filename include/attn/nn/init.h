@@ -21,8 +21,9 @@ namespace attn::nn {
 
 class Module;
 
-// d2l's xavier_init_weights: Xavier-uniform on the weight of every Linear in
-// `net` (biases and other parameters keep their initialization).
+// d2l's xavier_init_weights: Xavier-uniform on the weight of every Linear
+// and on the weight_ih / weight_hh matrices of every GRU layer in `net`
+// (biases and other parameters keep their initialization).
 void xavier_init(Module& net, Generator& gen = default_generator());
 
 // Draws the weight of every Embedding in `net` anew from N(0, stddev^2), in

@@ -13,6 +13,7 @@
 
 #include "attn/nn/attention.h"
 #include "attn/nn/positional.h"
+#include "attn/nn/seq2seq_model.h"
 
 namespace attn::nn {
 
@@ -85,43 +86,6 @@ class TransformerEncoder : public Module {
   std::shared_ptr<Blocks<EncoderBlock>> blks;
 };
 
-// What the decoder carries between calls: the encoder's outputs and valid
-// lengths, and per layer the KV cache — self-attention keys and values of
-// every token decoded so far, and cross-attention keys and values of the
-// encoder outputs (computed once).
-// Keys and values are in the heads layout (B, steps, heads, d); self_k and
-// self_v are buffers with room to grow (their first `steps` rows are valid),
-// written in place, so decoding with a state runs without autograd.
-struct DecoderState {
-  Tensor enc_outputs, enc_valid_lens;
-  std::vector<Tensor> self_k, self_v, cross_k, cross_v;
-  std::int64_t steps = 0;  // tokens already decoded: the position of the next one
-  // enc_outputs and enc_valid_lens are copies that select_rows made (it then
-  // selects their rows in place); false while they are the caller's tensors.
-  bool owns_encoder_rows = false;
-
-  // Batch rows of the state (of enc_valid_lens).
-  std::int64_t batch_size() const { return enc_valid_lens.defined() ? enc_valid_lens.size(0) : 0; }
-
-  // Keeps the batch rows `rows` ((n) i32 or i64, entries in [0, batch_size()),
-  // repeats allowed), in that order: afterwards row i is what row rows[i] was.
-  // Beam search calls it when it prunes (a beam continues the prefix of its
-  // parent row) and when sentences leave the batch. `encoder_rows` (n, or
-  // undefined: `rows`) picks the rows of the encoder side (enc_outputs,
-  // enc_valid_lens, cross_k, cross_v) instead: the caller promises that old
-  // row encoder_rows[i] has the source of old row rows[i]. Beams of one
-  // sentence share a source, so beam search passes the rows that leave that
-  // side in place (the identity, when every sentence keeps its rows) or only
-  // close the gaps of sentences that left.
-  // The rows are gathered in place, in the state's own buffers, when there
-  // are no more of them than before (only the `steps` valid positions of the
-  // self-attention cache are moved); more rows take new buffers.
-  // enc_outputs and enc_valid_lens, the caller's tensors, are copied the
-  // first time they change (owns_encoder_rows) and never written. A copy of a
-  // DecoderState shares its buffers, as step() writes them in place too.
-  void select_rows(const Tensor& rows, const Tensor& encoder_rows = Tensor());
-};
-
 class DecoderBlock : public Module {
  public:
   DecoderBlock(std::int64_t key_size, std::int64_t query_size, std::int64_t value_size,
@@ -167,11 +131,20 @@ class TransformerDecoder : public Module {
 // of the config's sizes.
 std::vector<std::pair<std::string, Shape>> transformer_parameter_shapes(const TransformerConfig& c);
 
-class EncoderDecoder : public Module {
+// d2l's Transformer (the seq2seq interface of nn/seq2seq_model.h).
+class EncoderDecoder : public Seq2SeqModel {
  public:
   explicit EncoderDecoder(const TransformerConfig& c);
   // enc_X (B, Ts), dec_X (B, Tt), enc_valid_lens (B) -> logits (B, Tt, tgt_vocab)
-  Tensor forward(const Tensor& enc_X, const Tensor& dec_X, const Tensor& enc_valid_lens);
+  Tensor forward(const Tensor& enc_X, const Tensor& dec_X, const Tensor& enc_valid_lens) override;
+  DecoderState begin(const Tensor& enc_X, const Tensor& enc_valid_lens) override;
+  Tensor decode(const Tensor& dec_X, const DecoderState& state) override;
+  Tensor step(const Tensor& X, DecoderState& state) override;
+  AttentionWeights attention_weights() const override;
+  std::string architecture() const override { return "transformer"; }
+  std::int64_t tgt_vocab_size() const override { return config.tgt_vocab_size; }
+  std::int64_t max_len() const override { return config.max_len; }
+  std::int64_t num_heads() const override { return config.num_heads; }
 
   TransformerConfig config;
   std::shared_ptr<TransformerEncoder> encoder;
