@@ -4,6 +4,7 @@
 
 #include "attn/nn/attention.h"
 #include "attn/nn/bahdanau.h"
+#include "attn/nn/conv.h"
 #include "attn/nn/init.h"
 #include "attn/nn/layers.h"
 #include "attn/nn/module.h"

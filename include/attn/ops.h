@@ -2,6 +2,7 @@
 #pragma once
 
 #include "attn/ops/attention.h"
+#include "attn/ops/conv.h"
 #include "attn/ops/dropout.h"
 #include "attn/ops/elementwise.h"
 #include "attn/ops/index.h"
