@@ -13,10 +13,14 @@
 // up to kSmallLimit bytes per thread; a block freed by another thread than
 // the one that made it simply joins that thread's lists.
 //
+// Every buffer's requested size is added to a live-bytes counter (one relaxed
+// atomic each way) whose high mark storage_stats() reports.
+//
 // Under AddressSanitizer both caches are off, so that a use of a freed
 // buffer is still reported.
 #include "attn/core/storage.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -115,7 +119,26 @@ std::size_t rounded_size(std::size_t nbytes) {
   return r == 0 ? Storage::kAlignment : r;
 }
 
+std::atomic<std::size_t> g_live_bytes{0};
+std::atomic<std::size_t> g_peak_bytes{0};
+
+void count_alloc(std::size_t nbytes) {
+  const std::size_t live = g_live_bytes.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
+  std::size_t peak = g_peak_bytes.load(std::memory_order_relaxed);
+  while (live > peak &&
+         !g_peak_bytes.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {}
+}
+
 }  // namespace
+
+StorageStats storage_stats() {
+  return {g_live_bytes.load(std::memory_order_relaxed),
+          g_peak_bytes.load(std::memory_order_relaxed)};
+}
+
+void reset_storage_peak() {
+  g_peak_bytes.store(g_live_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
 
 Storage::Storage(std::size_t nbytes) : nbytes_(nbytes) {
   static const bool threads_ready = (init_threads_from_env(), true);
@@ -130,6 +153,7 @@ Storage::Storage(std::size_t nbytes) : nbytes_(nbytes) {
       data_ = sc->lists[c].back();
       sc->lists[c].pop_back();
       sc->cached -= Storage::kAlignment << c;
+      count_alloc(nbytes_);
       return;
     }
     size = Storage::kAlignment << c;
@@ -138,9 +162,11 @@ Storage::Storage(std::size_t nbytes) : nbytes_(nbytes) {
   }
   if (data_ == nullptr) data_ = std::aligned_alloc(kAlignment, size);
   if (data_ == nullptr) throw std::bad_alloc();
+  count_alloc(nbytes_);
 }
 
 Storage::~Storage() {
+  g_live_bytes.fetch_sub(nbytes_, std::memory_order_relaxed);
   std::size_t size = rounded_size(nbytes_);
   if (!kCaching) {
     // plain free below

@@ -24,4 +24,17 @@ class Storage {
   std::size_t nbytes_ = 0;
 };
 
+// The bytes held by live Storage buffers (the sizes asked for; blocks kept
+// in the allocator's caches are not counted), over all threads, and the most
+// held at once since the last reset_storage_peak(): what the tensors of a
+// computation occupy at its high point.
+struct StorageStats {
+  std::size_t live_bytes = 0;
+  std::size_t peak_bytes = 0;
+};
+StorageStats storage_stats();
+// Lowers the peak to the bytes live now, so that peak_bytes - live_bytes
+// read before a computation is what it added at its high point.
+void reset_storage_peak();
+
 }  // namespace attn
