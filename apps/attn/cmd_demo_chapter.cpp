@@ -27,6 +27,10 @@ const Section kSections[] = {
     {"positional-encoding",
      "10.6: sinusoidal positional encoding, its plot, heatmap and rotation property",
      examples::positional_encoding},
+    {"complexity",
+     "10.6: CNN, RNN and self-attention measured: time exponents in n and d, sequential "
+     "operations, maximum path lengths, fused against materialized memory",
+     examples::complexity},
 };
 
 void setup_section(const Section& s, CLI::App& parent, Context& ctx) {

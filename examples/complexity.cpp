@@ -1,0 +1,347 @@
+// d2l 10.6.2 "Comparing CNNs, RNNs, and Self-Attention", measured: one layer
+// of each kind mapping n tokens of d dimensions to n tokens, timed over
+// growing n and growing d, the exponents fitted on log-log axes and printed
+// beside the book's table; sequential operations counted in the autograd
+// graph; maximum path lengths found by breadth-first search over each
+// layer's dependencies; the memory of the fused attention kernel (O(n))
+// against the materialized scores (O(n^2)). The measurements themselves
+// are in complexity_measure.cpp.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+
+#include "attn/attn.h"
+#include "attn/viz/line_plot.h"
+#include "complexity.h"
+#include "examples.h"
+
+namespace attn::examples {
+namespace {
+
+using cnn_rnn_attention::Cost;
+using cnn_rnn_attention::Layer;
+using cnn_rnn_attention::Plan;
+using cnn_rnn_attention::PowerFit;
+
+constexpr Layer kLayers[] = {Layer::cnn, Layer::rnn, Layer::attention_fused,
+                             Layer::attention_materialized};
+const char* const kColor[] = {"b", "g", "r", "m"};  // per layer, for the plots
+
+struct Sweep {
+  std::vector<double> x;
+  std::vector<Cost> costs;
+  PowerFit forward, train, memory;
+};
+
+std::vector<double> column(const Sweep& s, double Cost::*field) {
+  std::vector<double> v;
+  for (const Cost& c : s.costs) v.push_back(c.*field);
+  return v;
+}
+std::vector<double> memory_column(const Sweep& s) {
+  std::vector<double> v;
+  for (const Cost& c : s.costs)
+    v.push_back(std::max<double>(1.0, static_cast<double>(c.train_bytes)));
+  return v;
+}
+
+Sweep run_sweep(Layer layer, const std::vector<std::int64_t>& sizes, bool sizes_are_n,
+                std::int64_t fixed, const Plan& plan) {
+  const bool attention = layer == Layer::attention_fused || layer == Layer::attention_materialized;
+  const std::int64_t batch = attention ? plan.attention_batch : plan.batch;
+  Sweep s;
+  std::vector<std::unique_ptr<cnn_rnn_attention::LayerRun>> runs;
+  std::vector<cnn_rnn_attention::LayerRun*> ptrs;
+  for (std::int64_t size : sizes) {
+    const std::int64_t n = sizes_are_n ? size : fixed, d = sizes_are_n ? fixed : size;
+    s.x.push_back(static_cast<double>(size));
+    runs.push_back(std::make_unique<cnn_rnn_attention::LayerRun>(layer, batch, n, d, plan.kernel));
+    ptrs.push_back(runs.back().get());
+  }
+  s.costs = cnn_rnn_attention::measure_interleaved(ptrs, plan.repeats);
+  s.forward = cnn_rnn_attention::fit_power_law(s.x, column(s, &Cost::forward_s));
+  s.train = cnn_rnn_attention::fit_power_law(s.x, column(s, &Cost::train_s));
+  s.memory = cnn_rnn_attention::fit_power_law(s.x, memory_column(s));
+  return s;
+}
+
+std::string label(Layer layer, const Plan& plan) {
+  return layer == Layer::cnn ? fmt::format("CNN (k={})", plan.kernel)
+                             : std::string(cnn_rnn_attention::layer_name(layer));
+}
+
+void print_times(const char* what, const std::vector<std::int64_t>& sizes,
+                 const std::map<Layer, Sweep>& sweeps) {
+  fmt::print("{:>6} ", what);
+  for (const auto& [layer, _] : sweeps)
+    fmt::print("| {:^19} ", cnn_rnn_attention::layer_name(layer));
+  fmt::print("\n{:>6} ", "");
+  for (std::size_t i = 0; i < sweeps.size(); ++i)
+    fmt::print("| {:>8} {:>10} ", "fwd ms", "fwd+bwd");
+  fmt::print("\n");
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    fmt::print("{:>6} ", sizes[i]);
+    for (const auto& [layer, s] : sweeps)
+      fmt::print("| {:>8.3f} {:>10.3f} ", 1e3 * s.costs[i].forward_s, 1e3 * s.costs[i].train_s);
+    fmt::print("\n");
+  }
+}
+
+std::string fit_mark(double got, double book) {
+  return std::fabs(got - book) <= 0.25 ? "ok" : "off";
+}
+
+// Measured points as markers, the fitted power law as a line of the same colour.
+void plot_fits(viz::LinePlot& plot, const std::map<Layer, Sweep>& sweeps, const Plan& plan,
+               const char* var, const std::map<Layer, double>& book) {
+  for (const auto& [layer, s] : sweeps) {
+    const char* color = kColor[static_cast<int>(layer)];
+    std::vector<double> fitted;
+    for (double x : s.x) fitted.push_back(s.train(x));
+    plot.plot(fmt::format("{}: {}^{:.2f} (book {}^{:g})", label(layer, plan), var, s.train.exponent,
+                          var, book.at(layer)),
+              s.x, column(s, &Cost::train_s), std::string(color) + "o");
+    plot.plot("", s.x, fitted, std::string(color) + "-");
+  }
+}
+
+}  // namespace
+
+int complexity_with_plan(const Options& o, const Plan& plan) {
+  const auto t_start = std::chrono::steady_clock::now();
+  const int threads_before = get_num_threads();
+  set_num_threads(plan.threads);
+  fmt::print(
+      "One layer of each kind maps n tokens of d dimensions to n tokens (d2l 10.6.2):\n"
+      "  CNN: nn::Conv1d(d, d, k={}), padding keeps n       RNN: nn::GRU(d, d), one layer\n"
+      "  self-attention: softmax(X X^T / sqrt(d)) X, queries = keys = values = X (the book's\n"
+      "  analysis, no projections), on the fused kernel and on the materialized d2l path.\n"
+      "f32, batch {} (self-attention {}), {} thread{}; each time the median of {} runs, taken in\n"
+      "rounds over all sizes after a warm-up round; memory the most bytes of tensor storage live\n"
+      "during forward + backward beyond the inputs and parameters (saved activations,\n"
+      "temporaries, gradients).\n\n",
+      plan.kernel, plan.batch, plan.attention_batch, plan.threads, plan.threads == 1 ? "" : "s",
+      plan.repeats);
+
+  // ---- time and memory in n, and in d ----
+  std::map<Layer, Sweep> in_n, in_d;
+  for (Layer layer : kLayers)
+    in_n[layer] = run_sweep(layer, plan.n_values, true, plan.d_for_n, plan);
+  for (Layer layer : kLayers) {
+    const bool attention =
+        layer == Layer::attention_fused || layer == Layer::attention_materialized;
+    in_d[layer] = run_sweep(layer, attention ? plan.attention_d_values : plan.d_values, false,
+                            attention ? plan.attention_n_for_d : plan.n_for_d, plan);
+  }
+  set_num_threads(threads_before);
+
+  fmt::print("Time in n at d = {}:\n", plan.d_for_n);
+  print_times("n", plan.n_values, in_n);
+  fmt::print("\nTime in d, CNN and RNN at n = {}:\n", plan.n_for_d);
+  print_times("d", plan.d_values, {{Layer::cnn, in_d[Layer::cnn]}, {Layer::rnn, in_d[Layer::rnn]}});
+  fmt::print("\nTime in d, self-attention at n = {}:\n", plan.attention_n_for_d);
+  print_times("d", plan.attention_d_values,
+              {{Layer::attention_fused, in_d[Layer::attention_fused]},
+               {Layer::attention_materialized, in_d[Layer::attention_materialized]}});
+  fmt::print("\nPeak memory in n (MiB, forward + backward) at d = {}:\n{:>6} ", plan.d_for_n, "n");
+  for (Layer layer : kLayers) fmt::print("| {:>28} ", cnn_rnn_attention::layer_name(layer));
+  fmt::print("\n");
+  for (std::size_t i = 0; i < plan.n_values.size(); ++i) {
+    fmt::print("{:>6} ", plan.n_values[i]);
+    for (Layer layer : kLayers)
+      fmt::print("| {:>28.3f} ", static_cast<double>(in_n[layer].costs[i].train_bytes) / (1 << 20));
+    fmt::print("\n");
+  }
+
+  // ---- sequential operations and maximum path length ----
+  std::map<Layer, std::vector<std::int64_t>> seq, path;
+  for (Layer layer : kLayers) {
+    for (std::int64_t n : plan.sequential_n_values)
+      seq[layer].push_back(cnn_rnn_attention::sequential_ops(layer, n, 8, plan.kernel));
+    for (std::int64_t n : plan.path_n_values)
+      path[layer].push_back(cnn_rnn_attention::max_path_length(layer, n, plan.kernel));
+  }
+
+  // ---- the book's table beside the measurements ----
+  const std::map<Layer, double> book_n = {{Layer::cnn, 1},
+                                          {Layer::rnn, 1},
+                                          {Layer::attention_fused, 2},
+                                          {Layer::attention_materialized, 2}};
+  const std::map<Layer, double> book_d = {{Layer::cnn, 2},
+                                          {Layer::rnn, 2},
+                                          {Layer::attention_fused, 1},
+                                          {Layer::attention_materialized, 1}};
+  const std::map<Layer, const char*> book_cost = {{Layer::cnn, "O(knd^2)"},
+                                                  {Layer::rnn, "O(nd^2)"},
+                                                  {Layer::attention_fused, "O(n^2 d)"},
+                                                  {Layer::attention_materialized, "O(n^2 d)"}};
+  const std::map<Layer, const char*> book_seq = {{Layer::cnn, "O(1)"},
+                                                 {Layer::rnn, "O(n)"},
+                                                 {Layer::attention_fused, "O(1)"},
+                                                 {Layer::attention_materialized, "O(1)"}};
+  const std::map<Layer, const char*> book_path = {{Layer::cnn, "O(n/k)"},
+                                                  {Layer::rnn, "O(n)"},
+                                                  {Layer::attention_fused, "O(1)"},
+                                                  {Layer::attention_materialized, "O(1)"}};
+  fmt::print(
+      "\nComputational complexity: time ~ c x^p fitted by least squares on log-log axes\n"
+      "(n = {}..{} at d = {}; d = {}..{} at n = {} for CNN and RNN, d = {}..{} at n = {} for\n"
+      "self-attention). 'ok': within 0.25 of the book's exponent.\n",
+      plan.n_values.front(), plan.n_values.back(), plan.d_for_n, plan.d_values.front(),
+      plan.d_values.back(), plan.n_for_d, plan.attention_d_values.front(),
+      plan.attention_d_values.back(), plan.attention_n_for_d);
+  fmt::print("{:<29} {:<9} | {:>5} {:>7} {:>4}  | {:>5} {:>7} {:>4}  | {:>6}\n", "", "book",
+             "n^p:", "", "", "d^p:", "", "", "memory");
+  fmt::print("{:<29} {:<9} | {:>5} {:>7} {:>4}  | {:>5} {:>7} {:>4}  | {:>6}\n", "layer", "cost",
+             "fwd", "fwd+bwd", "book", "fwd", "fwd+bwd", "book", "n^p");
+  for (Layer layer : kLayers) {
+    const Sweep &sn = in_n[layer], &sd = in_d[layer];
+    fmt::print(
+        "{:<29} {:<9} | {:>5.2f} {:>7.2f} {:>4g} {:<3}| {:>5.2f} {:>7.2f} {:>4g} {:<3}| {:>6.2f}\n",
+        label(layer, plan), book_cost.at(layer), sn.forward.exponent, sn.train.exponent,
+        book_n.at(layer),
+        fit_mark(sn.forward.exponent, book_n.at(layer)) == "ok" &&
+                fit_mark(sn.train.exponent, book_n.at(layer)) == "ok"
+            ? " ok"
+            : " off",
+        sd.forward.exponent, sd.train.exponent, book_d.at(layer),
+        fit_mark(sd.forward.exponent, book_d.at(layer)) == "ok" &&
+                fit_mark(sd.train.exponent, book_d.at(layer)) == "ok"
+            ? " ok"
+            : " off",
+        sn.memory.exponent);
+  }
+
+  fmt::print(
+      "\nSequential operations: the longest chain of dependent ops in the layer's autograd graph\n"
+      "(views free). Maximum path length: the fewest edges from an input position to an output\n"
+      "position, the worst pair, by breadth-first search over a stack of layers (closed form:\n"
+      "CNN ceil((n-1)/((k-1)/2)), RNN n, self-attention 1).\n");
+  fmt::print("{:<29} {:<5}", "layer", "book");
+  for (std::int64_t n : plan.sequential_n_values) fmt::print(" {:>7}", fmt::format("n={}", n));
+  fmt::print("  | {:<6}", "book");
+  for (std::int64_t n : plan.path_n_values) fmt::print(" {:>5}", n);
+  fmt::print("\n");
+  for (Layer layer : kLayers) {
+    fmt::print("{:<29} {:<5}", label(layer, plan), book_seq.at(layer));
+    for (std::int64_t v : seq[layer]) fmt::print(" {:>7}", v);
+    fmt::print("  | {:<6}", book_path.at(layer));
+    for (std::int64_t v : path[layer]) fmt::print(" {:>5}", v);
+    fmt::print("\n");
+  }
+  fmt::print(
+      "(The RNN's chain is counted on its step-by-step reference, gru_reference: 8 ops a step.\n"
+      "The fused nn::GRU runs the same n dependent steps inside one op: per step one (B, d) x\n"
+      "(d, 3d) product and one pass over the gates.)\n");
+  fmt::print("CNN path length for other kernels (book n/k):");
+  for (std::int64_t k : plan.path_kernels) {
+    const std::int64_t n = plan.path_n_values.back();
+    fmt::print("  k={}: {} (n/k = {:.0f})", k, cnn_rnn_attention::max_path_length(Layer::cnn, n, k),
+               static_cast<double>(n) / static_cast<double>(k));
+  }
+  fmt::print(" at n = {}\n\n", plan.path_n_values.back());
+
+  // ---- figures ----
+  {
+    viz::LinePlot plot(
+        {.title = fmt::format("Forward + backward time of one layer, d = {}", plan.d_for_n),
+         .xlabel = "n (tokens)",
+         .ylabel = "seconds",
+         .log_x = true,
+         .log_y = true,
+         .legend = viz::LegendLocation::upper_left,
+         .width = 460,
+         .height = 320});
+    plot_fits(plot, in_n, plan, "n", book_n);
+    std::string p = figure_path(o, "complexity_time_n");
+    plot.save(p);
+    fmt::print("time against n (log-log, fitted lines): {}.png\n", p);
+  }
+  {
+    viz::LinePlot plot({.title = fmt::format("Forward + backward time against d (CNN, RNN at n = "
+                                             "{}; attention at n = {})",
+                                             plan.n_for_d, plan.attention_n_for_d),
+                        .xlabel = "d (dimensions)",
+                        .ylabel = "seconds",
+                        .log_x = true,
+                        .log_y = true,
+                        .legend = viz::LegendLocation::upper_left,
+                        .width = 460,
+                        .height = 320});
+    plot_fits(plot, in_d, plan, "d", book_d);
+    std::string p = figure_path(o, "complexity_time_d");
+    plot.save(p);
+    fmt::print("time against d (log-log, fitted lines): {}.png\n", p);
+  }
+  {
+    viz::LinePlot plot({.title = "Maximum path length between two positions",
+                        .xlabel = "n (tokens)",
+                        .ylabel = "path length (edges)",
+                        .log_x = true,
+                        .log_y = true,
+                        .legend = viz::LegendLocation::upper_left,
+                        .width = 460,
+                        .height = 320});
+    std::vector<double> xs(plan.path_n_values.begin(), plan.path_n_values.end());
+    const char* kcolors[] = {"b", "c", "k"};
+    for (std::size_t ki = 0; ki < plan.path_kernels.size() && ki < 3; ++ki) {
+      const std::int64_t k = plan.path_kernels[ki];
+      std::vector<double> bfs, book;
+      for (std::int64_t n : plan.path_n_values) {
+        bfs.push_back(static_cast<double>(cnn_rnn_attention::max_path_length(Layer::cnn, n, k)));
+        book.push_back(static_cast<double>(n) / static_cast<double>(k));
+      }
+      plot.plot(fmt::format("CNN k={} (book n/k dashed)", k), xs, bfs,
+                std::string(kcolors[ki]) + "o-");
+      plot.plot("", xs, book, std::string(kcolors[ki]) + "--");
+    }
+    std::vector<double> rnn, sa;
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      rnn.push_back(static_cast<double>(path[Layer::rnn][i]));
+      sa.push_back(static_cast<double>(path[Layer::attention_fused][i]));
+    }
+    plot.plot("RNN (book n)", xs, rnn, "gs-");
+    plot.plot("self-attention (book 1)", xs, sa, "r^-");
+    std::string p = figure_path(o, "complexity_path_length");
+    plot.save(p);
+    fmt::print("maximum path length against n: {}.png\n", p);
+  }
+  {
+    viz::LinePlot plot({.title = fmt::format("Memory of forward + backward, d = {}", plan.d_for_n),
+                        .xlabel = "n (tokens)",
+                        .ylabel = "bytes of tensors (peak)",
+                        .log_x = true,
+                        .log_y = true,
+                        .legend = viz::LegendLocation::upper_left,
+                        .width = 460,
+                        .height = 320});
+    for (Layer layer : kLayers) {
+      const Sweep& s = in_n[layer];
+      const char* color = kColor[static_cast<int>(layer)];
+      std::vector<double> fitted;
+      for (double x : s.x) fitted.push_back(s.memory(x));
+      plot.plot(fmt::format("{}: n^{:.2f}", label(layer, plan), s.memory.exponent), s.x,
+                memory_column(s), std::string(color) + "o");
+      plot.plot("", s.x, fitted, std::string(color) + "-");
+    }
+    std::string p = figure_path(o, "complexity_memory");
+    plot.save(p);
+    fmt::print("memory against n, fused O(n) and materialized O(n^2) attention: {}.png\n", p);
+  }
+  fmt::print("\nran in {:.1f} s\n",
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count());
+  return 0;
+}
+
+int complexity(const Options& o) { return complexity_with_plan(o, cnn_rnn_attention::Plan{}); }
+
+}  // namespace attn::examples
+
+#ifdef ATTN_EXAMPLE_MAIN
+int main(int argc, char** argv) {
+  return attn::examples::run_main(argc, argv, attn::examples::complexity);
+}
+#endif
