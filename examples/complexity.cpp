@@ -41,10 +41,11 @@ std::vector<double> column(const Sweep& s, double Cost::*field) {
   for (const Cost& c : s.costs) v.push_back(c.*field);
   return v;
 }
+// MiB (at least one byte, for the log axis).
 std::vector<double> memory_column(const Sweep& s) {
   std::vector<double> v;
   for (const Cost& c : s.costs)
-    v.push_back(std::max<double>(1.0, static_cast<double>(c.train_bytes)));
+    v.push_back(std::max<double>(1.0, static_cast<double>(c.train_bytes)) / (1 << 20));
   return v;
 }
 
@@ -90,19 +91,39 @@ void print_times(const char* what, const std::vector<std::int64_t>& sizes,
   }
 }
 
-std::string fit_mark(double got, double book) {
-  return std::fabs(got - book) <= 0.25 ? "ok" : "off";
+// d2l 10.6.2's table.
+struct Book {
+  const char* cost;
+  double n_exponent, d_exponent;
+  const char *sequential, *path;
+};
+const Book& book(Layer layer) {
+  static const Book cnn{"O(knd^2)", 1, 2, "O(1)", "O(n/k)"}, rnn{"O(nd^2)", 1, 2, "O(n)", "O(n)"},
+      attention{"O(n^2 d)", 2, 1, "O(1)", "O(1)"};
+  return layer == Layer::cnn ? cnn : layer == Layer::rnn ? rnn : attention;
+}
+
+const char* mark(const Sweep& s, double book_exponent) {
+  return std::fabs(s.forward.exponent - book_exponent) <= 0.25 &&
+                 std::fabs(s.train.exponent - book_exponent) <= 0.25
+             ? "ok"
+             : "off";
+}
+
+std::string batch_note(const char* axis, const Plan& plan) {
+  return fmt::format("{}; batch {} for CNN and RNN, {} for self-attention", axis, plan.batch,
+                     plan.attention_batch);
 }
 
 // Measured points as markers, the fitted power law as a line of the same colour.
 void plot_fits(viz::LinePlot& plot, const std::map<Layer, Sweep>& sweeps, const Plan& plan,
-               const char* var, const std::map<Layer, double>& book) {
+               const char* var, double Book::*book_exponent) {
   for (const auto& [layer, s] : sweeps) {
     const char* color = kColor[static_cast<int>(layer)];
     std::vector<double> fitted;
     for (double x : s.x) fitted.push_back(s.train(x));
     plot.plot(fmt::format("{}: {}^{:.2f} (book {}^{:g})", label(layer, plan), var, s.train.exponent,
-                          var, book.at(layer)),
+                          var, book(layer).*book_exponent),
               s.x, column(s, &Cost::train_s), std::string(color) + "o");
     plot.plot("", s.x, fitted, std::string(color) + "-");
   }
@@ -133,7 +154,7 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
   for (Layer layer : kLayers) {
     const bool attention =
         layer == Layer::attention_fused || layer == Layer::attention_materialized;
-    in_d[layer] = run_sweep(layer, attention ? plan.attention_d_values : plan.d_values, false,
+    in_d[layer] = run_sweep(layer, plan.d_values, false,
                             attention ? plan.attention_n_for_d : plan.n_for_d, plan);
   }
   set_num_threads(threads_before);
@@ -143,7 +164,7 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
   fmt::print("\nTime in d, CNN and RNN at n = {}:\n", plan.n_for_d);
   print_times("d", plan.d_values, {{Layer::cnn, in_d[Layer::cnn]}, {Layer::rnn, in_d[Layer::rnn]}});
   fmt::print("\nTime in d, self-attention at n = {}:\n", plan.attention_n_for_d);
-  print_times("d", plan.attention_d_values,
+  print_times("d", plan.d_values,
               {{Layer::attention_fused, in_d[Layer::attention_fused]},
                {Layer::attention_materialized, in_d[Layer::attention_materialized]}});
   fmt::print("\nPeak memory in n (MiB, forward + backward) at d = {}:\n{:>6} ", plan.d_for_n, "n");
@@ -166,112 +187,101 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
   }
 
   // ---- the book's table beside the measurements ----
-  const std::map<Layer, double> book_n = {{Layer::cnn, 1},
-                                          {Layer::rnn, 1},
-                                          {Layer::attention_fused, 2},
-                                          {Layer::attention_materialized, 2}};
-  const std::map<Layer, double> book_d = {{Layer::cnn, 2},
-                                          {Layer::rnn, 2},
-                                          {Layer::attention_fused, 1},
-                                          {Layer::attention_materialized, 1}};
-  const std::map<Layer, const char*> book_cost = {{Layer::cnn, "O(knd^2)"},
-                                                  {Layer::rnn, "O(nd^2)"},
-                                                  {Layer::attention_fused, "O(n^2 d)"},
-                                                  {Layer::attention_materialized, "O(n^2 d)"}};
-  const std::map<Layer, const char*> book_seq = {{Layer::cnn, "O(1)"},
-                                                 {Layer::rnn, "O(n)"},
-                                                 {Layer::attention_fused, "O(1)"},
-                                                 {Layer::attention_materialized, "O(1)"}};
-  const std::map<Layer, const char*> book_path = {{Layer::cnn, "O(n/k)"},
-                                                  {Layer::rnn, "O(n)"},
-                                                  {Layer::attention_fused, "O(1)"},
-                                                  {Layer::attention_materialized, "O(1)"}};
   fmt::print(
-      "\nComputational complexity: time ~ c x^p fitted by least squares on log-log axes\n"
-      "(n = {}..{} at d = {}; d = {}..{} at n = {} for CNN and RNN, d = {}..{} at n = {} for\n"
-      "self-attention). 'ok': within 0.25 of the book's exponent.\n",
+      "\nComputational complexity: time ~ c x^p, p fitted by least squares on log-log axes over\n"
+      "n = {}..{} at d = {}, and d = {}..{} at n = {} (CNN, RNN) or n = {} (self-attention).\n"
+      "'ok': both exponents within 0.25 of the book's.\n",
       plan.n_values.front(), plan.n_values.back(), plan.d_for_n, plan.d_values.front(),
-      plan.d_values.back(), plan.n_for_d, plan.attention_d_values.front(),
-      plan.attention_d_values.back(), plan.attention_n_for_d);
-  fmt::print("{:<29} {:<9} | {:>5} {:>7} {:>4}  | {:>5} {:>7} {:>4}  | {:>6}\n", "", "book",
-             "n^p:", "", "", "d^p:", "", "", "memory");
-  fmt::print("{:<29} {:<9} | {:>5} {:>7} {:>4}  | {:>5} {:>7} {:>4}  | {:>6}\n", "layer", "cost",
-             "fwd", "fwd+bwd", "book", "fwd", "fwd+bwd", "book", "n^p");
+      plan.d_values.back(), plan.n_for_d, plan.attention_n_for_d);
+  fmt::print("{:<29} {:<9}|{:^26}|{:^26}| memory\n", "", "book", "time in n: n^p",
+             "time in d: d^p");
+  fmt::print("{:<29} {:<9}| {:>5} {:>7} {:>5}      | {:>5} {:>7} {:>5}      |    n^p\n", "layer",
+             "cost", "fwd", "fwd+bwd", "book", "fwd", "fwd+bwd", "book");
   for (Layer layer : kLayers) {
     const Sweep &sn = in_n[layer], &sd = in_d[layer];
+    const Book& b = book(layer);
     fmt::print(
-        "{:<29} {:<9} | {:>5.2f} {:>7.2f} {:>4g} {:<3}| {:>5.2f} {:>7.2f} {:>4g} {:<3}| {:>6.2f}\n",
-        label(layer, plan), book_cost.at(layer), sn.forward.exponent, sn.train.exponent,
-        book_n.at(layer),
-        fit_mark(sn.forward.exponent, book_n.at(layer)) == "ok" &&
-                fit_mark(sn.train.exponent, book_n.at(layer)) == "ok"
-            ? " ok"
-            : " off",
-        sd.forward.exponent, sd.train.exponent, book_d.at(layer),
-        fit_mark(sd.forward.exponent, book_d.at(layer)) == "ok" &&
-                fit_mark(sd.train.exponent, book_d.at(layer)) == "ok"
-            ? " ok"
-            : " off",
-        sn.memory.exponent);
+        "{:<29} {:<9}| {:>5.2f} {:>7.2f} {:>5g} {:<5}| {:>5.2f} {:>7.2f} {:>5g} {:<5}| {:>6.2f}\n",
+        label(layer, plan), b.cost, sn.forward.exponent, sn.train.exponent, b.n_exponent,
+        mark(sn, b.n_exponent), sd.forward.exponent, sd.train.exponent, b.d_exponent,
+        mark(sd, b.d_exponent), sn.memory.exponent);
   }
 
   fmt::print(
       "\nSequential operations: the longest chain of dependent ops in the layer's autograd graph\n"
       "(views free). Maximum path length: the fewest edges from an input position to an output\n"
-      "position, the worst pair, by breadth-first search over a stack of layers (closed form:\n"
-      "CNN ceil((n-1)/((k-1)/2)), RNN n, self-attention 1).\n");
+      "position, for the worst pair, by breadth-first search over a stack of layers (closed\n"
+      "form: CNN ceil((n-1)/((k-1)/2)), RNN n, self-attention 1).\n");
   fmt::print("{:<29} {:<5}", "layer", "book");
-  for (std::int64_t n : plan.sequential_n_values) fmt::print(" {:>7}", fmt::format("n={}", n));
-  fmt::print("  | {:<6}", "book");
-  for (std::int64_t n : plan.path_n_values) fmt::print(" {:>5}", n);
+  for (std::int64_t n : plan.sequential_n_values) fmt::print(" {:>6}", fmt::format("n={}", n));
+  fmt::print(" | {:<6} n:", "book");
+  for (std::int64_t n : plan.path_n_values) fmt::print(" {:>4}", n);
   fmt::print("\n");
   for (Layer layer : kLayers) {
-    fmt::print("{:<29} {:<5}", label(layer, plan), book_seq.at(layer));
-    for (std::int64_t v : seq[layer]) fmt::print(" {:>7}", v);
-    fmt::print("  | {:<6}", book_path.at(layer));
-    for (std::int64_t v : path[layer]) fmt::print(" {:>5}", v);
+    fmt::print("{:<29} {:<5}", label(layer, plan), book(layer).sequential);
+    for (std::int64_t v : seq[layer]) fmt::print(" {:>6}", v);
+    fmt::print(" | {:<6}   ", book(layer).path);
+    for (std::int64_t v : path[layer]) fmt::print(" {:>4}", v);
     fmt::print("\n");
   }
+  const std::int64_t n_path = plan.path_n_values.back();
   fmt::print(
       "(The RNN's chain is counted on its step-by-step reference, gru_reference: 8 ops a step.\n"
       "The fused nn::GRU runs the same n dependent steps inside one op: per step one (B, d) x\n"
-      "(d, 3d) product and one pass over the gates.)\n");
-  fmt::print("CNN path length for other kernels (book n/k):");
-  for (std::int64_t k : plan.path_kernels) {
-    const std::int64_t n = plan.path_n_values.back();
-    fmt::print("  k={}: {} (n/k = {:.0f})", k, cnn_rnn_attention::max_path_length(Layer::cnn, n, k),
-               static_cast<double>(n) / static_cast<double>(k));
+      "(d, 3d) product and one pass over the gates.)\nCNN at n = {}, other kernels:",
+      n_path);
+  for (std::int64_t k : plan.path_kernels)
+    fmt::print("  k={}: {} (n/k = {:.0f})", k,
+               cnn_rnn_attention::max_path_length(Layer::cnn, n_path, k),
+               static_cast<double>(n_path) / static_cast<double>(k));
+  fmt::print("\n");
+
+  // ---- "prohibitively slow for very long sequences" ----
+  {
+    const Sweep &f = in_n[Layer::attention_fused], &m = in_n[Layer::attention_materialized];
+    const double n = plan.n_values.back(), n_long = 16 * n;
+    const double mib = 1.0 / (1 << 20);  // bytes to MiB (the fits are in MiB already)
+    fmt::print(
+        "\nAt n = {:g}, forward + backward: fused {:.1f} ms and {:.1f} MiB, materialized {:.1f} ms "
+        "and\n{:.1f} MiB. The fused kernel never stores the n x n scores, so its memory grows as "
+        "n^{:.2f}\nagainst n^{:.2f}; its time still grows as n^{:.2f}. At n = {:g} the fits "
+        "predict fused {:.1f} s\nand {:.0f} MiB, materialized {:.1f} s and {:.0f} MiB: memory "
+        "is what the fused kernel saves,\nthe quadratic time remains.\n",
+        n, 1e3 * f.costs.back().train_s, f.costs.back().train_bytes * mib,
+        1e3 * m.costs.back().train_s, m.costs.back().train_bytes * mib, f.memory.exponent,
+        m.memory.exponent, f.train.exponent, n_long, f.train(n_long), f.memory(n_long),
+        m.train(n_long), m.memory(n_long));
   }
-  fmt::print(" at n = {}\n\n", plan.path_n_values.back());
+  fmt::print("\n");
 
   // ---- figures ----
   {
     viz::LinePlot plot(
-        {.title = fmt::format("Forward + backward time of one layer, d = {}", plan.d_for_n),
-         .xlabel = "n (tokens)",
+        {.title = fmt::format("Time of forward + backward against n, d = {}", plan.d_for_n),
+         .xlabel = batch_note("n (tokens)", plan),
          .ylabel = "seconds",
          .log_x = true,
          .log_y = true,
          .legend = viz::LegendLocation::upper_left,
-         .width = 460,
+         .width = 480,
          .height = 320});
-    plot_fits(plot, in_n, plan, "n", book_n);
+    plot_fits(plot, in_n, plan, "n", &Book::n_exponent);
     std::string p = figure_path(o, "complexity_time_n");
     plot.save(p);
     fmt::print("time against n (log-log, fitted lines): {}.png\n", p);
   }
   {
-    viz::LinePlot plot({.title = fmt::format("Forward + backward time against d (CNN, RNN at n = "
-                                             "{}; attention at n = {})",
-                                             plan.n_for_d, plan.attention_n_for_d),
-                        .xlabel = "d (dimensions)",
+    viz::LinePlot plot({.title = "Time of forward + backward against d",
+                        .xlabel = fmt::format("d (dimensions); n = {} for CNN and RNN, n = {} for "
+                                              "self-attention",
+                                              plan.n_for_d, plan.attention_n_for_d),
                         .ylabel = "seconds",
                         .log_x = true,
                         .log_y = true,
                         .legend = viz::LegendLocation::upper_left,
-                        .width = 460,
+                        .width = 480,
                         .height = 320});
-    plot_fits(plot, in_d, plan, "d", book_d);
+    plot_fits(plot, in_d, plan, "d", &Book::d_exponent);
     std::string p = figure_path(o, "complexity_time_d");
     plot.save(p);
     fmt::print("time against d (log-log, fitted lines): {}.png\n", p);
@@ -283,7 +293,7 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
                         .log_x = true,
                         .log_y = true,
                         .legend = viz::LegendLocation::upper_left,
-                        .width = 460,
+                        .width = 480,
                         .height = 320});
     std::vector<double> xs(plan.path_n_values.begin(), plan.path_n_values.end());
     const char* kcolors[] = {"b", "c", "k"};
@@ -310,14 +320,15 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
     fmt::print("maximum path length against n: {}.png\n", p);
   }
   {
-    viz::LinePlot plot({.title = fmt::format("Memory of forward + backward, d = {}", plan.d_for_n),
-                        .xlabel = "n (tokens)",
-                        .ylabel = "bytes of tensors (peak)",
-                        .log_x = true,
-                        .log_y = true,
-                        .legend = viz::LegendLocation::upper_left,
-                        .width = 460,
-                        .height = 320});
+    viz::LinePlot plot(
+        {.title = fmt::format("Peak tensor memory of forward + backward, d = {}", plan.d_for_n),
+         .xlabel = batch_note("n (tokens)", plan),
+         .ylabel = "MiB",
+         .log_x = true,
+         .log_y = true,
+         .legend = viz::LegendLocation::upper_left,
+         .width = 480,
+         .height = 320});
     for (Layer layer : kLayers) {
       const Sweep& s = in_n[layer];
       const char* color = kColor[static_cast<int>(layer)];

@@ -52,8 +52,8 @@ struct Dependencies {
 };
 Dependencies dependencies(Layer layer, std::int64_t t, std::int64_t n, std::int64_t k);
 std::int64_t max_path_length(Layer layer, std::int64_t n, std::int64_t k);
-// What the breadth-first search gives, in closed form: cnn ceil((n-1) /
-// ((k-1)/2)) (n > 1; 0 for n = 1), rnn n, attention 1. The book writes
+// What the breadth-first search gives, in closed form: cnn (odd k >= 3)
+// max(1, ceil((n-1) / ((k-1)/2))), rnn n, attention 1; the book writes
 // O(n/k), O(n), O(1).
 std::int64_t max_path_length_formula(Layer layer, std::int64_t n, std::int64_t k);
 
@@ -115,10 +115,9 @@ struct Plan {
   std::vector<std::int64_t> n_values = {512, 724, 1024, 1448, 2048, 2896, 4096};
   std::int64_t d_for_n = 64;
   // Time in d: the CNN and the RNN at n = n_for_d, self-attention at
-  // n = attention_n_for_d (large, so that n^2 d dominates the cost).
+  // n = attention_n_for_d (large, so that n^2 d dominates its cost).
   std::vector<std::int64_t> d_values = {128, 181, 256, 362, 512, 724, 1024};
   std::int64_t n_for_d = 64;
-  std::vector<std::int64_t> attention_d_values = {64, 91, 128, 181, 256, 362, 512};
   std::int64_t attention_n_for_d = 1024;
   // Batch sizes: big enough that the CNN and the RNN do more than call overhead.
   std::int64_t batch = 8, attention_batch = 1;

@@ -131,7 +131,7 @@ std::int64_t max_path_length_formula(Layer layer, std::int64_t n, std::int64_t k
       ATTN_CHECK(k >= 3 && k % 2 == 1, ValueError,
                  "max_path_length_formula: the closed form is for odd k >= 3, got {}", k);
       const std::int64_t p = (k - 1) / 2;
-      return (n - 1 + p - 1) / p;
+      return std::max<std::int64_t>(1, (n - 1 + p - 1) / p);
     }
     case Layer::rnn: return n;
     default: return 1;
