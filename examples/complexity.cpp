@@ -133,8 +133,12 @@ void plot_fits(viz::LinePlot& plot, const std::map<Layer, Sweep>& sweeps, const 
 
 int complexity_with_plan(const Options& o, const Plan& plan) {
   const auto t_start = std::chrono::steady_clock::now();
-  const int threads_before = get_num_threads();
-  set_num_threads(plan.threads);
+  struct ThreadsFor {  // the plan's thread count for the timings, restored after
+    int before = get_num_threads();
+    explicit ThreadsFor(int n) { set_num_threads(n); }
+    ~ThreadsFor() { set_num_threads(before); }
+  };
+  auto threads = std::make_unique<ThreadsFor>(plan.threads);
   fmt::print(
       "One layer of each kind maps n tokens of d dimensions to n tokens (d2l 10.6.2):\n"
       "  CNN: nn::Conv1d(d, d, k={}), padding keeps n       RNN: nn::GRU(d, d), one layer\n"
@@ -157,7 +161,7 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
     in_d[layer] = run_sweep(layer, plan.d_values, false,
                             attention ? plan.attention_n_for_d : plan.n_for_d, plan);
   }
-  set_num_threads(threads_before);
+  threads.reset();
 
   fmt::print("Time in n at d = {}:\n", plan.d_for_n);
   print_times("n", plan.n_values, in_n);
