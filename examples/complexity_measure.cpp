@@ -91,9 +91,10 @@ std::int64_t max_path_length(Layer layer, std::int64_t n, std::int64_t k) {
     for (std::int64_t s : d.below) up[s].push_back(t);
     for (std::int64_t s : d.same_layer) along[s].push_back(t);
   }
-  // No shortest path is longer than n edges here (n positions, one layer up
-  // per edge at most n times before repeating a position), so the search
-  // stops at distance n: what is not reached by then is not connected.
+  // For these layers no shortest path is longer than n edges (a kernel that
+  // spreads at least one position a layer needs at most n - 1 layers, the
+  // RNN n edges, attention one), so the search stops at distance n: a pair
+  // not reached by then is not connected (the RNN's i < j; i != j for k = 1).
   std::int64_t worst = 0;
   for (std::int64_t j = 0; j < n; ++j) {
     std::vector<std::vector<std::int64_t>> dist;  // dist[l][t], -1 unseen
