@@ -52,7 +52,9 @@ std::vector<double> memory_column(const Sweep& s) {
 Sweep run_sweep(Layer layer, const std::vector<std::int64_t>& sizes, bool sizes_are_n,
                 std::int64_t fixed, const Plan& plan) {
   const bool attention = layer == Layer::attention_fused || layer == Layer::attention_materialized;
-  const std::int64_t batch = attention ? plan.attention_batch : plan.batch;
+  const std::int64_t batch = attention     ? plan.attention_batch
+                             : sizes_are_n ? plan.batch_for_n
+                                           : plan.batch_for_d;
   Sweep s;
   std::vector<std::unique_ptr<cnn_rnn_attention::LayerRun>> runs;
   std::vector<cnn_rnn_attention::LayerRun*> ptrs;
@@ -110,8 +112,8 @@ const char* mark(const Sweep& s, double book_exponent) {
              : "off";
 }
 
-std::string batch_note(const char* axis, const Plan& plan) {
-  return fmt::format("{}; batch {} for CNN and RNN, {} for self-attention", axis, plan.batch,
+std::string batch_note(const char* axis, std::int64_t batch, const Plan& plan) {
+  return fmt::format("{}; batch {} for CNN and RNN, {} for self-attention", axis, batch,
                      plan.attention_batch);
 }
 
@@ -144,12 +146,12 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
       "  CNN: nn::Conv1d(d, d, k={}), padding keeps n       RNN: nn::GRU(d, d), one layer\n"
       "  self-attention: softmax(X X^T / sqrt(d)) X, queries = keys = values = X (the book's\n"
       "  analysis, no projections), on the fused kernel and on the materialized d2l path.\n"
-      "f32, batch {} (self-attention {}), {} thread{}; each time the median of {} runs, taken in\n"
-      "rounds over all sizes after a warm-up round; memory the most bytes of tensor storage live\n"
-      "during forward + backward beyond the inputs and parameters (saved activations,\n"
-      "temporaries, gradients).\n\n",
-      plan.kernel, plan.batch, plan.attention_batch, plan.threads, plan.threads == 1 ? "" : "s",
-      plan.repeats);
+      "f32, batch {} over n and {} over d (self-attention {}), {} thread{}; each time the median\n"
+      "of {} runs, taken in rounds over all sizes after a warm-up round; memory the most bytes\n"
+      "of tensor storage live during forward + backward beyond the inputs and parameters\n"
+      "(saved activations, temporaries, gradients).\n\n",
+      plan.kernel, plan.batch_for_n, plan.batch_for_d, plan.attention_batch, plan.threads,
+      plan.threads == 1 ? "" : "s", plan.repeats);
 
   // ---- time and memory in n, and in d ----
   std::map<Layer, Sweep> in_n, in_d;
@@ -262,7 +264,7 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
   {
     viz::LinePlot plot(
         {.title = fmt::format("Time of forward + backward against n, d = {}", plan.d_for_n),
-         .xlabel = batch_note("n (tokens)", plan),
+         .xlabel = batch_note("n (tokens)", plan.batch_for_n, plan),
          .ylabel = "seconds",
          .log_x = true,
          .log_y = true,
@@ -276,9 +278,10 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
   }
   {
     viz::LinePlot plot({.title = "Time of forward + backward against d",
-                        .xlabel = fmt::format("d (dimensions); n = {} for CNN and RNN, n = {} for "
-                                              "self-attention",
-                                              plan.n_for_d, plan.attention_n_for_d),
+                        .xlabel = fmt::format("d (dimensions); n = {}, batch {} for CNN and RNN; "
+                                              "n = {}, batch {} for self-attention",
+                                              plan.n_for_d, plan.batch_for_d,
+                                              plan.attention_n_for_d, plan.attention_batch),
                         .ylabel = "seconds",
                         .log_x = true,
                         .log_y = true,
@@ -326,7 +329,7 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
   {
     viz::LinePlot plot(
         {.title = fmt::format("Peak tensor memory of forward + backward, d = {}", plan.d_for_n),
-         .xlabel = batch_note("n (tokens)", plan),
+         .xlabel = batch_note("n (tokens)", plan.batch_for_n, plan),
          .ylabel = "MiB",
          .log_x = true,
          .log_y = true,

@@ -177,7 +177,8 @@ TEST_F(ComplexitySection, RunsSmallAndWritesItsFigures) {
   plan.d_values = {8, 16};
   plan.n_for_d = 8;
   plan.attention_n_for_d = 16;
-  plan.batch = 2;
+  plan.batch_for_n = 2;
+  plan.batch_for_d = 3;
   plan.path_n_values = {4, 8, 16};
   plan.sequential_n_values = {4, 8};
   ::testing::internal::CaptureStdout();
