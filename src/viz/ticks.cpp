@@ -109,15 +109,15 @@ std::vector<std::string> format_ticks(const std::vector<double>& ticks) {
 }
 
 std::vector<std::string> format_log_ticks(const std::vector<double>& ticks) {
+  auto power_of_ten = [](double t) {
+    return t > 0 && std::fabs(std::log10(t) - std::round(std::log10(t))) < 1e-9;
+  };
+  // 1-2-5 ticks (a short range) read as plain numbers: "500, 1000, 2000",
+  // not "500, 10³, 2000".
+  if (!std::all_of(ticks.begin(), ticks.end(), power_of_ten)) return format_ticks(ticks);
   std::vector<std::string> out;
-  for (double t : ticks) {
-    const double e = std::log10(t);
-    if (t > 0 && std::fabs(e - std::round(e)) < 1e-9) {
-      out.push_back("10" + superscript(static_cast<int>(std::round(e))));
-    } else {
-      out.push_back(format_ticks({t})[0]);
-    }
-  }
+  for (double t : ticks)
+    out.push_back("10" + superscript(static_cast<int>(std::round(std::log10(t)))));
   return out;
 }
 

@@ -14,7 +14,8 @@ std::vector<double> log_ticks(double lo, double hi, int max_ticks);
 // The labels of `ticks`, all with the fewest decimals that tell them apart
 // exactly ("0", "0.25", "0.5" -> "0.00", "0.25", "0.50"); a true minus sign.
 std::vector<std::string> format_ticks(const std::vector<double>& ticks);
-// "10⁻³" style labels for powers of ten; other values as format_ticks.
+// "10⁻³" style labels when every tick is a power of ten; otherwise (1-2-5
+// ticks of a short range) all as format_ticks.
 std::vector<std::string> format_log_ticks(const std::vector<double>& ticks);
 // The smallest integer step from 1, 2, 5, 10, 20, 50, ... with step * spacing >= min_gap.
 int index_tick_step(double spacing, double min_gap);

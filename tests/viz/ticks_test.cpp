@@ -60,6 +60,9 @@ TEST(FormatTicks, ExtremeMagnitudesUseScientificNotation) {
 
 TEST(FormatLogTicks, SuperscriptExponents) {
   EXPECT_EQ(format_log_ticks({0.01, 1, 1000}), (Strings{"10\u207b\u00b2", "10\u2070", "10\u00b3"}));
+  // Mixed with 1-2-5 ticks, a power of ten reads as a plain number too.
+  EXPECT_EQ(format_log_ticks({500, 1000, 2000}), (Strings{"500", "1000", "2000"}));
+  EXPECT_EQ(format_log_ticks({0.2, 0.5, 1}), (Strings{"0.2", "0.5", "1.0"}));
 }
 
 TEST(IndexTickStep, OneTwoFiveSequence) {
