@@ -278,8 +278,8 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
   }
   {
     viz::LinePlot plot({.title = "Time of forward + backward against d",
-                        .xlabel = fmt::format("d (dimensions); n = {}, batch {} for CNN and RNN; "
-                                              "n = {}, batch {} for self-attention",
+                        .xlabel = fmt::format("d; CNN and RNN: n = {}, batch {}; self-attention: "
+                                              "n = {}, batch {}",
                                               plan.n_for_d, plan.batch_for_d,
                                               plan.attention_n_for_d, plan.attention_batch),
                         .ylabel = "seconds",
