@@ -50,10 +50,10 @@ int run_attention(const AttentionArgs& a) {
   }
   std::filesystem::path stem(a.out);
   if (stem.has_parent_path()) io::ensure_directory(stem.parent_path());
-  seq2seq::save_attention_figures(maps, m.config.transformer.num_heads, a.out);
+  const std::vector<std::string> pictures =
+      seq2seq::save_attention_figures(maps, m.net->num_heads(), a.out);
   fmt::print("{} => {}\n", a.sentence, text);
-  fmt::print("pictures: {0}-encoder.png, {0}-decoder-self.png, {0}-decoder-cross.png (and .svg)\n",
-             a.out);
+  fmt::print("pictures: {} (and .svg)\n", fmt::join(pictures, ", "));
   return 0;
 }
 

@@ -140,13 +140,13 @@ void write_split(const fs::path& out, const seq2seq::TranslationData& tr) {
 // ---- the model ----
 
 struct Model {
-  std::unique_ptr<nn::EncoderDecoder> net;
+  std::shared_ptr<nn::Seq2SeqModel> net;
   std::optional<seq2seq::TrainState> resume;
 };
 
 Model make_model(const TrainSetup& s) {
   Model m;
-  m.net = std::make_unique<nn::EncoderDecoder>(s.run.model.transformer);
+  m.net = seq2seq::make_model(s.run.model);
   if (s.checkpoint)
     m.resume = seq2seq::restore_checkpoint(*s.checkpoint, *m.net);
   else {
@@ -226,7 +226,7 @@ void write_metrics(const std::string& target, const seq2seq::TrainResult& r,
 // through a translator.
 int report(const TrainArgs& a, const TrainSetup& s, const RunData& d, Model& m,
            const seq2seq::TrainResult& r, TrainLog& log) {
-  nn::EncoderDecoder& net = *m.net;
+  nn::Seq2SeqModel& net = *m.net;
   const std::int64_t num_steps = s.run.model.num_steps;
   nlohmann::ordered_json tr_json = nlohmann::ordered_json::array();
   std::function<void()> one_sentence;
@@ -280,16 +280,15 @@ int report(const TrainArgs& a, const TrainSetup& s, const RunData& d, Model& m,
   seq2seq::save_loss_plot(r.epoch_losses, per_step ? r.step_losses : std::vector<double>{},
                           d.batches->num_batches(), r.validations, (out / "loss").string());
   seq2seq::save_bleu_plot(r.validations, (out / "bleu").string());
-  seq2seq::save_attention_figures(maps, s.run.model.transformer.num_heads,
-                                  (out / "attention").string());
+  const std::vector<std::string> pictures =
+      seq2seq::save_attention_figures(maps, net.num_heads(), (out / "attention").string());
   log.line(
       fmt::format("model: {}/ (config.json, model.safetensors, the vocabularies{}, "
                   "manifest.json; checkpoint.safetensors)",
                   s.out, d.tr && !d.tr->spm_model.empty() ? ", spm.model" : ""));
-  log.line(
-      fmt::format("pictures: {0}/loss.png, {1}{0}/attention-encoder.png, "
-                  "{0}/attention-decoder-self.png, {0}/attention-decoder-cross.png (and .svg)",
-                  s.out, r.validations.empty() ? "" : fmt::format("{}/bleu.png, ", s.out)));
+  log.line(fmt::format("pictures: {}/loss.png, {}{} (and .svg)", s.out,
+                       r.validations.empty() ? "" : fmt::format("{}/bleu.png, ", s.out),
+                       fmt::join(pictures, ", ")));
   log.check();
   return 0;
 }
@@ -365,7 +364,7 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   hooks.comm = comm;
   const bool validating = d.tr && run.train.valid_freq > 0 && !d.tr->split.valid.empty();
   if (validating) {
-    hooks.validate = [&](nn::EncoderDecoder& net) {
+    hooks.validate = [&](nn::Seq2SeqModel& net) {
       return seq2seq::validate_translator(net, *d.tr->tokenizer, d.tr->split.valid, d.tr->valid, {},
                                           comm);
     };
@@ -422,10 +421,13 @@ int run_train(const TrainArgs& a, const Context& ctx) {
 
 constexpr const char* kTrainFooter =
     "Presets: d2l (the default: d2l's Transformer of section 10.7 on 600 pairs, the\n"
-    "book's numbers) and tatoeba (a translator of the whole corpus: SentencePiece\n"
-    "vocabulary, token batches, label smoothing, warmup, validation, early stopping;\n"
-    "about an hour on two cores). --config FILE reads hyperparameters from a JSON\n"
-    "object of the names --dump-config prints; flags override both.\n"
+    "book's numbers), bahdanau (section 10.4: the GRU encoder-decoder with Bahdanau\n"
+    "attention, the book's settings, 250 epochs) and tatoeba (a translator of the\n"
+    "whole corpus: SentencePiece vocabulary, token batches, label smoothing, warmup,\n"
+    "validation, early stopping; about an hour on two cores). --model bahdanau\n"
+    "trains the 10.4 model with any other settings. --config FILE reads\n"
+    "hyperparameters from a JSON object of the names --dump-config prints; flags\n"
+    "override both.\n"
     "\n"
     "The model directory (--out): config.json, model.safetensors, the vocabularies\n"
     "(and spm.model), training.json and manifest.json (their sizes and SHA-256),\n"

@@ -65,8 +65,7 @@ std::uint64_t data_fingerprint(const data::NmtData& d) {
   return h.h;
 }
 
-std::string checkpoint_bytes(const nn::EncoderDecoder& net, const RunSpec& run,
-                             const TrainState& s) {
+std::string checkpoint_bytes(const nn::Seq2SeqModel& net, const RunSpec& run, const TrainState& s) {
   auto named = net.named_parameters();
   ATTN_CHECK(s.exp_avg.size() == named.size() && s.exp_avg_sq.size() == named.size(), ValueError,
              "save_checkpoint: {} and {} Adam moments for {} parameters", s.exp_avg.size(),
@@ -117,7 +116,7 @@ std::string checkpoint_bytes(const nn::EncoderDecoder& net, const RunSpec& run,
                                    /*with_digest=*/true);
 }
 
-void save_checkpoint(const std::string& path, const nn::EncoderDecoder& net, const RunSpec& run,
+void save_checkpoint(const std::string& path, const nn::Seq2SeqModel& net, const RunSpec& run,
                      const TrainState& state) {
   io::write_file_atomic(path, checkpoint_bytes(net, run, state));
 }
@@ -126,7 +125,7 @@ CheckpointWriter::~CheckpointWriter() {
   if (pending_.valid()) pending_.wait();
 }
 
-void CheckpointWriter::write(const nn::EncoderDecoder& net, const RunSpec& run,
+void CheckpointWriter::write(const nn::Seq2SeqModel& net, const RunSpec& run,
                              const TrainState& state) {
   finish();
   auto bytes = std::make_shared<const std::string>(checkpoint_bytes(net, run, state));
@@ -306,7 +305,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   return c;
 }
 
-TrainState restore_checkpoint(const Checkpoint& c, nn::EncoderDecoder& net) {
+TrainState restore_checkpoint(const Checkpoint& c, nn::Seq2SeqModel& net) {
   try {
     net.load_state_dict(c.parameters);
   } catch (const Error& e) {

@@ -111,25 +111,27 @@ void best_candidates(const float* x, std::int64_t n, std::int64_t V, const std::
   out.assign(buffer.begin(), buffer.begin() + m);
 }
 
-// The attention a hypothesis recorded, as HypothesisAttention.
-HypothesisAttention assemble_attention(const std::shared_ptr<const AttentionStep>& last,
-                                       std::int64_t num_layers) {
+// The attention a hypothesis recorded, as HypothesisAttention: per layer of
+// each kind the architecture has (a Bahdanau model records no self-attention).
+HypothesisAttention assemble_attention(const std::shared_ptr<const AttentionStep>& last) {
   std::vector<const AttentionStep*> steps;
   for (const AttentionStep* s = last.get(); s; s = s->parent.get()) steps.push_back(s);
   std::reverse(steps.begin(), steps.end());
   HypothesisAttention out;
   const std::int64_t T = static_cast<std::int64_t>(steps.size());
   if (T == 0) return out;
-  for (std::int64_t l = 0; l < num_layers; ++l) {
-    const Tensor& c0 = steps[0]->cross[static_cast<std::size_t>(l)];
-    const std::int64_t H = c0.size(0), Ts = c0.size(1);
-    Tensor self = zeros({H, T, T}, c0.dtype()), cross = Tensor::empty({H, T, Ts}, c0.dtype());
-    for (std::int64_t t = 0; t < T; ++t) {
-      const AttentionStep& s = *steps[static_cast<std::size_t>(t)];
-      copy_(self.select(1, t).narrow(1, 0, t + 1), s.self[static_cast<std::size_t>(l)]);
-      copy_(cross.select(1, t), s.cross[static_cast<std::size_t>(l)]);
-    }
+  for (std::size_t l = 0; l < steps[0]->self.size(); ++l) {
+    const std::int64_t H = steps[0]->self[l].size(0);
+    Tensor self = zeros({H, T, T}, steps[0]->self[l].dtype());
+    for (std::int64_t t = 0; t < T; ++t)
+      copy_(self.select(1, t).narrow(1, 0, t + 1), steps[static_cast<std::size_t>(t)]->self[l]);
     out.self.push_back(self);
+  }
+  for (std::size_t l = 0; l < steps[0]->cross.size(); ++l) {
+    const Tensor& c0 = steps[0]->cross[l];
+    Tensor cross = Tensor::empty({c0.size(0), T, c0.size(1)}, c0.dtype());
+    for (std::int64_t t = 0; t < T; ++t)
+      copy_(cross.select(1, t), steps[static_cast<std::size_t>(t)]->cross[l]);
     out.cross.push_back(cross);
   }
   return out;
@@ -137,7 +139,7 @@ HypothesisAttention assemble_attention(const std::shared_ptr<const AttentionStep
 
 }  // namespace
 
-std::vector<std::vector<Hypothesis>> decode(nn::EncoderDecoder& net, const Tensor& src,
+std::vector<std::vector<Hypothesis>> decode(nn::Seq2SeqModel& net, const Tensor& src,
                                             const Tensor& src_valid_lens, std::int64_t bos,
                                             std::int64_t eos, const DecodeOptions& options) {
   options.validate();
@@ -152,8 +154,7 @@ std::vector<std::vector<Hypothesis>> decode(nn::EncoderDecoder& net, const Tenso
              src_valid_lens.defined() ? fmt::format("{} {}", dtype_name(src_valid_lens.dtype()),
                                                     shape_str(src_valid_lens.shape()))
                                       : std::string("an undefined tensor"));
-  const nn::TransformerConfig& config = net.config;
-  const std::int64_t V = config.tgt_vocab_size, max_len = config.max_len;
+  const std::int64_t V = net.tgt_vocab_size(), max_len = net.max_len();
   ATTN_CHECK(bos >= 0 && bos < V && eos >= 0 && eos < V, ValueError,
              "decode: bos {} and eos {} must be target ids in [0, {})", bos, eos, V);
   const std::vector<std::int64_t> lens = to_vector<std::int64_t>(src_valid_lens.to(DType::i64));
@@ -176,9 +177,9 @@ std::vector<std::vector<Hypothesis>> decode(nn::EncoderDecoder& net, const Tenso
   // Columns past max_len are padding of every row (checked above).
   Tensor source = Ts > max_len ? src.narrow(1, 0, max_len).contiguous() : src;
   Tensor valid = src_valid_lens.to(DType::i64).contiguous();
-  nn::DecoderState state = net.decoder->init_state(net.encoder->forward(source, valid), valid);
+  nn::DecoderState state = net.begin(source, valid);
 
-  const std::int64_t K = options.beam_size, H = config.num_heads, L = config.num_layers;
+  const std::int64_t K = options.beam_size, H = net.num_heads();
   std::vector<Sentence> sentences(static_cast<std::size_t>(B));
   std::vector<std::int64_t> active;  // sentences in row order
   std::vector<std::int64_t> tokens;  // the next input of every row
@@ -194,10 +195,10 @@ std::vector<std::vector<Hypothesis>> decode(nn::EncoderDecoder& net, const Tenso
   std::vector<std::int64_t> parents, encoder_rows;
   for (std::int64_t t = 0; !active.empty(); ++t) {
     const std::int64_t R = static_cast<std::int64_t>(tokens.size());
-    Tensor logits = net.decoder->step(from_vector(tokens, {R, 1}), state).contiguous();
+    Tensor logits = net.step(from_vector(tokens, {R, 1}), state).contiguous();
     const float* x = logits.data<float>();  // (R, 1, V)
-    std::array<std::vector<Tensor>, 2> weights;
-    if (options.keep_attention) weights = net.decoder->attention_weights();
+    nn::AttentionWeights weights;
+    if (options.keep_attention) weights = net.attention_weights();
 
     std::vector<std::int64_t> next_active, next_tokens;
     parents.clear();
@@ -212,17 +213,11 @@ std::vector<std::vector<Hypothesis>> decode(nn::EncoderDecoder& net, const Tenso
         for (std::int64_t b = 0; b < n; ++b) {
           auto step = std::make_shared<AttentionStep>();
           step->parent = s.beams[static_cast<std::size_t>(b)].attention;
-          for (std::int64_t l = 0; l < L; ++l) {
-            // (R * H, 1, keys): the heads of row r are rows r * H .. r * H + H - 1.
-            step->self.push_back(weights[0][static_cast<std::size_t>(l)]
-                                     .narrow(0, (row + b) * H, H)
-                                     .select(1, 0)
-                                     .clone());
-            step->cross.push_back(weights[1][static_cast<std::size_t>(l)]
-                                      .narrow(0, (row + b) * H, H)
-                                      .select(1, 0)
-                                      .clone());
-          }
+          // (R * H, 1, keys): the heads of row r are rows r * H .. r * H + H - 1.
+          for (const Tensor& w : weights.decoder_self)
+            step->self.push_back(w.narrow(0, (row + b) * H, H).select(1, 0).clone());
+          for (const Tensor& w : weights.decoder_cross)
+            step->cross.push_back(w.narrow(0, (row + b) * H, H).select(1, 0).clone());
           history[static_cast<std::size_t>(b)] = std::move(step);
         }
       }
@@ -304,8 +299,7 @@ std::vector<std::vector<Hypothesis>> decode(nn::EncoderDecoder& net, const Tenso
     });
     const std::size_t n = std::min(found.size(), static_cast<std::size_t>(options.n_best));
     for (std::size_t i = 0; i < n; ++i) {
-      if (options.keep_attention)
-        found[i].hyp.attention = assemble_attention(found[i].attention, L);
+      if (options.keep_attention) found[i].hyp.attention = assemble_attention(found[i].attention);
       result[static_cast<std::size_t>(b)].push_back(std::move(found[i].hyp));
     }
   }

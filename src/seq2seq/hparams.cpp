@@ -78,6 +78,10 @@ constexpr double kMaxU64 = 18446744073709551615.0;
 // clang-format off
 constexpr HParam kRows[] = {
     // ---- the model: config.json ----
+    {"architecture", HGroup::model, HType::text, 0, 0, OnResume::fixed, HFlag::command,
+     "transformer: d2l's Transformer (10.7); bahdanau: d2l's GRU encoder-decoder with additive "
+     "attention (10.4; reads --embed-size, --num-hiddens, --num-layers, --dropout)", "--model",
+     "transformer|bahdanau", ATTN_MEMBER(&R::model, &M::architecture)},
     {"src_vocab_size", HGroup::model, HType::integer, 4, 1e8, OnResume::fixed, HFlag::none,
      "Source vocabulary size (from the data)", {}, {},
      ATTN_MEMBER(&R::model, &M::transformer, &T::src_vocab_size)},
@@ -102,6 +106,9 @@ constexpr HParam kRows[] = {
     {"use_bias", HGroup::model, HType::boolean, 0, 0, OnResume::fixed, HFlag::none,
      "Biases in the attention projections (d2l: false)", {}, {},
      ATTN_MEMBER(&R::model, &M::transformer, &T::use_bias)},
+    {"embed_size", HGroup::model, HType::integer, 1, 65536, OnResume::fixed, HFlag::command,
+     "Embedding size of --model bahdanau (the Transformer's is --num-hiddens)", {}, {},
+     ATTN_MEMBER(&R::model, &M::embed_size)},
     {"num_steps", HGroup::model, HType::integer, 2, 1024, OnResume::fixed, HFlag::command,
      "Tokens per sentence after cutting or padding (d2l's pipeline); also the longest "
      "translation", {}, {}, ATTN_MEMBER(&R::model, &M::num_steps)},
@@ -367,7 +374,7 @@ HValue parse_hvalue(const HParam& p, const std::string& text) {
 
 void validate_model(const ModelConfig& m) {
   const nn::TransformerConfig& t = m.transformer;
-  ATTN_CHECK(t.num_hiddens % t.num_heads == 0, ValueError,
+  ATTN_CHECK(m.architecture != "transformer" || t.num_hiddens % t.num_heads == 0, ValueError,
              "num_hiddens {} is not divisible by num_heads {}", t.num_hiddens, t.num_heads);
   ATTN_CHECK(m.num_steps <= t.max_len, ValueError,
              "num_steps {} is more than max_len {} (the positional encoding's positions)",
@@ -400,6 +407,8 @@ void hparams_from_json(const io::JsonObject& o, HGroup group, RunSpec& run) {
     // Added after format_version 1: a file without it means its default
     // (d2l's word vocabularies), so that files of d2l exports stay valid.
     if (key == "tokenizer" && !o.has(key)) continue;
+    // Added with the Bahdanau model: a file without them is a Transformer's.
+    if ((key == "architecture" || key == "embed_size") && !o.has(key)) continue;
     // Added later still: a checkpoint without it started as d2l's did.
     if (key == "embedding_init" && !o.has(key)) continue;
     if (key == "precision" && !o.has(key)) continue;  // f32, as every run before bf16
@@ -466,6 +475,14 @@ using Preset = std::vector<std::pair<std::string, std::string>>;
 const std::vector<std::pair<std::string, Preset>>& presets() {
   static const std::vector<std::pair<std::string, Preset>> all = {
       {"d2l", {}},
+      // d2l 10.4's run: the GRU encoder-decoder with Bahdanau attention.
+      {"bahdanau",
+       {{"architecture", "bahdanau"},
+        {"embed_size", "32"},
+        {"num_hiddens", "32"},
+        {"num_layers", "2"},
+        {"dropout", "0.1"},
+        {"num_epochs", "250"}}},
       // A translator of the whole bundled corpus in about an hour on two
       // cores (README, "A translator"): the choices and the runs behind them.
       {"tatoeba",

@@ -65,6 +65,27 @@ ModelConfig config_from_json(const std::string& text, const std::string& what) {
   return run.model;
 }
 
+nn::BahdanauConfig ModelConfig::bahdanau() const {
+  nn::BahdanauConfig b;
+  b.src_vocab_size = transformer.src_vocab_size;
+  b.tgt_vocab_size = transformer.tgt_vocab_size;
+  b.embed_size = embed_size;
+  b.num_hiddens = transformer.num_hiddens;
+  b.num_layers = transformer.num_layers;
+  b.dropout = transformer.dropout;
+  b.max_len = transformer.max_len;
+  return b;
+}
+
+std::shared_ptr<nn::Seq2SeqModel> make_model(const ModelConfig& config) {
+  if (config.architecture == "bahdanau")
+    return std::make_shared<nn::BahdanauEncoderDecoder>(config.bahdanau());
+  ATTN_CHECK(config.architecture == "transformer", ValueError,
+             "make_model: unknown architecture '{}' (transformer or bahdanau)",
+             config.architecture);
+  return std::make_shared<nn::EncoderDecoder>(config.transformer);
+}
+
 std::int64_t min_num_parameters(const nn::TransformerConfig& c) {
   const std::int64_t H = c.num_hiddens, F = c.ffn_num_hiddens, L = c.num_layers;
   // Embeddings and the output layer, then per layer the attention projections
@@ -72,7 +93,7 @@ std::int64_t min_num_parameters(const nn::TransformerConfig& c) {
   return (c.src_vocab_size + 2 * c.tgt_vocab_size) * H + L * (12 * H * H + 4 * H * F);
 }
 
-void save_model(const std::string& dir, const nn::EncoderDecoder& net, const ModelConfig& config,
+void save_model(const std::string& dir, const nn::Seq2SeqModel& net, const ModelConfig& config,
                 const data::Vocab& src_vocab, const data::Vocab& tgt_vocab,
                 const ModelExtras& extras) {
   const fs::path d(dir);
@@ -129,20 +150,36 @@ void check_weights(const ModelConfig& config, const io::TensorMap& tensors,
                shape_str(it->second.shape()), sizes, shape_str(want));
   };
   const std::string hv = fmt::format("num_hiddens {}", c.num_hiddens);
-  expect("encoder.embedding.weight", {c.src_vocab_size, c.num_hiddens},
-         fmt::format("src_vocab_size {}, {}", c.src_vocab_size, hv));
-  expect("decoder.embedding.weight", {c.tgt_vocab_size, c.num_hiddens},
-         fmt::format("tgt_vocab_size {}, {}", c.tgt_vocab_size, hv));
-  expect("decoder.dense.weight", {c.tgt_vocab_size, c.num_hiddens},
-         fmt::format("tgt_vocab_size {}, {}", c.tgt_vocab_size, hv));
-  for (const char* part : {"encoder", "decoder"})
-    expect(
-        fmt::format("{}.blks.block{}.ffn.dense1.weight", part, c.num_layers - 1),
-        {c.ffn_num_hiddens, c.num_hiddens},
-        fmt::format("num_layers {}, ffn_num_hiddens {}, {}", c.num_layers, c.ffn_num_hiddens, hv));
+  if (config.architecture == "bahdanau") {
+    const std::string ev = fmt::format("embed_size {}", config.embed_size);
+    expect("encoder.embedding.weight", {c.src_vocab_size, config.embed_size},
+           fmt::format("src_vocab_size {}, {}", c.src_vocab_size, ev));
+    expect("decoder.embedding.weight", {c.tgt_vocab_size, config.embed_size},
+           fmt::format("tgt_vocab_size {}, {}", c.tgt_vocab_size, ev));
+    expect("decoder.dense.weight", {c.tgt_vocab_size, c.num_hiddens},
+           fmt::format("tgt_vocab_size {}, {}", c.tgt_vocab_size, hv));
+    for (const char* part : {"encoder", "decoder"})
+      expect(fmt::format("{}.rnn.weight_hh_l{}", part, c.num_layers - 1),
+             {3 * c.num_hiddens, c.num_hiddens},
+             fmt::format("num_layers {}, {}", c.num_layers, hv));
+  } else {
+    expect("encoder.embedding.weight", {c.src_vocab_size, c.num_hiddens},
+           fmt::format("src_vocab_size {}, {}", c.src_vocab_size, hv));
+    expect("decoder.embedding.weight", {c.tgt_vocab_size, c.num_hiddens},
+           fmt::format("tgt_vocab_size {}, {}", c.tgt_vocab_size, hv));
+    expect("decoder.dense.weight", {c.tgt_vocab_size, c.num_hiddens},
+           fmt::format("tgt_vocab_size {}, {}", c.tgt_vocab_size, hv));
+    for (const char* part : {"encoder", "decoder"})
+      expect(fmt::format("{}.blks.block{}.ffn.dense1.weight", part, c.num_layers - 1),
+             {c.ffn_num_hiddens, c.num_hiddens},
+             fmt::format("num_layers {}, ffn_num_hiddens {}, {}", c.num_layers, c.ffn_num_hiddens,
+                         hv));
+  }
   // Then every tensor a model of config's sizes has, by name and shape: a
   // missing one is named, however large.
-  const auto expected = nn::transformer_parameter_shapes(c);
+  const auto expected = config.architecture == "bahdanau"
+                            ? nn::bahdanau_parameter_shapes(config.bahdanau())
+                            : nn::transformer_parameter_shapes(c);
   for (const auto& [name, shape] : expected) {
     auto it = tensors.find(name);
     ATTN_CHECK(it != tensors.end(), IOError,
@@ -193,7 +230,7 @@ LoadedModel load_model_files(Open&& open) {
   io::TensorMap tensors = io::load_safetensors(weights);
   check_weights(m.config, tensors, weights.path());
   try {
-    m.net = std::make_shared<nn::EncoderDecoder>(c);
+    m.net = make_model(m.config);
     m.net->load_state_dict(tensors);
   } catch (const Error& e) {
     throw IOError(fmt::format("'{}': {}", weights.path(), e.what()));

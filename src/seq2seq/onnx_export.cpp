@@ -384,7 +384,11 @@ class TransformerGraph {
 std::string layer_name(const char* what, std::int64_t l) { return fmt::format("{}.{}", what, l); }
 
 void build_model(ModelProto& model, const LoadedModel& m) {
-  const nn::EncoderDecoder& net = *m.net;
+  const auto* transformer = dynamic_cast<const nn::EncoderDecoder*>(m.net.get());
+  ATTN_CHECK(transformer != nullptr, ValueError,
+             "export --onnx: only Transformer models are exported, this one is {}",
+             m.net->architecture());
+  const nn::EncoderDecoder& net = *transformer;
   const nn::TransformerConfig& c = m.config.transformer;
   ATTN_CHECK(c.layer_norm_shape() == Shape{c.num_hiddens}, ValueError,
              "ONNX export: layer norms over {} are not supported (only over the last dim, {})",

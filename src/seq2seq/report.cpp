@@ -19,7 +19,7 @@ const std::vector<std::pair<std::string, std::string>>& d2l_test_pairs() {
 }
 
 std::vector<ScoredTranslation> translate_and_score(
-    nn::EncoderDecoder& net, const data::Vocab& src_vocab, const data::Vocab& tgt_vocab,
+    nn::Seq2SeqModel& net, const data::Vocab& src_vocab, const data::Vocab& tgt_vocab,
     const std::vector<std::pair<std::string, std::string>>& pairs, std::int64_t num_steps) {
   std::vector<std::string> sources;
   for (const auto& [src, _] : pairs) sources.push_back(src);
@@ -72,8 +72,8 @@ AttentionMaps first_tokens(const AttentionMaps& maps, std::size_t n) {
   return out;
 }
 
-void save_attention_figures(const AttentionMaps& all, std::int64_t num_heads,
-                            const std::string& stem) {
+std::vector<std::string> save_attention_figures(const AttentionMaps& all, std::int64_t num_heads,
+                                                const std::string& stem) {
   const std::size_t n = kMaxPictureTokens;
   const bool cut = all.source_tokens.size() > n || all.target_tokens.size() > n;
   const AttentionMaps maps = first_tokens(all, n);
@@ -86,12 +86,14 @@ void save_attention_figures(const AttentionMaps& all, std::int64_t num_heads,
     }
     return rows;
   };
-  std::vector<std::string> titles, row_labels;
+  std::vector<std::string> titles, written;
   for (std::int64_t h = 1; h <= num_heads; ++h) titles.push_back(fmt::format("Head {}", h));
-  for (std::size_t l = 1; l <= maps.encoder.size(); ++l)
-    row_labels.push_back(fmt::format("Layer {}", l));
   auto draw = [&](const std::vector<Tensor>& layers, const char* title, const data::Tokens& keys,
                   const data::Tokens& queries, const char* suffix) {
+    if (layers.empty()) return;  // a kind the architecture does not have
+    std::vector<std::string> row_labels;
+    for (std::size_t l = 1; l <= layers.size(); ++l)
+      row_labels.push_back(fmt::format("Layer {}", l));
     viz::Heatmaps(grid(layers),
                   {.xlabel = "Key positions",
                    .ylabel = "Query positions",
@@ -101,12 +103,14 @@ void save_attention_figures(const AttentionMaps& all, std::int64_t num_heads,
                    .xticklabels = keys,
                    .yticklabels = queries})
         .save(stem + suffix);
+    written.push_back(stem + suffix + ".png");
   };
   draw(maps.encoder, "Encoder self-attention", maps.source_tokens, maps.source_tokens, "-encoder");
   draw(maps.decoder_self, "Decoder self-attention", maps.target_tokens, maps.target_tokens,
        "-decoder-self");
   draw(maps.decoder_cross, "Encoder-decoder attention", maps.source_tokens, maps.target_tokens,
        "-decoder-cross");
+  return written;
 }
 
 void save_loss_plot(const std::vector<double>& epoch_losses, const std::vector<double>& step_losses,

@@ -42,7 +42,7 @@ void check_training_data(const data::NmtData& data) {
              "train: the target sentences hold no token but <pad>: nothing to learn");
 }
 
-TrainResult train_seq2seq(nn::EncoderDecoder& net, const data::NmtData& data, const TrainOptions& o,
+TrainResult train_seq2seq(nn::Seq2SeqModel& net, const data::NmtData& data, const TrainOptions& o,
                           const std::function<void(const Progress&)>& on_batch,
                           const std::function<void(const Progress&)>& on_epoch) {
   TrainHooks hooks;
@@ -139,14 +139,14 @@ bool better_validation(const Validation& a, const Validation& b, const std::stri
   return a.bleu > b.bleu || (a.bleu == b.bleu && a.loss < b.loss);  // ties: the lower loss
 }
 
-TrainResult train_seq2seq(nn::EncoderDecoder& net, const data::NmtData& data, const TrainOptions& o,
+TrainResult train_seq2seq(nn::Seq2SeqModel& net, const data::NmtData& data, const TrainOptions& o,
                           const TrainHooks& hooks, const TrainState* resume) {
   check_training_data(data);
   FixedLengthBatches batches(data, o.batch_size);
   return train_seq2seq(net, batches, o, hooks, resume);
 }
 
-TrainResult train_seq2seq(nn::EncoderDecoder& net, const BatchSource& source, const TrainOptions& o,
+TrainResult train_seq2seq(nn::Seq2SeqModel& net, const BatchSource& source, const TrainOptions& o,
                           const TrainHooks& hooks, const TrainState* resume) {
   ATTN_CHECK(o.num_epochs > 0, ValueError, "train: num_epochs must be positive, got {}",
              o.num_epochs);
@@ -399,7 +399,7 @@ TrainResult train_seq2seq(nn::EncoderDecoder& net, const BatchSource& source, co
   return result;
 }
 
-double evaluate_loss(nn::EncoderDecoder& net, const data::TokenArray& src,
+double evaluate_loss(nn::Seq2SeqModel& net, const data::TokenArray& src,
                      const data::TokenArray& tgt, std::int64_t bos, std::int64_t batch_size) {
   net.eval();
   autograd::NoGradGuard no_grad;
@@ -419,7 +419,7 @@ double evaluate_loss(nn::EncoderDecoder& net, const data::TokenArray& src,
   return loss_sum / tokens;
 }
 
-std::pair<double, double> evaluate_loss(nn::EncoderDecoder& net, const data::TokenizedPairs& pairs,
+std::pair<double, double> evaluate_loss(nn::Seq2SeqModel& net, const data::TokenizedPairs& pairs,
                                         std::int64_t pad, std::int64_t bos, std::int64_t eos,
                                         std::int64_t batch_tokens) {
   net.eval();

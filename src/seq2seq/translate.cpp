@@ -24,8 +24,7 @@ std::pair<Tensor, Tensor> encode_source(const data::Vocab& src_vocab, const data
   return {from_vector(ids, {1, num_steps}), from_vector(std::vector<std::int64_t>{valid})};
 }
 
-std::vector<std::vector<Translation>> translate(nn::EncoderDecoder& net,
-                                                const data::Vocab& src_vocab,
+std::vector<std::vector<Translation>> translate(nn::Seq2SeqModel& net, const data::Vocab& src_vocab,
                                                 const data::Vocab& tgt_vocab,
                                                 const std::vector<std::string>& sentences,
                                                 std::int64_t num_steps,
@@ -74,7 +73,7 @@ std::vector<std::vector<Translation>> translate(nn::EncoderDecoder& net,
   return out;
 }
 
-std::vector<Translation> translate_greedy(nn::EncoderDecoder& net, const data::Vocab& src_vocab,
+std::vector<Translation> translate_greedy(nn::Seq2SeqModel& net, const data::Vocab& src_vocab,
                                           const data::Vocab& tgt_vocab,
                                           const std::vector<std::string>& sentences,
                                           std::int64_t num_steps) {
@@ -84,7 +83,7 @@ std::vector<Translation> translate_greedy(nn::EncoderDecoder& net, const data::V
   return out;
 }
 
-AttentionMaps attention_maps(nn::EncoderDecoder& net, const data::Vocab& src_vocab,
+AttentionMaps attention_maps(nn::Seq2SeqModel& net, const data::Vocab& src_vocab,
                              const data::Vocab& tgt_vocab, const Translation& tr,
                              std::int64_t num_steps) {
   net.eval();
@@ -99,18 +98,21 @@ AttentionMaps attention_maps(nn::EncoderDecoder& net, const data::Vocab& src_voc
   maps.target_tokens = {"<bos>"};
   for (const auto& t : tr.tokens) maps.target_tokens.push_back(t);
   if (!tr.eos && !tr.tokens.empty()) maps.target_tokens.pop_back();  // never fed
-  if (static_cast<std::int64_t>(maps.target_tokens.size()) > net.config.max_len)
-    maps.target_tokens.resize(static_cast<std::size_t>(net.config.max_len));
+  if (static_cast<std::int64_t>(maps.target_tokens.size()) > net.max_len())
+    maps.target_tokens.resize(static_cast<std::size_t>(net.max_len()));
   std::vector<std::int64_t> tgt_ids = tgt_vocab.indices(maps.target_tokens);
   const std::int64_t Tt = static_cast<std::int64_t>(tgt_ids.size());
-  Tensor enc = net.encoder->forward(src, len);
-  net.decoder->forward(from_vector(tgt_ids, {1, Tt}), net.decoder->init_state(enc, len));
+  // The encoder's weights are those of begin(), the decoder's of decode().
+  nn::DecoderState state = net.begin(src, len);
+  nn::AttentionWeights enc = net.attention_weights();
+  net.decode(from_vector(tgt_ids, {1, Tt}), state);
+  nn::AttentionWeights dec = net.attention_weights();
   // Keep the valid keys only: (heads, Tq, Tk).
-  for (auto& w : net.encoder->attention_weights())
+  for (auto& w : enc.encoder)
     maps.encoder.push_back(w.narrow(1, 0, valid).narrow(2, 0, valid).contiguous());
-  auto dec = net.decoder->attention_weights();
-  for (auto& w : dec[0]) maps.decoder_self.push_back(w.contiguous());
-  for (auto& w : dec[1]) maps.decoder_cross.push_back(w.narrow(2, 0, valid).contiguous());
+  for (auto& w : dec.decoder_self) maps.decoder_self.push_back(w.contiguous());
+  for (auto& w : dec.decoder_cross)
+    maps.decoder_cross.push_back(w.narrow(2, 0, valid).contiguous());
   return maps;
 }
 

@@ -13,7 +13,7 @@
 
 namespace attn::seq2seq {
 
-std::vector<std::vector<TextTranslation>> translate_texts(nn::EncoderDecoder& net,
+std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
                                                           const data::Tokenizer& tokenizer,
                                                           const std::vector<std::string>& sentences,
                                                           const DecodeOptions& options,
@@ -25,7 +25,7 @@ std::vector<std::vector<TextTranslation>> translate_texts(nn::EncoderDecoder& ne
   const data::Vocab& tv = tokenizer.vocab(data::Side::target);
   const std::int64_t pad = tv["<pad>"], bos = tv["<bos>"], eos = tv["<eos>"];
   const std::int64_t src_eos = tokenizer.vocab(data::Side::source)["<eos>"];
-  const std::int64_t max_len = net.config.max_len;
+  const std::int64_t max_len = net.max_len();
   std::vector<std::vector<std::int64_t>> ids(sentences.size());
   std::vector<std::size_t> work;
   for (std::size_t i = 0; i < sentences.size(); ++i) {
@@ -81,7 +81,7 @@ std::vector<std::vector<TextTranslation>> translate_texts(nn::EncoderDecoder& ne
   return out;
 }
 
-AttentionMaps attention_maps(nn::EncoderDecoder& net, const data::Tokenizer& tokenizer,
+AttentionMaps attention_maps(nn::Seq2SeqModel& net, const data::Tokenizer& tokenizer,
                              const TextTranslation& tr) {
   net.eval();
   autograd::NoGradGuard no_grad;
@@ -95,8 +95,8 @@ AttentionMaps attention_maps(nn::EncoderDecoder& net, const data::Tokenizer& tok
   maps.source_tokens.push_back("<eos>");
   std::vector<std::int64_t> tgt = {tokenizer.vocab(data::Side::target)["<bos>"]};
   tgt.insert(tgt.end(), tr.ids.begin(), tr.ids.end());
-  if (static_cast<std::int64_t>(tgt.size()) > net.config.max_len)
-    tgt.resize(static_cast<std::size_t>(net.config.max_len));
+  if (static_cast<std::int64_t>(tgt.size()) > net.max_len())
+    tgt.resize(static_cast<std::size_t>(net.max_len()));
   maps.target_tokens = {"<bos>"};
   for (const auto& p :
        tokenizer.pieces(std::vector<std::int64_t>(tgt.begin() + 1, tgt.end()), data::Side::target))
@@ -104,16 +104,17 @@ AttentionMaps attention_maps(nn::EncoderDecoder& net, const data::Tokenizer& tok
   const std::int64_t Tt = static_cast<std::int64_t>(tgt.size());
   Tensor src = from_vector(tr.source_ids, {1, Ts});
   Tensor len = from_vector(std::vector<std::int64_t>{Ts});
-  Tensor enc = net.encoder->forward(src, len);
-  net.decoder->forward(from_vector(tgt, {1, Tt}), net.decoder->init_state(enc, len));
-  for (auto& w : net.encoder->attention_weights()) maps.encoder.push_back(w.contiguous());
-  auto dec = net.decoder->attention_weights();
-  for (auto& w : dec[0]) maps.decoder_self.push_back(w.contiguous());
-  for (auto& w : dec[1]) maps.decoder_cross.push_back(w.contiguous());
+  nn::DecoderState state = net.begin(src, len);
+  nn::AttentionWeights enc = net.attention_weights();
+  net.decode(from_vector(tgt, {1, Tt}), state);
+  nn::AttentionWeights dec = net.attention_weights();
+  for (auto& w : enc.encoder) maps.encoder.push_back(w.contiguous());
+  for (auto& w : dec.decoder_self) maps.decoder_self.push_back(w.contiguous());
+  for (auto& w : dec.decoder_cross) maps.decoder_cross.push_back(w.contiguous());
   return maps;
 }
 
-Validation validate_translator(nn::EncoderDecoder& net, const data::Tokenizer& tokenizer,
+Validation validate_translator(nn::Seq2SeqModel& net, const data::Tokenizer& tokenizer,
                                const std::vector<data::SentencePair>& text,
                                const data::TokenizedPairs& pairs, const DecodeOptions& options,
                                optim::Communicator* comm) {

@@ -21,6 +21,7 @@ std::string error_of(const std::function<void()>& f) {
 TEST(HParams, EveryEnumValueNamesItsRow) {
   // clang-format off
   const std::vector<std::pair<HP, std::string>> ids = {
+      {HP::architecture, "architecture"},
       {HP::src_vocab_size, "src_vocab_size"},
       {HP::tgt_vocab_size, "tgt_vocab_size"},
       {HP::num_hiddens, "num_hiddens"},
@@ -30,6 +31,7 @@ TEST(HParams, EveryEnumValueNamesItsRow) {
       {HP::dropout, "dropout"},
       {HP::max_len, "max_len"},
       {HP::use_bias, "use_bias"},
+      {HP::embed_size, "embed_size"},
       {HP::num_steps, "num_steps"},
       {HP::tokenizer, "tokenizer"},
       {HP::path, "path"},

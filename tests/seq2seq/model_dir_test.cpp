@@ -67,6 +67,47 @@ TEST(ModelDir, SaveLoadGivesTheSameOutputs) {
             to_vector<float>(f.net->forward(X, Y, lens)));
 }
 
+// A Bahdanau model (d2l 10.4) round-trips too; its config cannot load a
+// Transformer's weights, nor the other way round, and the error names the
+// tensor and the sizes.
+TEST(ModelDir, BahdanauModelsRoundTripAndAreNotTakenForTransformers) {
+  Fixture f;
+  ModelConfig c = f.config;
+  c.architecture = "bahdanau";
+  c.embed_size = 5;
+  c.transformer.num_layers = 2;
+  auto net = make_model(c);
+  ASSERT_EQ(net->architecture(), "bahdanau");
+  std::string dir = fresh_dir("model_bahdanau");
+  save_model(dir, *net, c, f.src, f.tgt);
+  LoadedModel m = load_model(dir);
+  EXPECT_EQ(m.config.architecture, "bahdanau");
+  EXPECT_EQ(m.config.embed_size, 5);
+  EXPECT_EQ(m.net->architecture(), "bahdanau");
+  autograd::NoGradGuard g;
+  net->eval();
+  Tensor X = from_vector(std::vector<std::int64_t>{4, 5, 3}, {1, 3});
+  Tensor Y = from_vector(std::vector<std::int64_t>{2, 4}, {1, 2});
+  Tensor lens = from_vector(std::vector<std::int64_t>{3});
+  EXPECT_EQ(to_vector<float>(m.net->forward(X, Y, lens)),
+            to_vector<float>(net->forward(X, Y, lens)));
+  // A Transformer's weights under a Bahdanau config, and the reverse.
+  std::string mixed = fresh_dir("model_mixed");
+  save_model(mixed, *f.net, c, f.src, f.tgt);
+  try {
+    load_model(mixed);
+    ADD_FAILURE() << "a Transformer's weights loaded as a Bahdanau model";
+  } catch (const IOError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("tensor 'encoder.embedding.weight' has shape [7, 8] but "
+                                   "config.json (src_vocab_size 7, embed_size 5) needs [7, 5]"),
+        std::string::npos)
+        << e.what();
+  }
+  save_model(mixed, *net, f.config, f.src, f.tgt);
+  EXPECT_THROW(load_model(mixed), IOError);
+}
+
 // A new manifest for the model files `dir` holds now: the manifest vouches
 // for an edit, so that a load reaches the checks of the files' content.
 void reseal(const std::string& dir) {

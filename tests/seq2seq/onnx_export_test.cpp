@@ -82,13 +82,13 @@ Steps greedy_steps(const LoadedModel& m, const std::vector<std::string>& sentenc
     lens.push_back(len.item<std::int64_t>());
   }
   Tensor src = from_vector(src_ids, {B, T}), valid = from_vector(lens);
-  nn::DecoderState state = m.net->decoder->init_state(m.net->encoder->forward(src, valid), valid);
+  nn::DecoderState state = m.net->begin(src, valid);
   const std::int64_t eos = m.tgt_vocab["<eos>"];
   Tensor X = full({B, 1}, static_cast<double>(m.tgt_vocab["<bos>"]), DType::i64);
   std::vector<bool> done(B, false);
   Steps out;
   for (std::int64_t t = 0; t < T && std::count(done.begin(), done.end(), false) > 0; ++t) {
-    Tensor logits = m.net->decoder->step(X, state);  // (B, 1, V)
+    Tensor logits = m.net->step(X, state);  // (B, 1, V)
     X = argmax(logits, 2);
     out.logits.push_back(logits.reshape({B, -1}).contiguous());
     out.ids.push_back(to_vector<std::int64_t>(X));

@@ -50,11 +50,11 @@ struct Checkpoint {
 std::uint64_t data_fingerprint(const data::NmtData& data);
 
 // Writes `net` and `state` as a checkpoint to `path` (atomically).
-void save_checkpoint(const std::string& path, const nn::EncoderDecoder& net, const RunSpec& run,
+void save_checkpoint(const std::string& path, const nn::Seq2SeqModel& net, const RunSpec& run,
                      const TrainState& state);
 
 // The bytes save_checkpoint writes.
-std::string checkpoint_bytes(const nn::EncoderDecoder& net, const RunSpec& run,
+std::string checkpoint_bytes(const nn::Seq2SeqModel& net, const RunSpec& run,
                              const TrainState& state);
 
 // Writes checkpoints off the training thread. write() makes the checkpoint's
@@ -70,7 +70,7 @@ class CheckpointWriter {
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
-  void write(const nn::EncoderDecoder& net, const RunSpec& run, const TrainState& state);
+  void write(const nn::Seq2SeqModel& net, const RunSpec& run, const TrainState& state);
   void finish();
 
  private:
@@ -91,6 +91,6 @@ Checkpoint load_checkpoint(const std::string& path);
 
 // Copies the checkpoint's parameters into `net` (a model of c.run.model) and
 // returns the state to resume from, Adam's moments in net.parameters() order.
-TrainState restore_checkpoint(const Checkpoint& c, nn::EncoderDecoder& net);
+TrainState restore_checkpoint(const Checkpoint& c, nn::Seq2SeqModel& net);
 
 }  // namespace attn::seq2seq

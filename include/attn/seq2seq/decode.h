@@ -101,7 +101,7 @@ std::int64_t max_decode_length(std::int64_t source_length, std::int64_t max_len,
 // eos are target ids. Returns per row at most n_best hypotheses, best score
 // first (ties: higher log_prob, then found earlier), distinct. Runs in eval
 // mode without autograd. B = 0 gives an empty result.
-std::vector<std::vector<Hypothesis>> decode(nn::EncoderDecoder& net, const Tensor& src,
+std::vector<std::vector<Hypothesis>> decode(nn::Seq2SeqModel& net, const Tensor& src,
                                             const Tensor& src_valid_lens, std::int64_t bos,
                                             std::int64_t eos, const DecodeOptions& options = {});
 

@@ -81,6 +81,7 @@ struct HParam {
 
 // ggml's way: one enum, one table, their sizes checked against each other.
 enum class HP : std::size_t {
+  architecture,
   src_vocab_size,
   tgt_vocab_size,
   num_hiddens,
@@ -90,6 +91,7 @@ enum class HP : std::size_t {
   dropout,
   max_len,
   use_bias,
+  embed_size,
   num_steps,
   tokenizer,
   path,

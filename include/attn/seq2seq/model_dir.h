@@ -17,17 +17,32 @@
 #include "attn/data/tokenizer.h"
 #include "attn/data/vocab.h"
 #include "attn/io/safetensors.h"
+#include "attn/nn/bahdanau.h"
 #include "attn/nn/transformer.h"
 
 namespace attn::seq2seq {
 
 struct ModelConfig {
+  // The sizes of the model. A Bahdanau model (architecture below) reads the
+  // ones both have (vocabulary sizes, num_hiddens, num_layers, dropout,
+  // max_len) from here and ignores the Transformer's own (num_heads,
+  // ffn_num_hiddens, use_bias).
   nn::TransformerConfig transformer;
   std::int64_t num_steps = 10;  // the sequence length the data was cut to
   // "word": d2l's word vocabularies (src_vocab.txt, tgt_vocab.txt); "spm": a
   // SentencePiece model (spm.model) shared by both sides (data/tokenizer.h).
   std::string tokenizer = "word";
+  // "transformer" (d2l 10.7) or "bahdanau" (d2l 10.4: the GRU encoder–decoder
+  // with additive attention).
+  std::string architecture = "transformer";
+  std::int64_t embed_size = 32;  // the Bahdanau model's embeddings
+
+  nn::BahdanauConfig bahdanau() const;
 };
+
+// A fresh model of `config`'s architecture and sizes (initialized as its
+// constructor does).
+std::shared_ptr<nn::Seq2SeqModel> make_model(const ModelConfig& config);
 
 // Limits of config.json beyond which a config is taken for a broken file:
 // vocabulary sizes, and max_len x num_hiddens (the positional-encoding table,
@@ -47,7 +62,7 @@ inline constexpr std::uint64_t kMaxSpmBytes = 64 << 20;
 
 struct LoadedModel {
   ModelConfig config;
-  std::shared_ptr<nn::EncoderDecoder> net;
+  std::shared_ptr<nn::Seq2SeqModel> net;
   data::Vocab src_vocab, tgt_vocab;
   // Text <-> ids as the model was trained: d2l's words, or its SentencePiece
   // model (spm.model).
@@ -67,7 +82,7 @@ struct ModelExtras {
 // needed (and removing it again if this call created it and fails). Takes
 // the directory's lock unless this process holds it (io::WriteGuard); a
 // directory another process holds is refused.
-void save_model(const std::string& dir, const nn::EncoderDecoder& net, const ModelConfig& config,
+void save_model(const std::string& dir, const nn::Seq2SeqModel& net, const ModelConfig& config,
                 const data::Vocab& src_vocab, const data::Vocab& tgt_vocab,
                 const ModelExtras& extras = {});
 

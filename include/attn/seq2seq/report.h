@@ -24,7 +24,7 @@ struct ScoredTranslation {
 // Translates every source (greedy, one batch) and scores it against its
 // reference as d2l does.
 std::vector<ScoredTranslation> translate_and_score(
-    nn::EncoderDecoder& net, const data::Vocab& src_vocab, const data::Vocab& tgt_vocab,
+    nn::Seq2SeqModel& net, const data::Vocab& src_vocab, const data::Vocab& tgt_vocab,
     const std::vector<std::pair<std::string, std::string>>& pairs, std::int64_t num_steps);
 
 // The median wall time of `runs` calls of `fn`, in milliseconds.
@@ -40,9 +40,11 @@ AttentionMaps first_tokens(const AttentionMaps& maps, std::size_t n);
 
 // One figure per attention kind, rows = layers, columns = heads, of at most
 // kMaxPictureTokens tokens a side (the title says when a sentence was cut):
-// <stem>-encoder, <stem>-decoder-self, <stem>-decoder-cross (.svg and .png).
-void save_attention_figures(const AttentionMaps& maps, std::int64_t num_heads,
-                            const std::string& stem);
+// <stem>-encoder, <stem>-decoder-self, <stem>-decoder-cross (.svg and .png);
+// a kind with no layers (a Bahdanau model has cross-attention only) is left
+// out. Returns the PNG files written.
+std::vector<std::string> save_attention_figures(const AttentionMaps& maps, std::int64_t num_heads,
+                                                const std::string& stem);
 
 // The training loss as a line plot, <stem>.svg and <stem>.png, against
 // epochs (of `batches_per_epoch` steps): per whole epoch (d2l's plot) when

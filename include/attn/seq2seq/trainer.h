@@ -167,7 +167,7 @@ struct TrainHooks {
   // gradients are recorded). on_best is then called when the validation is
   // the best so far by options.valid_metric (e.g. to save the model), and
   // on_validation with every one (logs).
-  std::function<Validation(nn::EncoderDecoder&)> validate;
+  std::function<Validation(nn::Seq2SeqModel&)> validate;
   std::function<void(const TrainState&)> on_best;
   std::function<void(const Validation&, bool best)> on_validation;
   // Data parallelism: with a communicator of more than one process, every
@@ -216,13 +216,13 @@ void check_training_data(const data::NmtData& data);
 // Adam, masked cross-entropy, teacher forcing with <bos>, gradient clipping;
 // one pass over shuffled batches per epoch. `on_batch` is called after every
 // batch (progress bars), `on_epoch` after every epoch.
-TrainResult train_seq2seq(nn::EncoderDecoder& net, const data::NmtData& data,
+TrainResult train_seq2seq(nn::Seq2SeqModel& net, const data::NmtData& data,
                           const TrainOptions& options,
                           const std::function<void(const Progress&)>& on_batch = {},
                           const std::function<void(const Progress&)>& on_epoch = {});
 
 // The same over any BatchSource, with checkpoints, stopping and validation.
-TrainResult train_seq2seq(nn::EncoderDecoder& net, const BatchSource& batches,
+TrainResult train_seq2seq(nn::Seq2SeqModel& net, const BatchSource& batches,
                           const TrainOptions& options, const TrainHooks& hooks,
                           const TrainState* resume = nullptr);
 
@@ -233,17 +233,17 @@ TrainResult train_seq2seq(nn::EncoderDecoder& net, const BatchSource& batches,
 // the batches per epoch, an epoch beyond num_epochs). default_generator() is
 // set to the state's. A state at the end of training trains nothing and
 // returns the recorded losses.
-TrainResult train_seq2seq(nn::EncoderDecoder& net, const data::NmtData& data,
+TrainResult train_seq2seq(nn::Seq2SeqModel& net, const data::NmtData& data,
                           const TrainOptions& options, const TrainHooks& hooks,
                           const TrainState* resume = nullptr);
 
 // Teacher-forced loss per token on (src, tgt) pairs, without dropout.
-double evaluate_loss(nn::EncoderDecoder& net, const data::TokenArray& src,
+double evaluate_loss(nn::Seq2SeqModel& net, const data::TokenArray& src,
                      const data::TokenArray& tgt, std::int64_t bos, std::int64_t batch_size = 256);
 
 // The same on tokenized pairs, in token batches; returns the summed
 // cross-entropy and the target tokens (their ratio is the per-token loss).
-std::pair<double, double> evaluate_loss(nn::EncoderDecoder& net, const data::TokenizedPairs& pairs,
+std::pair<double, double> evaluate_loss(nn::Seq2SeqModel& net, const data::TokenizedPairs& pairs,
                                         std::int64_t pad, std::int64_t bos, std::int64_t eos,
                                         std::int64_t batch_tokens = 4096);
 

@@ -34,8 +34,7 @@ struct Translation {
 // A sentence with no token (empty, or spaces only) translates to the empty
 // text without being decoded. Returns per sentence at most options.n_best
 // translations, best first.
-std::vector<std::vector<Translation>> translate(nn::EncoderDecoder& net,
-                                                const data::Vocab& src_vocab,
+std::vector<std::vector<Translation>> translate(nn::Seq2SeqModel& net, const data::Vocab& src_vocab,
                                                 const data::Vocab& tgt_vocab,
                                                 const std::vector<std::string>& sentences,
                                                 std::int64_t num_steps,
@@ -45,7 +44,7 @@ std::vector<std::vector<Translation>> translate(nn::EncoderDecoder& net,
 // best translation of each sentence. Decoding appends the argmax token step by
 // step until a sentence has produced <eos> or num_steps tokens; sentences
 // that finish leave the batch.
-std::vector<Translation> translate_greedy(nn::EncoderDecoder& net, const data::Vocab& src_vocab,
+std::vector<Translation> translate_greedy(nn::Seq2SeqModel& net, const data::Vocab& src_vocab,
                                           const data::Vocab& tgt_vocab,
                                           const std::vector<std::string>& sentences,
                                           std::int64_t num_steps);
@@ -63,7 +62,7 @@ struct AttentionMaps {
   data::Tokens target_tokens;  // <bos> + prediction
   std::vector<Tensor> encoder, decoder_self, decoder_cross;
 };
-AttentionMaps attention_maps(nn::EncoderDecoder& net, const data::Vocab& src_vocab,
+AttentionMaps attention_maps(nn::Seq2SeqModel& net, const data::Vocab& src_vocab,
                              const data::Vocab& tgt_vocab, const Translation& translation,
                              std::int64_t num_steps);
 

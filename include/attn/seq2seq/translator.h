@@ -35,7 +35,7 @@ struct TextTranslation {
 // means: at most max(2 * source length + 10, 16) tokens, and never more than
 // max_len. An empty sentence translates to an empty one. Returns per sentence
 // at most options.n_best translations, best first.
-std::vector<std::vector<TextTranslation>> translate_texts(nn::EncoderDecoder& net,
+std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
                                                           const data::Tokenizer& tokenizer,
                                                           const std::vector<std::string>& sentences,
                                                           const DecodeOptions& options = {},
@@ -43,7 +43,7 @@ std::vector<std::vector<TextTranslation>> translate_texts(nn::EncoderDecoder& ne
 
 // Every attention map of one translation (as seq2seq::attention_maps), its
 // tokens shown as the tokenizer's pieces.
-AttentionMaps attention_maps(nn::EncoderDecoder& net, const data::Tokenizer& tokenizer,
+AttentionMaps attention_maps(nn::Seq2SeqModel& net, const data::Tokenizer& tokenizer,
                              const TextTranslation& translation);
 
 // One validation of a translator: the per-token cross-entropy of `pairs`
@@ -55,7 +55,7 @@ AttentionMaps attention_maps(nn::EncoderDecoder& net, const data::Tokenizer& tok
 // (optim::shard_rows) and the sums — cross-entropy, tokens, BLEU's counts
 // and lengths — are added up, so every process returns the validation of
 // the whole set.
-Validation validate_translator(nn::EncoderDecoder& net, const data::Tokenizer& tokenizer,
+Validation validate_translator(nn::Seq2SeqModel& net, const data::Tokenizer& tokenizer,
                                const std::vector<data::SentencePair>& text,
                                const data::TokenizedPairs& pairs, const DecodeOptions& options = {},
                                optim::Communicator* comm = nullptr);
