@@ -9,7 +9,6 @@
 #include "attn/ops/rnn.h"
 
 #include <cmath>
-#include <type_traits>
 
 #include "attn/autograd/node.h"
 #include "attn/core/threads.h"
@@ -17,7 +16,6 @@
 #include "attn/ops/index.h"
 #include "attn/ops/matmul.h"
 #include "attn/ops/reduce.h"
-#include "ops/vec_math.h"
 
 namespace attn {
 
@@ -26,20 +24,9 @@ using Needs = std::vector<bool>;
 
 namespace {
 
-// sigmoid and tanh from exp_simd, so that the gate loops vectorize (a scalar
-// std::exp / std::tanh per gate cost more than the step's product up to
-// H = 1024). In f32, tanh v = 1 - 2 / (e^(2v) + 1) is exact to about 1e-7
-// (absolute) and saturates to +-1 for large |v|; f64 keeps std::tanh.
 template <class T>
 T sigmoid_of(T v) {
-  return T(1) / (T(1) + detail::exp_simd(-v));
-}
-template <class T>
-T tanh_of(T v) {
-  if constexpr (std::is_same_v<T, float>)
-    return 1.0f - 2.0f / (detail::exp_simd(2.0f * v) + 1.0f);
-  else
-    return std::tanh(v);
+  return T(1) / (T(1) + std::exp(-v));
 }
 
 // One step's gates and new state. xg (B, 3H): the input projection with b_ih;
@@ -55,28 +42,19 @@ void gru_gates(const T* xg, const T* hg, const T* h, T* h_new, T* gates, std::in
     const T* hr = hg + b * 3 * H;
     const T* hp = h + b * H;
     T* o = h_new + b * H;
-    if (gates == nullptr) {
-#pragma omp simd
-      for (std::int64_t j = 0; j < H; ++j) {
-        const T r = sigmoid_of(xr[j] + hr[j]);
-        const T z = sigmoid_of(xr[H + j] + hr[H + j]);
-        const T n = tanh_of(xr[2 * H + j] + r * hr[2 * H + j]);
-        o[j] = (T(1) - z) * n + z * hp[j];
-      }
-      continue;
-    }
-    T* g = gates + b * 4 * H;
-#pragma omp simd
+    T* g = gates ? gates + b * 4 * H : nullptr;
     for (std::int64_t j = 0; j < H; ++j) {
       const T r = sigmoid_of(xr[j] + hr[j]);
       const T z = sigmoid_of(xr[H + j] + hr[H + j]);
       const T hn = hr[2 * H + j];
-      const T n = tanh_of(xr[2 * H + j] + r * hn);
+      const T n = std::tanh(xr[2 * H + j] + r * hn);
       o[j] = (T(1) - z) * n + z * hp[j];
-      g[j] = r;
-      g[H + j] = z;
-      g[2 * H + j] = n;
-      g[3 * H + j] = hn;
+      if (g) {
+        g[j] = r;
+        g[H + j] = z;
+        g[2 * H + j] = n;
+        g[3 * H + j] = hn;
+      }
     }
   }
 }
