@@ -126,7 +126,7 @@ Tensor pow(const Tensor& x, double p) {
 }
 
 Tensor tanh(const Tensor& x) {
-  Tensor out = unary_float(x, "tanh", [](auto v) { return std::tanh(v); });
+  Tensor out = unary_float(x, "tanh", [](auto v) { return detail::tanh_simd(v); });
   Tensor y = out.detach();
   return record(out, "tanh", {x}, [y](const Tensor& g, const Needs&) {
     Tensor d = dispatch_float(y.dtype(), "tanh", [&]<class T>() {
@@ -150,10 +150,7 @@ Tensor relu(const Tensor& x) {
 }
 
 Tensor sigmoid(const Tensor& x) {
-  Tensor out = unary_float(x, "sigmoid", [](auto v) {
-    using T = decltype(v);
-    return v >= 0 ? T(1) / (T(1) + std::exp(-v)) : std::exp(v) / (T(1) + std::exp(v));
-  });
+  Tensor out = unary_float(x, "sigmoid", [](auto v) { return detail::sigmoid_simd(v); });
   Tensor y = out.detach();
   return record(out, "sigmoid", {x}, [y](const Tensor& g, const Needs&) {
     Tensor d = dispatch_float(y.dtype(), "sigmoid", [&]<class T>() {

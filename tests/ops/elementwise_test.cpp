@@ -1,5 +1,6 @@
 #include "attn/ops/elementwise.h"
 
+#include "ops/vec_math.h"
 #include "testing.h"
 
 using namespace attn;
@@ -82,4 +83,43 @@ TEST(Elementwise, LargeContiguousMatchesStridedPath) {
   Tensor fast = mul(a, b.transpose(0, 1).contiguous());
   Tensor strided = mul(a, b.transpose(0, 1));
   EXPECT_EQ(max_abs_diff(fast, strided), 0.0);
+}
+
+// tanh_simd and sigmoid_simd (ops/vec_math.h, the f32 kernels of tanh,
+// sigmoid and the GRU's gates) against the double-precision functions, on a
+// dense grid across both branches and at the special values: within 3e-7
+// relative (about 2.5 ulp) or 1e-37 absolute.
+TEST(VecMath, TanhAndSigmoidSimdMatchDouble) {
+  std::vector<float> xs;
+  for (float x = -20.0f; x < 20.0f; x += 0.00731f) xs.push_back(x);
+  for (float x = -0.3f; x < 0.3f; x += 0.000173f) xs.push_back(x);  // the polynomial's edge
+  for (float x : {0.0f, -0.0f, 1e-8f, -1e-8f, 1e-30f, 0.25f, -0.25f, 0.2499999f, 80.0f, -80.0f,
+                  -100.0f, 1000.0f})
+    xs.push_back(x);
+  float worst_tanh = 0, worst_sig = 0;
+  for (float x : xs) {
+    const double t = std::tanh(static_cast<double>(x));
+    const double s = 1 / (1 + std::exp(-static_cast<double>(x)));
+    const float gt = attn::detail::tanh_simd<float>(x), gs = attn::detail::sigmoid_simd<float>(x);
+    if (std::fabs(t) > 1e-37)
+      worst_tanh = std::max(worst_tanh, static_cast<float>(std::fabs(gt - t) / std::fabs(t)));
+    if (s > 1e-37) worst_sig = std::max(worst_sig, static_cast<float>(std::fabs(gs - s) / s));
+    EXPECT_EQ(std::signbit(gt), std::signbit(x)) << x;
+  }
+  EXPECT_LT(worst_tanh, 3e-7f);
+  EXPECT_LT(worst_sig, 3e-7f);
+  EXPECT_EQ(attn::detail::tanh_simd<float>(INFINITY), 1.0f);
+  EXPECT_EQ(attn::detail::tanh_simd<float>(-INFINITY), -1.0f);
+  EXPECT_TRUE(std::isnan(attn::detail::tanh_simd<float>(NAN)));
+  EXPECT_EQ(attn::detail::sigmoid_simd<float>(INFINITY), 1.0f);
+  EXPECT_EQ(attn::detail::sigmoid_simd<float>(-INFINITY), 0.0f);
+  EXPECT_TRUE(std::isnan(attn::detail::sigmoid_simd<float>(NAN)));
+  // The ops themselves take them.
+  Tensor x = from_vector<float>({-3.0f, -0.1f, 0.0f, 0.2f, 5.0f}, {5});
+  std::vector<float> th = to_vector<float>(tanh(x)), sg = to_vector<float>(sigmoid(x));
+  for (std::size_t i = 0; i < th.size(); ++i) {
+    const float v = to_vector<float>(x)[i];
+    EXPECT_EQ(th[i], attn::detail::tanh_simd<float>(v));
+    EXPECT_EQ(sg[i], attn::detail::sigmoid_simd<float>(v));
+  }
 }
