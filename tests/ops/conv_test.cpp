@@ -1,5 +1,7 @@
 #include "attn/ops/conv.h"
 
+#include <map>
+
 #include "attn/ops/elementwise.h"
 #include "attn/ops/reduce.h"
 #include "testing.h"
@@ -33,6 +35,33 @@ TEST(Conv1d, KnownValues) {
   // w[0] reads t, w[1] reads t + 1.
   Tensor w2 = from_vector<float>({1, 10}, {1, 1, 2});
   EXPECT_EQ(to_vector<float>(conv1d(X, w2)), (std::vector<float>{21, 32, 43, 4}));
+}
+
+// Golden values from PyTorch 1.13: torch.nn.functional.conv1d(x.transpose(1, 2),
+// w, b, padding='same').transpose(1, 2) on x[i] = sin(0.37 i + 0.1) (2, 7, 3),
+// w[i] = cos(0.53 i + 0.2) (4, 3, k), b[o] = 0.1 o - 0.15, in f64; rows 0, 3
+// and 6 of batch element 1. k = 4 checks the even kernel's padding.
+TEST(Conv1d, MatchesPyTorchPaddingSame) {
+  const std::map<std::int64_t, std::vector<std::vector<double>>> want = {
+      {3,
+       {{-0.4206993908, 1.4826643302, 0.4971984283, -1.331165714},
+        {0.3428410624, -2.2639580654, -0.6977967366, 2.2778430554},
+        {-0.6961359477, 1.5978863161, 0.7859037546, -1.4131408818}}},
+      {4,
+       {{-0.4563916682, -0.4375298917, -0.4163826204, -0.3924848126},
+        {0.290835796, 0.4581724899, 0.6225121876, 0.7834754395},
+        {-0.2166457669, -0.1386408629, -0.0601131909, 0.0190638843}}}};
+  for (const auto& [k, rows] : want) {
+    std::vector<double> x(2 * 7 * 3), w(4 * 3 * k), b(4);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37 * i + 0.1);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = std::cos(0.53 * i + 0.2);
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = 0.1 * i - 0.15;
+    Tensor y = conv1d(from_vector(x, {2, 7, 3}), from_vector(w, {4, 3, k}), from_vector(b, {4}));
+    for (std::size_t r = 0; r < 3; ++r)
+      for (std::int64_t o = 0; o < 4; ++o)
+        EXPECT_NEAR(y.at({1, static_cast<std::int64_t>(3 * r), o}), rows[r][o], 1e-9)
+            << "k " << k << " row " << 3 * r << " channel " << o;
+  }
 }
 
 // Fast path against the loops: f64 to 1e-12 (the same sums in another
