@@ -1,4 +1,5 @@
-"""d2l's Transformer (section 10.7 of d2l 0.17, 11.7 of d2l 1.0) and its data
+"""d2l's Transformer (section 10.7 of d2l 0.17, 11.7 of d2l 1.0), d2l 0.17's
+RNN encoder-decoder with Bahdanau attention (section 10.4) and their data
 pipeline in PyTorch, written for attn's peers and interop tests after the
 structure of d2l's code: the same module names (so the same state_dict names,
 which are attn's) and the same math. One copy, used by
@@ -278,17 +279,83 @@ def transformer(edition, src_vocab, tgt_vocab, hiddens, ffn, heads, layers, drop
         TransformerDecoder(edition, tgt_vocab, hiddens, ffn, heads, layers, dropout, max_len))
 
 
+# ---- d2l 0.17's RNN encoder-decoder with Bahdanau attention (10.4) ----
+
+class AdditiveAttention(nn.Module):
+    def __init__(self, key_size, query_size, hiddens, dropout):
+        super().__init__()
+        self.W_k = nn.Linear(key_size, hiddens, bias=False)
+        self.W_q = nn.Linear(query_size, hiddens, bias=False)
+        self.w_v = nn.Linear(hiddens, 1, bias=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens):
+        queries, keys = self.W_q(queries), self.W_k(keys)
+        features = torch.tanh(queries.unsqueeze(2) + keys.unsqueeze(1))
+        scores = self.w_v(features).squeeze(-1)
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.bmm(self.dropout(self.attention_weights), values)
+
+
+class Seq2SeqEncoder(nn.Module):
+    def __init__(self, vocab, embed, hiddens, layers, dropout=0):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, embed)
+        self.rnn = nn.GRU(embed, hiddens, layers, dropout=dropout)
+
+    def forward(self, X, *args):
+        return self.rnn(self.embedding(X).permute(1, 0, 2))  # outputs (T, B, H), state (L, B, H)
+
+
+class Seq2SeqAttentionDecoder(nn.Module):
+    def __init__(self, vocab, embed, hiddens, layers, dropout=0):
+        super().__init__()
+        self.attention = AdditiveAttention(hiddens, hiddens, hiddens, dropout)
+        self.embedding = nn.Embedding(vocab, embed)
+        self.rnn = nn.GRU(embed + hiddens, hiddens, layers, dropout=dropout)
+        self.dense = nn.Linear(hiddens, vocab)
+
+    def init_state(self, enc_outputs, enc_valid_lens, *args):
+        outputs, hidden_state = enc_outputs
+        return (outputs.permute(1, 0, 2), hidden_state, enc_valid_lens)
+
+    def forward(self, X, state):
+        enc_outputs, hidden_state, enc_valid_lens = state
+        outputs = []
+        for x in self.embedding(X).permute(1, 0, 2):
+            query = hidden_state[-1].unsqueeze(1)  # (B, 1, H)
+            context = self.attention(query, enc_outputs, enc_outputs, enc_valid_lens)
+            x = torch.cat((context, x.unsqueeze(1)), dim=-1)
+            out, hidden_state = self.rnn(x.permute(1, 0, 2), hidden_state)
+            outputs.append(out)
+        outputs = self.dense(torch.cat(outputs, dim=0))
+        return outputs.permute(1, 0, 2), [enc_outputs, hidden_state, enc_valid_lens]
+
+
+def bahdanau(src_vocab, tgt_vocab, embed, hiddens, layers, dropout):
+    """d2l 0.17's EncoderDecoder(Seq2SeqEncoder, Seq2SeqAttentionDecoder)."""
+    return EncoderDecoder(Seq2SeqEncoder(src_vocab, embed, hiddens, layers, dropout),
+                          Seq2SeqAttentionDecoder(tgt_vocab, embed, hiddens, layers, dropout))
+
+
 def xavier_init(net):
-    """d2l 0.17's train_seq2seq: xavier_uniform_ on every nn.Linear weight."""
+    """d2l 0.17's train_seq2seq (xavier_init_weights): xavier_uniform_ on every
+    nn.Linear weight and on every nn.GRU weight matrix."""
     for m in net.modules():
         if isinstance(m, nn.Linear):
             nn.init.xavier_uniform_(m.weight)
+        if isinstance(m, nn.GRU):
+            for name in m._flat_weights_names:
+                if "weight" in name:
+                    nn.init.xavier_uniform_(m._parameters[name])
 
 
 def inference_mode(net):
     """Training mode (d2l's decoder masks causally only then) with dropout off:
-    the whole target sequence at once, as attn's decoder always treats it."""
+    the whole target sequence at once, as attn's decoder always treats it.
+    (An nn.GRU drops out between its layers in training mode: it is put in
+    eval mode too.)"""
     net.train()
     for m in net.modules():
-        if isinstance(m, nn.Dropout):
+        if isinstance(m, (nn.Dropout, nn.GRU)):
             m.eval()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Export a Transformer trained with d2l's PyTorch code into an attn model directory.
+"""Export a Transformer or a Bahdanau model trained with d2l's PyTorch code into an attn model directory.
 
 Works for the models of d2l 0.17 (section 10.7: EncoderBlock, DecoderBlock,
 d2l.EncoderDecoder) and of d2l 1.0 (section 11.7: TransformerEncoderBlock,
@@ -8,6 +8,10 @@ TransformerDecoderBlock, d2l.Seq2Seq): both name their parameters alike
 vocabularies are written in their own order: d2l 0.17 puts <unk> first, d2l
 1.0 sorts its tokens (so <unk> lands at, e.g., index 6); the vocabulary file
 says where, and attn maps unknown words there, so no embedding row moves.
+The RNN encoder-decoder with Bahdanau attention of d2l 0.17 (section 10.4:
+Seq2SeqEncoder, Seq2SeqAttentionDecoder, their nn.GRU parameters) is
+recognized by its encoder.rnn.* tensors and exported as attn's "bahdanau"
+architecture (--num-heads is then ignored).
 
 From Python, where the model lives (d2l 1.0: `model`, `data.src_vocab`, ...):
 
@@ -112,8 +116,61 @@ def tensors_of(model):
     return out
 
 
+def bahdanau_shapes(src_vocab, tgt_vocab, embed, hiddens, layers):
+    """The parameters of d2l 0.17's Seq2SeqEncoder + Seq2SeqAttentionDecoder
+    (nn::bahdanau_parameter_shapes)."""
+    shapes = {"encoder.embedding.weight": (src_vocab, embed),
+              "decoder.attention.W_k.weight": (hiddens, hiddens),
+              "decoder.attention.W_q.weight": (hiddens, hiddens),
+              "decoder.attention.w_v.weight": (1, hiddens),
+              "decoder.embedding.weight": (tgt_vocab, embed),
+              "decoder.dense.weight": (tgt_vocab, hiddens),
+              "decoder.dense.bias": (tgt_vocab,)}
+    for part, n_in in (("encoder", embed), ("decoder", embed + hiddens)):
+        for k in range(layers):
+            shapes[f"{part}.rnn.weight_ih_l{k}"] = (3 * hiddens, n_in if k == 0 else hiddens)
+            shapes[f"{part}.rnn.weight_hh_l{k}"] = (3 * hiddens, hiddens)
+            shapes[f"{part}.rnn.bias_ih_l{k}"] = (3 * hiddens,)
+            shapes[f"{part}.rnn.bias_hh_l{k}"] = (3 * hiddens,)
+    return shapes
+
+
+def bahdanau_config(tensors, num_steps, dropout, max_len):
+    src_vocab, embed = tensors["encoder.embedding.weight"].shape
+    need = ("decoder.embedding.weight", "encoder.rnn.weight_hh_l0")
+    for name in need:
+        if name not in tensors:
+            raise ExportError(f"tensor '{name}' is missing: not a model of d2l's "
+                              "Seq2SeqEncoder and Seq2SeqAttentionDecoder (10.4)?")
+    tgt_vocab = tensors["decoder.embedding.weight"].shape[0]
+    hiddens = tensors["encoder.rnn.weight_hh_l0"].shape[1]
+    layers = len([n for n in tensors if re.fullmatch(r"encoder\.rnn\.weight_ih_l\d+", n)])
+    if not 2 <= num_steps <= max_len:
+        raise ExportError(f"num_steps {num_steps} must be in [2, max_len = {max_len}]")
+    want = bahdanau_shapes(src_vocab, tgt_vocab, embed, hiddens, layers)
+    for name, shape in want.items():
+        if name not in tensors:
+            raise ExportError(f"tensor '{name}' is missing (a Bahdanau model of {layers} layers "
+                              "has it)")
+        if tuple(tensors[name].shape) != shape:
+            raise ExportError(f"tensor '{name}' has shape {list(tensors[name].shape)}, but a "
+                              f"model with embed_size {embed} and num_hiddens {hiddens} needs "
+                              f"{list(shape)}")
+    extra = sorted(set(tensors) - set(want))
+    if extra:
+        raise ExportError(f"tensor '{extra[0]}' is not a parameter of d2l's Bahdanau model"
+                          + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""))
+    return {"format": "attn-transformer", "format_version": 1, "architecture": "bahdanau",
+            "src_vocab_size": src_vocab, "tgt_vocab_size": tgt_vocab,
+            "num_hiddens": hiddens, "num_layers": layers, "num_heads": 1,
+            "ffn_num_hiddens": 1, "dropout": dropout, "max_len": max_len,
+            "use_bias": False, "embed_size": embed, "num_steps": num_steps}
+
+
 def model_config(tensors, num_heads, num_steps, dropout, max_len):
     """config.json's keys, read off the weights where they show."""
+    if "encoder.rnn.weight_ih_l0" in tensors and "encoder.embedding.weight" in tensors:
+        return bahdanau_config(tensors, num_steps, dropout, max_len)
     def need(name):
         if name not in tensors:
             raise ExportError(f"tensor '{name}' is missing: not a model of d2l's "
@@ -241,7 +298,8 @@ def main():
     p.add_argument("checkpoint", help="torch.save'd dict with 'state_dict' (and 'src_vocab', "
                    "'tgt_vocab': token lists), or a bare state_dict")
     p.add_argument("out", help="the model directory to write")
-    p.add_argument("--num-heads", type=int, required=True)
+    p.add_argument("--num-heads", type=int, required=True,
+                   help="attention heads of a Transformer (a Bahdanau model ignores it)")
     p.add_argument("--num-steps", type=int, required=True,
                    help="the length sentences were cut or padded to (d2l 0.17: 10, d2l 1.0: 9)")
     p.add_argument("--src-vocab", help="source tokens, one per line (when not in the checkpoint)")
@@ -273,8 +331,10 @@ def main():
         print(f"export_d2l: error: {e}", file=sys.stderr)
         return 1
     unk = [list(v).index("<unk>") for v in vocabs]
+    kind = (f"a Bahdanau model, embed_size {config['embed_size']}"
+            if config.get("architecture") == "bahdanau" else f"{config['num_heads']} heads")
     print(f"wrote {a.out}: {config['num_layers']} layers, num_hiddens {config['num_hiddens']}, "
-          f"{config['num_heads']} heads, vocabularies {config['src_vocab_size']} / "
+          f"{kind}, vocabularies {config['src_vocab_size']} / "
           f"{config['tgt_vocab_size']} (<unk> at {unk[0]} / {unk[1]})")
     return 0
 

@@ -150,26 +150,23 @@ void check_weights(const ModelConfig& config, const io::TensorMap& tensors,
                shape_str(it->second.shape()), sizes, shape_str(want));
   };
   const std::string hv = fmt::format("num_hiddens {}", c.num_hiddens);
-  if (config.architecture == "bahdanau") {
-    const std::string ev = fmt::format("embed_size {}", config.embed_size);
-    expect("encoder.embedding.weight", {c.src_vocab_size, config.embed_size},
-           fmt::format("src_vocab_size {}, {}", c.src_vocab_size, ev));
-    expect("decoder.embedding.weight", {c.tgt_vocab_size, config.embed_size},
-           fmt::format("tgt_vocab_size {}, {}", c.tgt_vocab_size, ev));
-    expect("decoder.dense.weight", {c.tgt_vocab_size, c.num_hiddens},
-           fmt::format("tgt_vocab_size {}, {}", c.tgt_vocab_size, hv));
-    for (const char* part : {"encoder", "decoder"})
+  // The embeddings are embed_size wide in a Bahdanau model, num_hiddens in a
+  // Transformer; the last layer shows num_layers.
+  const bool rnn = config.architecture == "bahdanau";
+  const std::int64_t E = rnn ? config.embed_size : c.num_hiddens;
+  const std::string ev = rnn ? fmt::format("embed_size {}", E) : hv;
+  expect("encoder.embedding.weight", {c.src_vocab_size, E},
+         fmt::format("src_vocab_size {}, {}", c.src_vocab_size, ev));
+  expect("decoder.embedding.weight", {c.tgt_vocab_size, E},
+         fmt::format("tgt_vocab_size {}, {}", c.tgt_vocab_size, ev));
+  expect("decoder.dense.weight", {c.tgt_vocab_size, c.num_hiddens},
+         fmt::format("tgt_vocab_size {}, {}", c.tgt_vocab_size, hv));
+  for (const char* part : {"encoder", "decoder"}) {
+    if (rnn)
       expect(fmt::format("{}.rnn.weight_hh_l{}", part, c.num_layers - 1),
              {3 * c.num_hiddens, c.num_hiddens},
              fmt::format("num_layers {}, {}", c.num_layers, hv));
-  } else {
-    expect("encoder.embedding.weight", {c.src_vocab_size, c.num_hiddens},
-           fmt::format("src_vocab_size {}, {}", c.src_vocab_size, hv));
-    expect("decoder.embedding.weight", {c.tgt_vocab_size, c.num_hiddens},
-           fmt::format("tgt_vocab_size {}, {}", c.tgt_vocab_size, hv));
-    expect("decoder.dense.weight", {c.tgt_vocab_size, c.num_hiddens},
-           fmt::format("tgt_vocab_size {}, {}", c.tgt_vocab_size, hv));
-    for (const char* part : {"encoder", "decoder"})
+    else
       expect(fmt::format("{}.blks.block{}.ffn.dense1.weight", part, c.num_layers - 1),
              {c.ffn_num_hiddens, c.num_hiddens},
              fmt::format("num_layers {}, ffn_num_hiddens {}, {}", c.num_layers, c.ffn_num_hiddens,
@@ -177,9 +174,8 @@ void check_weights(const ModelConfig& config, const io::TensorMap& tensors,
   }
   // Then every tensor a model of config's sizes has, by name and shape: a
   // missing one is named, however large.
-  const auto expected = config.architecture == "bahdanau"
-                            ? nn::bahdanau_parameter_shapes(config.bahdanau())
-                            : nn::transformer_parameter_shapes(c);
+  const auto expected =
+      rnn ? nn::bahdanau_parameter_shapes(config.bahdanau()) : nn::transformer_parameter_shapes(c);
   for (const auto& [name, shape] : expected) {
     auto it = tensors.find(name);
     ATTN_CHECK(it != tensors.end(), IOError,

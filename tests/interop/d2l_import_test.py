@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Models in from d2l's PyTorch code: train a tiny Transformer the way d2l 0.17
 and d2l 1.0 do (their data pipelines, vocabulary orders, module structure and
-losses), export each with tools/export_d2l.py, and check attn against PyTorch:
+losses), and d2l 0.17's RNN encoder-decoder with Bahdanau attention (10.4),
+export each with tools/export_d2l.py, and check attn against PyTorch:
 
   - attn's teacher-forced loss (`attn evaluate --json`) on pairs seen and
     unseen in training equals PyTorch's to 1e-5 relative;
@@ -40,7 +41,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(HERE, "..", "..", "tools")
 EXPORT = os.path.join(TOOLS, "export_d2l.py")
 sys.path.insert(0, TOOLS)
-from d2l_torch import Data, inference_mode, preprocess, tokenize, transformer, xavier_init, fit  # noqa: E402
+from d2l_torch import (Data, bahdanau, inference_mode, preprocess, tokenize, transformer,  # noqa: E402
+                       xavier_init, fit)
 REL_TOL = 1e-5
 
 
@@ -49,11 +51,15 @@ REL_TOL = 1e-5
 SIZES = dict(hiddens=32, ffn=64, heads=4, layers=2, dropout=0.1)
 
 
-def train(data, epochs, use_bias, seed):
+def train(data, epochs, use_bias, seed, model="transformer"):
     torch.manual_seed(seed)
     s = SIZES
-    net = transformer(data.edition, len(data.src_vocab), len(data.tgt_vocab), s["hiddens"],
-                      s["ffn"], s["heads"], s["layers"], s["dropout"], use_bias)
+    if model == "bahdanau":  # d2l 10.4's sizes: embed_size 32, num_hiddens 32, 2 layers
+        net = bahdanau(len(data.src_vocab), len(data.tgt_vocab), 32, s["hiddens"], s["layers"],
+                       s["dropout"])
+    else:
+        net = transformer(data.edition, len(data.src_vocab), len(data.tgt_vocab), s["hiddens"],
+                          s["ffn"], s["heads"], s["layers"], s["dropout"], use_bias)
     if data.edition == "0.17":  # train_seq2seq's xavier_init_weights
         xavier_init(net)
     else:  # materialize the lazy layers with one forward pass
@@ -127,18 +133,19 @@ def run(cmd, **kwargs):
     return r.stdout
 
 
-def check_edition(edition, a, text, lines):
+def check_edition(edition, a, text, lines, model="transformer"):
     num_steps, use_bias = (10, False) if edition == "0.17" else (9, True)
     src, tgt = tokenize(edition, text, a.num_examples)
     data = Data(edition, src, tgt, num_steps)
-    net = train(data, a.epochs, use_bias, seed=17 if edition == "0.17" else 10)
+    net = train(data, a.epochs, use_bias, seed=17 if edition == "0.17" else 10, model=model)
     unk = (data.src_vocab.unk, data.tgt_vocab.unk)
-    print(f"d2l {edition}: {len(data.src)} pairs, vocabularies {len(data.src_vocab)} / "
-          f"{len(data.tgt_vocab)}, <unk> at index {unk[0]} / {unk[1]}, "
-          f"{'with' if use_bias else 'without'} attention biases in the encoder")
+    print(f"d2l {edition} {model}: {len(data.src)} pairs, vocabularies {len(data.src_vocab)} / "
+          f"{len(data.tgt_vocab)}, <unk> at index {unk[0]} / {unk[1]}"
+          + ("" if model == "bahdanau" else
+             f", {'with' if use_bias else 'without'} attention biases in the encoder"))
 
     # Export through the command line, as a user would.
-    work = os.path.join(a.work, "d2l-" + edition)
+    work = os.path.join(a.work, "d2l-" + edition + ("-" + model if model != "transformer" else ""))
     os.makedirs(work, exist_ok=True)
     ckpt, model = os.path.join(work, "d2l.pt"), os.path.join(work, "model")
     torch.save({"state_dict": net.state_dict(), "src_vocab": data.src_vocab.idx_to_token,
@@ -209,6 +216,7 @@ def main():
     ok = True
     for edition in ("0.17", "1.0"):
         ok = check_edition(edition, a, text, lines) and ok
+    ok = check_edition("0.17", a, text, lines, model="bahdanau") and ok
     print("d2l import: " + ("every check passed" if ok else "FAILED"))
     return 0 if ok else 1
 
