@@ -21,6 +21,7 @@ int nadaraya_watson(const Options& o);  // 10.2: kernel regression, three ways
 int attention_scoring(const Options& o);  // 10.3: masked softmax, additive, dot product
 int multihead_attention(const Options& o);  // 10.5 and 10.6: multi-head and self-attention
 int positional_encoding(const Options& o);  // 10.6: sinusoidal positions
+int positions(const Options& o);  // 10.6: permutation, relative positions, depth
 
 // main() of a standalone example: parses --out DIR and --seed N.
 int run_main(int argc, char** argv, int (*section)(const Options&));

@@ -27,6 +27,9 @@ const Section kSections[] = {
     {"positional-encoding",
      "10.6: sinusoidal positional encoding, its plot, heatmap and rotation property",
      examples::positional_encoding},
+    {"positions",
+     "10.6: permutation equivariance without positions, relative positions, stacked layers",
+     examples::positions},
 };
 
 void setup_section(const Section& s, CLI::App& parent, Context& ctx) {
