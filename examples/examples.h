@@ -22,6 +22,7 @@ int attention_scoring(const Options& o);  // 10.3: masked softmax, additive, dot
 int multihead_attention(const Options& o);  // 10.5 and 10.6: multi-head and self-attention
 int positional_encoding(const Options& o);  // 10.6: sinusoidal positions
 int complexity(const Options& o);  // 10.6: CNN, RNN and self-attention, measured
+int positions(const Options& o);  // 10.6: permutation, relative positions, depth
 
 // main() of a standalone example: parses --out DIR and --seed N.
 int run_main(int argc, char** argv, int (*section)(const Options&));

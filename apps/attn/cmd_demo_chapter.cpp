@@ -31,6 +31,9 @@ const Section kSections[] = {
      "10.6: CNN, RNN and self-attention measured: time exponents in n and d, sequential "
      "operations, maximum path lengths, fused against materialized memory",
      examples::complexity},
+    {"positions",
+     "10.6: permutation equivariance without positions, relative positions, stacked layers",
+     examples::positions},
 };
 
 void setup_section(const Section& s, CLI::App& parent, Context& ctx) {
