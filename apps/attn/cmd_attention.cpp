@@ -17,7 +17,7 @@ namespace attn::cli {
 namespace {
 
 struct AttentionArgs {
-  std::string model, sentence, out = "out/attention";
+  std::string model, sentence, out = "out/attention", json;
   DecodeFlags decoding;
 };
 
@@ -51,9 +51,16 @@ int run_attention(const AttentionArgs& a) {
   std::filesystem::path stem(a.out);
   if (stem.has_parent_path()) io::ensure_directory(stem.parent_path());
   seq2seq::save_attention_figures(maps, m.config.transformer.num_heads, a.out);
+  if (!a.json.empty()) {
+    std::filesystem::path json(a.json);
+    if (json.has_parent_path()) io::ensure_directory(json.parent_path());
+    io::write_file_atomic(json, seq2seq::attention_maps_json(maps, a.sentence, text));
+  }
   fmt::print("{} => {}\n", a.sentence, text);
   fmt::print("pictures: {0}-encoder.png, {0}-decoder-self.png, {0}-decoder-cross.png (and .svg)\n",
              a.out);
+  if (!a.json.empty())
+    fmt::print("weights: {} (every layer, head and kind, with the tokens)\n", a.json);
   return 0;
 }
 
@@ -65,6 +72,9 @@ void setup_attention(CLI::App& parent, Context& ctx) {
   sub->add_option("sentence", a->sentence, "The English sentence")->required();
   sub->add_option("--out", a->out, "Path stem of the pictures (-encoder.png, ... are appended)")
       ->capture_default_str();
+  sub->add_option("--json", a->json,
+                  "Also write every weight (each layer, head and kind: encoder self-, decoder\n"
+                  "self- and cross-attention, [layer][head][query][key]) with the tokens as JSON");
   a->decoding.add_to(sub, /*with_n_best=*/false);
   set_action(sub, ctx, [a](const Context&) { return run_attention(*a); });
 }
