@@ -178,26 +178,39 @@ function renderControls() {
 }
 
 // Lines between the query row (top) and the key row (bottom).
-function rowLayout(toks) {
-  const w = toks.map(t => Math.max(30, textWidth(shown(t)) + 16));
+// A long sentence is set in a smaller font (down to 10 px) to fit the window.
+function rowLayout(toks, px) {
+  const font = `${px}px system-ui, "Segoe UI", "DejaVu Sans", "Liberation Sans", sans-serif`;
+  const w = toks.map(t => Math.max(px * 1.9, textWidth(shown(t), font) + px));
   const x = [];
   let at = 0;
-  for (const wi of w) { x.push(at + wi / 2); at += wi + 8; }
-  return {w, x, width: Math.max(0, at - 8)};
+  for (const wi of w) { x.push(at + wi / 2); at += wi + px * 0.4; }
+  return {w, x, width: Math.max(0, at - px * 0.4), px};
 }
-function renderLines(m) {
+function fittedRows(qt, kt, room) {
+  let px = 15, rq, rk;
+  for (;;) {
+    rq = rowLayout(qt, px);
+    rk = rowLayout(kt, px);
+    if (px <= 10 || Math.max(rq.width, rk.width) <= room) return [rq, rk];
+    px -= 1;
+  }
+}
+function renderLines(m, height) {
   const svg = document.getElementById("lines");
   svg.textContent = "";
   const qt = TOKENS[state.kind.q], kt = TOKENS[state.kind.k];
   const Q = qt.length, K = kt.length;
-  const rq = rowLayout(qt), rk = rowLayout(kt);
-  const left = 86, inner = Math.max(rq.width, rk.width, 300);
-  const W = left + inner + 12, H = 246, yq = 16, yk = 186, th = 30;
+  const left = 78;
+  const [rq, rk] = fittedRows(qt, kt, Math.max(300, window.innerWidth - 56 - 32 - left - 12));
+  const th = Math.round(rq.px * 2), fs = `font-size:${rq.px}px`;
+  const inner = Math.max(rq.width, rk.width, 300);
+  const W = left + inner + 12, H = Math.max(246, Math.min(height, 340)), yq = 16, yk = H - 60;
   const oq = left + (inner - rq.width) / 2, ok = left + (inner - rk.width) / 2;
   svg.setAttribute("width", W);
   svg.setAttribute("height", H);
-  el("text", {x: 0, y: yq + 20, class: "rowlabel"}, svg, "Queries");
-  el("text", {x: 0, y: yk + 20, class: "rowlabel"}, svg, "Keys");
+  el("text", {x: 0, y: yq + th / 2 + 4, class: "rowlabel"}, svg, "Queries");
+  el("text", {x: 0, y: yk + th / 2 + 4, class: "rowlabel"}, svg, "Keys");
   const lines = el("g", {}, svg);
   const focus = state.query;
   for (let q = 0; q < Q; ++q) {
@@ -214,14 +227,15 @@ function renderLines(m) {
   const row = (toks, lay, o, y, isQuery) => toks.forEach((t, i) => {
     const g = el("g", {class: "tok" + (isQuery ? " q" : "") + (isQuery && i === focus ? " focus" : "")}, svg);
     el("rect", {x: o + lay.x[i] - lay.w[i] / 2, y, width: lay.w[i], height: th, rx: 6}, g);
-    el("text", {x: o + lay.x[i], y: y + 20, "text-anchor": "middle"}, g, shown(t));
+    el("text", {x: o + lay.x[i], y: y + th / 2 + lay.px * 0.35, "text-anchor": "middle", style: fs}, g, shown(t));
     if (isQuery) {
       g.addEventListener("mouseenter", () => setQuery(i));
       g.addEventListener("mouseleave", () => setQuery(state.pinned));
       g.addEventListener("click", () => { state.pinned = state.pinned === i ? -1 : i; setQuery(i, true); });
     } else if (focus >= 0) {
-      el("text", {x: o + lay.x[i], y: y + th + 18, "text-anchor": "middle", class: "wlabel"}, svg,
-         m[focus][i].toFixed(2));
+      const small = lay.px < 13, text = m[focus][i].toFixed(2);
+      el("text", {x: o + lay.x[i], y: y + th + 17, "text-anchor": "middle", class: "wlabel",
+        style: `font-size:${Math.min(12, lay.px * 0.85)}px`}, svg, small ? text.replace(/^0/, "") : text);
     }
   });
   row(qt, rq, oq, yq, true);
@@ -234,15 +248,16 @@ function renderHeatmap(m) {
   svg.textContent = "";
   const qt = TOKENS[state.kind.q], kt = TOKENS[state.kind.k];
   const Q = qt.length, K = kt.length;
-  const cell = Math.max(14, Math.min(46, Math.floor(400 / Math.max(Q, K, 1))));
-  const tickFont = '14px system-ui, "Segoe UI", "DejaVu Sans", "Liberation Sans", sans-serif';
+  const cell = Math.max(14, Math.min(44, Math.floor(360 / Math.max(Q, K, 1))));
+  const tickPx = cell < 20 ? 11 : 14, ts = `font-size:${tickPx}px`;
+  const tickFont = `${tickPx}px system-ui, "Segoe UI", "DejaVu Sans", "Liberation Sans", sans-serif`;
   const qw = Math.max(0, ...qt.map(t => textWidth(shown(t), tickFont)));
   const kw = Math.max(0, ...kt.map(t => textWidth(shown(t), tickFont)));
   const slanted = kw > cell - 4;
-  const x0 = 24 + qw + 8, y0 = 6, gw = K * cell, gh = Q * cell;
+  const x0 = qw + 10, y0 = 26, gw = K * cell, gh = Q * cell;
   const below = slanted ? kw * 0.71 + 16 : 22;
   const cbh = Math.max(gh, 120);
-  const W = x0 + gw + 86, H = y0 + Math.max(gh + below + 24, cbh + 12);
+  const W = x0 + gw + 72, H = y0 + Math.max(gh + below + 24, cbh + 12);
   svg.setAttribute("width", W);
   svg.setAttribute("height", H);
   const cells = el("g", {}, svg);
@@ -268,17 +283,16 @@ function renderHeatmap(m) {
   if (state.query >= 0)
     el("rect", {x: x0 - 1.5, y: y0 + state.query * cell - 1.5, width: gw + 3, height: cell + 3,
       fill: "none", stroke: "#1f5fb4", "stroke-width": 3, rx: 2}, svg);
-  qt.forEach((t, q) => el("text", {x: x0 - 7, y: y0 + (q + 0.5) * cell + 5, "text-anchor": "end",
-    class: "tick" + (q === state.query ? " focus" : "")}, svg, shown(t)));
+  qt.forEach((t, q) => el("text", {x: x0 - 7, y: y0 + (q + 0.5) * cell + tickPx * 0.35, "text-anchor": "end",
+    class: "tick" + (q === state.query ? " focus" : ""), style: ts}, svg, shown(t)));
   kt.forEach((t, k) => {
     const x = x0 + (k + 0.5) * cell, y = y0 + gh + 17;
-    el("text", slanted ? {x, y, "text-anchor": "end", class: "tick", transform: `rotate(-45 ${x} ${y - 5})`}
-                       : {x, y, "text-anchor": "middle", class: "tick"}, svg, shown(t));
+    el("text", slanted ? {x, y, "text-anchor": "end", class: "tick", style: ts, transform: `rotate(-45 ${x} ${y - 5})`}
+                       : {x, y, "text-anchor": "middle", class: "tick", style: ts}, svg, shown(t));
   });
   el("text", {x: x0 + gw / 2, y: y0 + gh + below + 14, "text-anchor": "middle", class: "axis"}, svg,
      `Keys (${ROLE[state.kind.k]})`);
-  el("text", {x: 14, y: y0 + gh / 2, "text-anchor": "middle", class: "axis",
-    transform: `rotate(-90 14 ${y0 + gh / 2})`}, svg, `Queries (${ROLE[state.kind.q]})`);
+  el("text", {x: 0, y: 14, class: "axis"}, svg, `Queries (${ROLE[state.kind.q]}) \u2193`);
   // Colorbar.
   const cx = x0 + gw + 22, grad = el("linearGradient", {id: "cb", x1: 0, y1: 1, x2: 0, y2: 0}, el("defs", {}, svg));
   for (let i = 0; i <= 16; ++i) el("stop", {offset: i / 16, "stop-color": reds(i / 16)}, grad);
@@ -306,8 +320,8 @@ function render(updateHash) {
     : "Every query's weights \u2014 hover a query token (click to keep it)";
   renderControls();
   const m = matrix();
-  renderLines(m);
   renderHeatmap(m);
+  renderLines(m, Number(document.getElementById("heatmap").getAttribute("height")));
   let viewSum = 0;
   for (const row of m) for (const w of row) viewSum += w;
   const check = document.getElementById("check");
