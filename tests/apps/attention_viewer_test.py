@@ -11,6 +11,8 @@ Writes the viewer and the JSON for one sentence, then checks:
     fields, every heatmap cell's weight equal to the JSON's (one head, or the
     mean of the heads), the hovered query's row highlighted, and the sum of
     every weight the page parsed equal to the JSON's;
+  * a page whose data hold cross-attention only (as an RNN decoder's would)
+    offers that kind alone and shows it whatever kind the URL asks for;
   * a screenshot (PNG, decoded here) has the window's size and shows the
     chosen matrix's colours and the highlight colour of the chosen buttons.
 Without Chromium the test says so and exits 77 (skipped) after the checks
@@ -55,12 +57,17 @@ class Dom(html.parser.HTMLParser):
     def __init__(self):
         super().__init__()
         self.title, self.caption, self.check = "", "", {}
-        self.cells, self.focus_ticks = [], []
-        self._in = None
+        self.cells, self.focus_ticks, self.kind_buttons = [], [], []
+        self._in, self._group = None, None
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
-        if tag == "title":
+        if tag == "div" and a.get("class") == "group":
+            self._group = a.get("id")
+        elif tag == "button" and self._group == "kinds":
+            self._in = "kind"
+            self.kind_buttons.append("")
+        elif tag == "title":
             self._in = "title"
         elif a.get("id") == "caption":
             self._in = "caption"
@@ -73,6 +80,8 @@ class Dom(html.parser.HTMLParser):
 
     def handle_endtag(self, tag):
         self._in = None
+        if tag == "div":
+            self._group = None
 
     def handle_data(self, data):
         if self._in == "title":
@@ -81,6 +90,8 @@ class Dom(html.parser.HTMLParser):
             self.caption += data
         elif self._in == "focus":
             self.focus_ticks.append(data)
+        elif self._in == "kind":
+            self.kind_buttons[-1] += data
 
 
 def chromium_args(chromium, work):
@@ -247,6 +258,20 @@ def main():
                fragment)
     check_view(dump_dom(a.chromium, a.work, url + "#layer=2&head=all&kind=self"), data,
                "decoder_self", 2, "all", 0, "#layer=2&head=all&kind=self")
+    dom = dump_dom(a.chromium, a.work, url)
+    check(len(dom.kind_buttons) == 3, f"kind buttons {dom.kind_buttons}, expected 3")
+    # A model with cross-attention only (an RNN decoder's): the other kinds
+    # are not offered, and a view asking for one shows cross-attention.
+    cross_only = dict(data, attention=dict(data["attention"], encoder=[], decoder_self=[]))
+    text = json.dumps(cross_only, ensure_ascii=False).replace("<", "\\u003c")
+    m = re.search(r'(<script type="application/json" id="attn-data">)(.*?)(</script>)', page, re.S)
+    with open(f"{a.work}/view/cross-only.html", "w", encoding="utf-8") as f:
+        f.write(page[:m.start(2)] + text + page[m.end(2):])
+    dom = dump_dom(a.chromium, a.work, "file://" + os.path.abspath(f"{a.work}/view/cross-only.html")
+                   + "#layer=2&head=1&kind=encoder")
+    check(len(dom.kind_buttons) == 1 and dom.kind_buttons[0].startswith("Cross"),
+          f"cross-only page: kind buttons {dom.kind_buttons}")
+    check_view(dom, cross_only, "decoder_cross", 2, 1, 0, "cross-only page, #kind=encoder")
     shot = f"{a.work}/view/home.png"
     fragment = f"#layer=2&head=4&kind=cross&query={min(2, len(data['target_tokens']))}"
     r = subprocess.run(chromium_args(a.chromium, a.work) + [f"--screenshot={shot}", url + fragment],
