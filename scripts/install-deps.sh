@@ -34,6 +34,7 @@ packages=(
   doxygen              # the API reference (make docs)
   libopenmpi-dev       # data-parallel training: mpirun -np N attn train
   openmpi-bin          # mpirun (the MPI tests)
+  chromium             # headless browser: the attention viewer test (attn attention --html)
 )
 
 # Node.js and npm run ONNX Runtime for Node.js in the ONNX export test. A

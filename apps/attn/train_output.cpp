@@ -108,23 +108,21 @@ void OutputDir::discard() {
   fs::remove(dir_, ec);  // only if empty: never deletes a file of someone else's
 }
 
-void check_metrics_target(const std::string& target) {
+void check_output_file(const std::string& target, const std::string& option) {
   const fs::path m(target);
   struct stat st {};
   if (::lstat(m.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     throw CLI::ValidationError(
-        "--metrics-json", fmt::format("'{}' is {}, not a regular file; attn does not replace it",
-                                      target, io::file_kind(st.st_mode)));
+        option, fmt::format("'{}' is {}, not a regular file; attn does not replace it", target,
+                            io::file_kind(st.st_mode)));
   std::error_code ec;
   fs::path dir = m.has_parent_path() ? m.parent_path() : fs::path(".");
   while (!fs::exists(dir, ec) && dir.has_parent_path() && dir.parent_path() != dir)
     dir = dir.parent_path();
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    throw CLI::ValidationError("--metrics-json",
-                               fmt::format("'{}' is not a directory", dir.string()));
+    throw CLI::ValidationError(option, fmt::format("'{}' is not a directory", dir.string()));
   if (fs::is_directory(dir, ec) && ::access(dir.c_str(), W_OK) != 0)
-    throw CLI::ValidationError("--metrics-json",
-                               fmt::format("directory '{}' is not writable", dir.string()));
+    throw CLI::ValidationError(option, fmt::format("directory '{}' is not writable", dir.string()));
 }
 
 }  // namespace attn::cli

@@ -46,10 +46,15 @@ class OutputDir {
   std::optional<io::DirectoryLock> lock_;
 };
 
-// --metrics-json, checked before training: missing directories are created
-// when the file is written (as for --out); an existing target must be a
-// regular file (a device, a FIFO or a symbolic link is never replaced by
-// one). CLI::ValidationError otherwise.
-void check_metrics_target(const std::string& target);
+// An output file named by `option`, checked before the work: missing
+// directories are created when the file is written (as for --out); an
+// existing target must be a regular file (a device, a FIFO or a symbolic link
+// is never replaced by one), and the deepest existing directory on its path a
+// writable directory. CLI::ValidationError naming `option` otherwise.
+void check_output_file(const std::string& target, const std::string& option);
+// --metrics-json, checked before training.
+inline void check_metrics_target(const std::string& target) {
+  check_output_file(target, "--metrics-json");
+}
 
 }  // namespace attn::cli

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "attn/seq2seq/bleu.h"
 #include "attn/viz/heatmap.h"
@@ -111,6 +113,64 @@ std::vector<std::string> save_attention_figures(const AttentionMaps& all, std::i
   draw(maps.decoder_cross, "Encoder-decoder attention", maps.source_tokens, maps.target_tokens,
        "-decoder-cross");
   return written;
+}
+
+std::string attention_maps_json(const AttentionMaps& maps, const std::string& source,
+                                const std::string& translation) {
+  // Floats printed with fmt's shortest round-trip form, not as doubles
+  // (which would spell out the float's binary expansion).
+  auto kind = [](const std::vector<Tensor>& layers) {
+    std::string out = "[";
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+      const Tensor w = layers[l].to(DType::f32).contiguous();
+      ATTN_CHECK(w.dim() == 3, ShapeError, "attention_maps_json: layer {} is {}, not (heads, Q, K)",
+                 l, shape_str(w.shape()));
+      const std::int64_t H = w.size(0), Q = w.size(1), K = w.size(2);
+      const float* p = w.data<float>();
+      out += l ? ",[" : "[";
+      for (std::int64_t h = 0; h < H; ++h) {
+        out += h ? ",[" : "[";
+        for (std::int64_t q = 0; q < Q; ++q) {
+          out += q ? ",[" : "[";
+          for (std::int64_t k = 0; k < K; ++k) {
+            if (k) out += ',';
+            const float v = p[(h * Q + q) * K + k];
+            ATTN_CHECK(std::isfinite(v), ValueError,
+                       "attention_maps_json: weight {} of layer {}, head {}, query {} is {}", k, l,
+                       h, q, v);
+            out += fmt::format("{}", v);
+          }
+          out += ']';
+        }
+        out += ']';
+      }
+      out += ']';
+    }
+    return out + "]";
+  };
+  // Layers and heads of the first kind that has any (a model may lack a
+  // kind: an RNN decoder has cross-attention only).
+  std::size_t num_layers = 0;
+  std::int64_t num_heads = 0;
+  for (const auto* layers : {&maps.encoder, &maps.decoder_self, &maps.decoder_cross})
+    if (num_layers == 0 && !layers->empty()) {
+      num_layers = layers->size();
+      num_heads = layers->front().dim() == 3 ? layers->front().size(0) : 0;
+    }
+  nlohmann::ordered_json head = {
+      {"source", source},
+      {"translation", translation},
+      {"source_tokens", maps.source_tokens},
+      {"target_tokens", maps.target_tokens},
+      {"num_layers", num_layers},
+      {"num_heads", num_heads},
+  };
+  std::string text = head.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  text.pop_back();  // the closing brace: the weights follow
+  text += ",\"attention\":{\"encoder\":" + kind(maps.encoder) +
+          ",\"decoder_self\":" + kind(maps.decoder_self) +
+          ",\"decoder_cross\":" + kind(maps.decoder_cross) + "}}\n";
+  return text;
 }
 
 void save_loss_plot(const std::vector<double>& epoch_losses, const std::vector<double>& step_losses,

@@ -1,5 +1,7 @@
-// The end-of-run report (seq2seq/report.h): pictures bounded in size.
+// The end-of-run report (seq2seq/report.h): pictures bounded in size, the weights as JSON.
 #include "attn/seq2seq/report.h"
+
+#include <nlohmann/json.hpp>
 
 #include "testing.h"
 
@@ -52,4 +54,51 @@ TEST_F(ReportTest, AttentionPicturesAreCutToTheirFirstTokens) {
   seq2seq::save_attention_figures(small, heads, (dir_ / "small").string());
   EXPECT_EQ(seq2seq::first_tokens(small, 64).source_tokens, small.source_tokens);
   EXPECT_TRUE(fs::exists(dir_ / "small-decoder-cross.png"));
+}
+
+// attention_maps_json: every weight reads back as the same float, in
+// [layer][head][query][key] order, with the tokens; a kind the model lacks is
+// an empty list and the sizes come from the first kind that has weights.
+TEST_F(ReportTest, AttentionJsonHoldsEveryWeightExactly) {
+  seq2seq::AttentionMaps maps;
+  maps.source_tokens = {"i'm", "home", ".", "<eos>"};
+  maps.target_tokens = {"<bos>", "je", "</script>"};
+  for (int layer = 0; layer < 2; ++layer) {
+    // Weights of every magnitude, subnormal to 1.
+    Tensor w = attn::testing::rand32({3, 3, 4}, 10 + layer, 0, 1);
+    float* p = w.data<float>();
+    p[1] = 1.1206711e-34f;
+    p[2] = 1e-45f;
+    p[3] = 1;
+    p[5] = 0.1f;
+    maps.decoder_cross.push_back(w);
+  }
+  const std::string text = seq2seq::attention_maps_json(maps, "i'm home .", "je \"x\"");
+  const auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["translation"], "je \"x\"");
+  EXPECT_EQ(j["target_tokens"][2], "</script>");
+  EXPECT_EQ(j["num_layers"], 2);
+  EXPECT_EQ(j["num_heads"], 3);
+  EXPECT_TRUE(j["attention"]["encoder"].empty());
+  EXPECT_TRUE(j["attention"]["decoder_self"].empty());
+  const auto& cross = j["attention"]["decoder_cross"];
+  ASSERT_EQ(cross.size(), 2u);
+  for (std::size_t l = 0; l < 2; ++l) {
+    const std::vector<float> want = to_vector<float>(maps.decoder_cross[l]);
+    std::size_t i = 0;
+    ASSERT_EQ(cross[l].size(), 3u);
+    for (const auto& head : cross[l]) {
+      ASSERT_EQ(head.size(), 3u);
+      for (const auto& row : head) {
+        ASSERT_EQ(row.size(), 4u);
+        for (const auto& v : row) {
+          EXPECT_EQ(static_cast<float>(v.get<double>()), want[i])
+              << "layer " << l << " index " << i;
+          ++i;
+        }
+      }
+    }
+  }
+  // No digits beyond what the float needs: 0.1f is written "0.1", not as a double.
+  EXPECT_NE(text.find(",0.1,"), std::string::npos) << text.substr(0, 300);
 }

@@ -46,6 +46,17 @@ AttentionMaps first_tokens(const AttentionMaps& maps, std::size_t n);
 std::vector<std::string> save_attention_figures(const AttentionMaps& maps, std::int64_t num_heads,
                                                 const std::string& stem);
 
+// Every attention weight of one translation as JSON, for tools and the
+// attention viewer: {"source", "translation", "source_tokens",
+// "target_tokens", "num_layers", "num_heads", "attention": {"encoder",
+// "decoder_self", "decoder_cross"}}, each kind nested [layer][head][query]
+// [key] (queries and keys as in AttentionMaps; the whole sentence, not cut).
+// A kind the model lacks is an empty list; num_layers and num_heads are those
+// of the first kind that has weights. The weights are f32 values written as
+// the shortest decimal that reads back as the same float.
+std::string attention_maps_json(const AttentionMaps& maps, const std::string& source,
+                                const std::string& translation);
+
 // The training loss as a line plot, <stem>.svg and <stem>.png, against
 // epochs (of `batches_per_epoch` steps): per whole epoch (d2l's plot) when
 // `step_losses` is empty, else the mean of the step losses in about 100
