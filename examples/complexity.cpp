@@ -261,38 +261,30 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
   fmt::print("\n");
 
   // ---- figures ----
-  {
-    viz::LinePlot plot(
-        {.title = fmt::format("Time of forward + backward against n, d = {}", plan.d_for_n),
-         .xlabel = batch_note("n (tokens)", plan.batch_for_n, plan),
-         .ylabel = "seconds",
-         .log_x = true,
-         .log_y = true,
-         .legend = viz::LegendLocation::upper_left,
-         .width = 480,
-         .height = 320});
-    plot_fits(plot, in_n, plan, "n", &Book::n_exponent);
-    std::string p = figure_path(o, "complexity_time_n");
-    plot.save(p);
-    fmt::print("time against n (log-log, fitted lines): {}.png\n", p);
-  }
-  {
-    viz::LinePlot plot({.title = "Time of forward + backward against d",
-                        .xlabel = fmt::format("d; CNN and RNN: n = {}, batch {}; self-attention: "
-                                              "n = {}, batch {}",
-                                              plan.n_for_d, plan.batch_for_d,
-                                              plan.attention_n_for_d, plan.attention_batch),
+  // Log-log time against one axis, the measured points with their fitted lines.
+  auto time_plot = [&](const std::string& title, const std::string& xlabel, const auto& rows,
+                       const char* axis, auto exponent, const char* name) {
+    viz::LinePlot plot({.title = title,
+                        .xlabel = xlabel,
                         .ylabel = "seconds",
                         .log_x = true,
                         .log_y = true,
                         .legend = viz::LegendLocation::upper_left,
                         .width = 480,
                         .height = 320});
-    plot_fits(plot, in_d, plan, "d", &Book::d_exponent);
-    std::string p = figure_path(o, "complexity_time_d");
+    plot_fits(plot, rows, plan, axis, exponent);
+    std::string p = figure_path(o, name);
     plot.save(p);
-    fmt::print("time against d (log-log, fitted lines): {}.png\n", p);
-  }
+    fmt::print("time against {} (log-log, fitted lines): {}.png\n", axis, p);
+  };
+  time_plot(fmt::format("Time of forward + backward against n, d = {}", plan.d_for_n),
+            batch_note("n (tokens)", plan.batch_for_n, plan), in_n, "n", &Book::n_exponent,
+            "complexity_time_n");
+  time_plot(
+      "Time of forward + backward against d",
+      fmt::format("d; CNN and RNN: n = {}, batch {}; self-attention: n = {}, batch {}",
+                  plan.n_for_d, plan.batch_for_d, plan.attention_n_for_d, plan.attention_batch),
+      in_d, "d", &Book::d_exponent, "complexity_time_d");
   {
     viz::LinePlot plot({.title = "Maximum path length between two positions",
                         .xlabel = "n (tokens)",
