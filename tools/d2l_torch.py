@@ -359,3 +359,96 @@ def inference_mode(net):
     for m in net.modules():
         if isinstance(m, (nn.Dropout, nn.GRU)):
             m.eval()
+
+
+# ---- decoding one token at a time with a KV cache ----
+
+class CachedDecoder:
+    """d2l's TransformerDecoder (eval mode, no dropout) fed one token per
+    sentence row at a time, keeping each layer's projected self-attention
+    keys and values of the earlier steps (the KV cache) and projecting the
+    encoder's outputs for the cross-attention once. Same math as the
+    whole-sequence decoder with its causal mask; the t-th input (<bos> at 0)
+    sits at position t, as attn places it.
+
+    Each sentence has `n` consecutive rows (its beams; 1 for greedy), all at
+    the same step; the cross-attention cache is kept once per sentence and the
+    rows of a sentence query it together. The queries, keys and values of the
+    self-attention are one product (W_q, W_k and W_v stacked), as are the
+    encoder side's keys and values.
+
+        cache = CachedDecoder(net.decoder)
+        state = cache.begin(net.encoder(X, X_len), X_len)
+        logits = cache.step(tokens, t, state)       # (rows, vocab)
+        cache.select(state, rows, sentences)         # beams pruned, sentences gone
+    """
+
+    def __init__(self, decoder):
+        self.dec = decoder
+        self.heads = decoder.blks[0].attention1.num_heads
+        self.scale = decoder.num_hiddens ** 0.5
+
+        def stack(*linears):
+            w = torch.cat([m.weight.detach() for m in linears])
+            if all(m.bias is None for m in linears):
+                return w, None
+            return w, torch.cat([torch.zeros(m.out_features) if m.bias is None else m.bias.detach()
+                                 for m in linears])
+
+        self.qkv = [stack(b.attention1.W_q, b.attention1.W_k, b.attention1.W_v) for b in decoder.blks]
+        self.kv2 = [stack(b.attention2.W_k, b.attention2.W_v) for b in decoder.blks]
+
+    def _heads(self, X):
+        """(rows, steps, d) -> (rows, heads, steps, d / heads)"""
+        return X.reshape(X.shape[0], X.shape[1], self.heads, -1).transpose(1, 2)
+
+    def begin(self, enc_outputs, valid_lens):
+        """The state of a batch of sentences: the encoder's keys and values per
+        layer, the mask of their padding, no cached steps, one row each."""
+        cross = []
+        for w, b in self.kv2:
+            k, v = nn.functional.linear(enc_outputs, w, b).chunk(2, dim=-1)
+            cross.append((self._heads(k).contiguous(), self._heads(v).contiguous()))
+        Ts = enc_outputs.shape[1]
+        pad = torch.arange(Ts)[None, :] >= valid_lens[:, None]
+        bias = torch.zeros(pad.shape).masked_fill_(pad, float("-inf"))[:, None, None, :]
+        return {"cross": cross, "bias": bias, "self": [None] * len(self.qkv), "n": 1}
+
+    def step(self, tokens, t, state):
+        """tokens (rows,) at position t: the logits of the next token (rows, vocab)."""
+        dec, H, n = self.dec, self.heads, state["n"]
+        X = dec.embedding(tokens) * self.scale + dec.pos_encoding.P[0, t]
+        R, d = X.shape
+        S = R // n
+        for i, blk in enumerate(dec.blks):
+            q, k, v = nn.functional.linear(X, *self.qkv[i]).reshape(R, 3, H, 1, d // H).unbind(1)
+            if state["self"][i] is not None:
+                k = torch.cat([state["self"][i][0], k], 2)
+                v = torch.cat([state["self"][i][1], v], 2)
+            state["self"][i] = (k, v)
+            w = torch.softmax(torch.matmul(q, k.transpose(2, 3)) / math.sqrt(d // H), dim=-1)
+            a = blk.attention1.W_o(torch.matmul(w, v).reshape(R, d))
+            Y = blk.addnorm1.ln(X + a)
+            a2 = blk.attention2
+            q2 = a2.W_q(Y).reshape(S, n, H, d // H).transpose(1, 2)  # (S, H, n, d / H)
+            k2, v2 = state["cross"][i]
+            w2 = torch.softmax(torch.matmul(q2, k2.transpose(2, 3)) / math.sqrt(d // H)
+                               + state["bias"], dim=-1)
+            a = a2.W_o(torch.matmul(w2, v2).transpose(1, 2).reshape(R, d))
+            Z = blk.addnorm2.ln(Y + a)
+            X = blk.addnorm3.ln(Z + blk.ffn(Z))
+        return dec.dense(X)
+
+    def select(self, state, rows, sentences=None, n=None):
+        """Keeps the cached steps of `rows` (an index tensor, in their new
+        order: beams that continue another row take over its cache) and, if
+        given, the encoder side of `sentences` only (those still decoding, in
+        order); `n`: rows per sentence from now on."""
+        state["self"] = [None if c is None else (c[0].index_select(0, rows), c[1].index_select(0, rows))
+                         for c in state["self"]]
+        if sentences is not None:
+            state["cross"] = [(k.index_select(0, sentences), v.index_select(0, sentences))
+                              for k, v in state["cross"]]
+            state["bias"] = state["bias"].index_select(0, sentences)
+        if n is not None:
+            state["n"] = n

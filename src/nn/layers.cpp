@@ -30,6 +30,12 @@ Tensor Linear::forward(const Tensor& x) const {
   return linear(x, weight, bias);
 }
 
+Tensor Linear::forward_relu(const Tensor& x) const {
+  ATTN_CHECK(x.dim() >= 1 && x.size(-1) == in_features, ShapeError,
+             "Linear: expected input (..., {}), got {}", in_features, shape_str(x.shape()));
+  return linear_relu(x, weight, bias);
+}
+
 Embedding::Embedding(std::int64_t n, std::int64_t d, DType dtype)
     : num_embeddings(n), embedding_dim(d) {
   ATTN_CHECK(n > 0 && d > 0, ValueError,

@@ -44,6 +44,7 @@
 #include "attn/core/threads.h"
 #include "attn/ops/precision.h"
 #include "attn/ops/reduce.h"
+#include "ops/kernels.h"
 #include "ops/matmul_internal.h"
 #include "ops/matmul_primitive.h"
 #include "ops/precision_internal.h"
@@ -476,36 +477,79 @@ void set_matmul_batched_primitive(bool on) { g_batched_primitive = on; }
 
 Tensor matmul(const Tensor& a, const Tensor& b) { return differentiable_product(a, b, "matmul"); }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  ATTN_CHECK(x.defined() && weight.defined(), ValueError, "linear: undefined operand");
-  ATTN_CHECK(weight.dim() == 2, ShapeError, "linear: expected a weight (out, in), got {}",
+namespace {
+
+void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
+  ATTN_CHECK(x.defined() && weight.defined(), ValueError, "{}: undefined operand", op);
+  ATTN_CHECK(weight.dim() == 2, ShapeError, "{}: expected a weight (out, in), got {}", op,
              shape_str(weight.shape()));
   const std::int64_t N = weight.size(0), K = weight.size(1);
   ATTN_CHECK(x.dim() >= 1 && x.size(-1) == K, ShapeError,
-             "linear: expected input (..., {}) for weight {}, got {}", K, shape_str(weight.shape()),
-             shape_str(x.shape()));
+             "{}: expected input (..., {}) for weight {}, got {}", op, K,
+             shape_str(weight.shape()), shape_str(x.shape()));
   ATTN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == N), ShapeError,
-             "linear: expected a bias ({}) for weight {}, got {}", N, shape_str(weight.shape()),
+             "{}: expected a bias ({}) for weight {}, got {}", op, N, shape_str(weight.shape()),
              shape_str(bias.shape()));
   ATTN_CHECK(!bias.defined() || bias.dtype() == weight.dtype(), DTypeError,
-             "linear: bias is {}, weight is {}", dtype_name(bias.dtype()),
+             "{}: bias is {}, weight is {}", op, dtype_name(bias.dtype()),
              dtype_name(weight.dtype()));
+}
+
+// y = x @ weight^T (+ bias), then max(y, 0) when `relu`: the product, then
+// one pass over its rows for the bias and the activation. No autograd.
+Tensor affine_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu,
+                      const char* op) {
+  const std::int64_t N = weight.size(0);
   const bool vector_in = x.dim() == 1;
-  Tensor y = product(vector_in ? x.unsqueeze(0) : x, weight.transpose(0, 1), "linear");
+  Tensor y = product(vector_in ? x.unsqueeze(0) : x, weight.transpose(0, 1), op);
   if (vector_in) y = y.squeeze(0);
-  if (bias.defined() && y.numel() > 0) {
-    Tensor bc = bias.detach().contiguous();
-    dispatch_float(y.dtype(), "linear", [&]<class T>() {
-      const T* b = bc.data<T>();
+  if ((bias.defined() || relu) && y.numel() > 0) {
+    Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+    dispatch_float(y.dtype(), op, [&]<class T>() {
+      const T* b = bc.defined() ? bc.data<T>() : nullptr;
       T* out = y.data<T>();
       const std::int64_t rows = y.numel() / N;
+#pragma omp parallel for schedule(static) if (rows > 1 && rows * N >= kParallelGrain && fork_ok())
       for (std::int64_t r = 0; r < rows; ++r) {
         T* row = out + r * N;
+        if (b && relu) {
 #pragma omp simd
-        for (std::int64_t j = 0; j < N; ++j) row[j] += b[j];
+          for (std::int64_t j = 0; j < N; ++j) {
+            const T v = row[j] + b[j];
+            row[j] = v > 0 ? v : T(0);
+          }
+        } else if (b) {
+#pragma omp simd
+          for (std::int64_t j = 0; j < N; ++j) row[j] += b[j];
+        } else {
+#pragma omp simd
+          for (std::int64_t j = 0; j < N; ++j) row[j] = row[j] > 0 ? row[j] : T(0);
+        }
       }
     });
   }
+  return y;
+}
+
+// The gradients of y = x @ w^T + b from g = dL/dy (n: which are needed).
+Grads affine_backward(const Tensor& g, const Tensor& xd, const Tensor& wd, std::int64_t N,
+                      std::int64_t K, const Needs& n) {
+  Grads grads(n.size());
+  if (n[0]) grads[0] = matmul(g.dim() == 1 ? g.unsqueeze(0) : g, wd).reshape(xd.shape());
+  if (n[1] || (n.size() > 2 && n[2])) {
+    Tensor g2 = g.reshape({-1, N});
+    if (n[1]) grads[1] = matmul(g2.transpose(0, 1), xd.reshape({-1, K}));
+    if (n.size() > 2 && n[2]) grads[2] = sum_to(g2, Shape{N});
+  }
+  return grads;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_linear(x, weight, bias, "linear");
+  const std::int64_t N = weight.size(0), K = weight.size(1);
+  Tensor y = affine_forward(x, weight, bias, false, "linear");
   const bool needs =
       x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad());
   if (!autograd::grad_enabled() || !needs) return y;
@@ -513,14 +557,27 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   std::vector<Tensor> inputs = {x, weight};
   if (bias.defined()) inputs.push_back(bias);
   return record(y, "linear", inputs, [xd, wd, N, K](const Tensor& g, const Needs& n) {
-    Grads grads(n.size());
-    if (n[0]) grads[0] = matmul(g.dim() == 1 ? g.unsqueeze(0) : g, wd).reshape(xd.shape());
-    if (n[1] || (n.size() > 2 && n[2])) {
-      Tensor g2 = g.reshape({-1, N});
-      if (n[1]) grads[1] = matmul(g2.transpose(0, 1), xd.reshape({-1, K}));
-      if (n.size() > 2 && n[2]) grads[2] = sum_to(g2, Shape{N});
-    }
-    return grads;
+    return affine_backward(g, xd, wd, N, K, n);
+  });
+}
+
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_linear(x, weight, bias, "linear_relu");
+  const std::int64_t N = weight.size(0), K = weight.size(1);
+  Tensor y = affine_forward(x, weight, bias, true, "linear_relu");
+  const bool needs =
+      x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad());
+  if (!autograd::grad_enabled() || !needs) return y;
+  Tensor xd = x.detach(), wd = weight.detach(), yd = y.detach();
+  std::vector<Tensor> inputs = {x, weight};
+  if (bias.defined()) inputs.push_back(bias);
+  return record(y, "linear_relu", inputs, [xd, wd, yd, N, K](const Tensor& g, const Needs& n) {
+    // relu' is [pre-activation > 0], and y > 0 exactly where it is.
+    Tensor gm = dispatch_float(yd.dtype(), "linear_relu", [&]<class T>() {
+      return detail::binary_map<T>(g, yd, yd.shape(),
+                                   [](T gv, T yv) { return yv > 0 ? gv : T(0); });
+    });
+    return affine_backward(gm, xd, wd, N, K, n);
   });
 }
 

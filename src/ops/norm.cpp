@@ -16,9 +16,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "attn/autograd/node.h"
 #include "attn/core/threads.h"
+#include "attn/ops/dropout.h"
+#include "ops/philox_inline.h"
 
 namespace attn {
 
@@ -30,36 +33,59 @@ namespace {
 
 constexpr std::int64_t kColBlock = 64;
 
+// One row: mean, rstd, and y = (x - mean) rstd w + b (w, b may be null).
+template <class T>
+inline void ln_row(const T* xr, const T* w, const T* b, T* yr, T& mean, T& rstd, std::int64_t d,
+                   T eps) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (std::int64_t j = 0; j < d; ++j) s += xr[j];
+  T mu = s / static_cast<T>(d);
+  T ss = 0;
+#pragma omp simd reduction(+ : ss)
+  for (std::int64_t j = 0; j < d; ++j) ss += (xr[j] - mu) * (xr[j] - mu);
+  T rs = T(1) / std::sqrt(ss / static_cast<T>(d) + eps);
+  mean = mu;
+  rstd = rs;
+  if (w && b) {
+#pragma omp simd
+    for (std::int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - mu) * rs * w[j] + b[j];
+  } else if (w) {
+#pragma omp simd
+    for (std::int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - mu) * rs * w[j];
+  } else if (b) {
+#pragma omp simd
+    for (std::int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - mu) * rs + b[j];
+  } else {
+#pragma omp simd
+    for (std::int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - mu) * rs;
+  }
+}
+
 template <class T>
 void forward_rows(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, std::int64_t rows,
                   std::int64_t d, T eps) {
 #pragma omp parallel for schedule(static) if (rows > 1 && rows * d >= kParallelGrain && fork_ok())
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * d;
-    T* yr = y + r * d;
-    T s = 0;
-#pragma omp simd reduction(+ : s)
-    for (std::int64_t j = 0; j < d; ++j) s += xr[j];
-    T mu = s / static_cast<T>(d);
-    T ss = 0;
-#pragma omp simd reduction(+ : ss)
-    for (std::int64_t j = 0; j < d; ++j) ss += (xr[j] - mu) * (xr[j] - mu);
-    T rs = T(1) / std::sqrt(ss / static_cast<T>(d) + eps);
-    mean[r] = mu;
-    rstd[r] = rs;
-    if (w && b) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    ln_row(x + r * d, w, b, y + r * d, mean[r], rstd[r], d, eps);
+}
+
+// One row of dx from g (w may be null).
+template <class T>
+inline void ln_row_backward(const T* gr, const T* xr, const T* w, T mu, T rs, T* o,
+                            std::int64_t d) {
+  T sum_gw = 0, sum_gwx = 0;
+#pragma omp simd reduction(+ : sum_gw, sum_gwx)
+  for (std::int64_t j = 0; j < d; ++j) {
+    T gw = w ? gr[j] * w[j] : gr[j];
+    sum_gw += gw;
+    sum_gwx += gw * (xr[j] - mu) * rs;
+  }
+  const T a = sum_gw / static_cast<T>(d), c = sum_gwx / static_cast<T>(d);
 #pragma omp simd
-      for (std::int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - mu) * rs * w[j] + b[j];
-    } else if (w) {
-#pragma omp simd
-      for (std::int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - mu) * rs * w[j];
-    } else if (b) {
-#pragma omp simd
-      for (std::int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - mu) * rs + b[j];
-    } else {
-#pragma omp simd
-      for (std::int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - mu) * rs;
-    }
+  for (std::int64_t j = 0; j < d; ++j) {
+    T gw = w ? gr[j] * w[j] : gr[j];
+    o[j] = rs * (gw - a - (xr[j] - mu) * rs * c);
   }
 }
 
@@ -67,25 +93,8 @@ template <class T>
 void backward_input(const T* g, const T* x, const T* w, const T* mean, const T* rstd, T* dx,
                     std::int64_t rows, std::int64_t d) {
 #pragma omp parallel for schedule(static) if (rows > 1 && rows * d >= kParallelGrain && fork_ok())
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const T* gr = g + r * d;
-    const T* xr = x + r * d;
-    T* o = dx + r * d;
-    const T mu = mean[r], rs = rstd[r];
-    T sum_gw = 0, sum_gwx = 0;
-#pragma omp simd reduction(+ : sum_gw, sum_gwx)
-    for (std::int64_t j = 0; j < d; ++j) {
-      T gw = w ? gr[j] * w[j] : gr[j];
-      sum_gw += gw;
-      sum_gwx += gw * (xr[j] - mu) * rs;
-    }
-    const T a = sum_gw / static_cast<T>(d), c = sum_gwx / static_cast<T>(d);
-#pragma omp simd
-    for (std::int64_t j = 0; j < d; ++j) {
-      T gw = w ? gr[j] * w[j] : gr[j];
-      o[j] = rs * (gw - a - (xr[j] - mu) * rs * c);
-    }
-  }
+  for (std::int64_t r = 0; r < rows; ++r)
+    ln_row_backward(g + r * d, x + r * d, w, mean[r], rstd[r], dx + r * d, d);
 }
 
 // dw = sum_rows g xhat, db = sum_rows g (either pointer may be null).
@@ -114,12 +123,90 @@ void backward_params(const T* g, const T* x, const T* mean, const T* rstd, T* dw
   }
 }
 
-void check_param(const Tensor& p, const Tensor& x, std::int64_t d, const char* name) {
+// ---- dropout, residual and layer norm in one op ----
+//
+// Rows go in blocks of about kBlockElems elements. For each block the Philox
+// words of its elements are made (element i reads word i % 4 of counter
+// offset + i / 4, as ops dropout does: the same mask), the block's sums
+// s = base + keep * x / (1 - p) are written, and its rows are normalized while
+// they are in cache. The backward regenerates the words the same way.
+constexpr std::int64_t kBlockElems = 1024;
+// Philox costs about 20 vector instructions per 4 elements, so threads pay
+// off on fewer elements than for one arithmetic op (ops dropout's grain).
+constexpr std::int64_t kAddNormGrain = 8192;
+
+struct DropoutMask {
+  std::uint64_t seed, offset;
+  std::uint32_t threshold;  // keep when (bits >> 8) >= threshold
+  double scale;             // 1 / (1 - p)
+};
+
+// The Philox words of elements [e0, e1): the returned pointer's [i - e0] is
+// element i's word.
+inline const std::uint32_t* mask_words(const DropoutMask& m, std::int64_t e0, std::int64_t e1) {
+  thread_local std::vector<std::uint32_t> words;
+  const std::int64_t c0 = e0 / 4, c1 = (e1 + 3) / 4;
+  if (words.size() < static_cast<std::size_t>(4 * (c1 - c0)))
+    words.resize(static_cast<std::size_t>(4 * (c1 - c0)));
+  std::uint32_t* w = words.data();
+#pragma omp simd
+  for (std::int64_t c = c0; c < c1; ++c)
+    detail::philox_inline(m.offset + static_cast<std::uint64_t>(c), m.seed, w + 4 * (c - c0));
+  return w + (e0 - 4 * c0);
+}
+
+template <class T>
+void add_norm_forward(const T* base, const T* x, const T* w, const T* b, T* s, T* y, T* mean,
+                      T* rstd, std::int64_t rows, std::int64_t d, T eps, const DropoutMask& m) {
+  const std::int64_t per_block = std::max<std::int64_t>(1, kBlockElems / d);
+  const std::int64_t blocks = (rows + per_block - 1) / per_block;
+  const T scale = static_cast<T>(m.scale);
+#pragma omp parallel for schedule(static) if (blocks > 1 && rows * d >= kAddNormGrain && \
+                                              fork_ok())
+  for (std::int64_t blk = 0; blk < blocks; ++blk) {
+    const std::int64_t r0 = blk * per_block, r1 = std::min(rows, r0 + per_block);
+    const std::int64_t e0 = r0 * d, len = (r1 - r0) * d;
+    const std::uint32_t* bits = mask_words(m, e0, e0 + len);
+    const T *bs = base + e0, *xs = x + e0;
+    T* ss = s + e0;
+#pragma omp simd
+    for (std::int64_t i = 0; i < len; ++i)
+      ss[i] = bs[i] + ((bits[i] >> 8) >= m.threshold ? xs[i] * scale : T(0));
+    for (std::int64_t r = r0; r < r1; ++r)
+      ln_row(s + r * d, w, b, y + r * d, mean[r], rstd[r], d, eps);
+  }
+}
+
+// dbase = the layer norm's input gradient; dx (may be null) = dbase through
+// the dropout mask.
+template <class T>
+void add_norm_backward(const T* g, const T* s, const T* w, const T* mean, const T* rstd, T* dbase,
+                       T* dx, std::int64_t rows, std::int64_t d, const DropoutMask& m) {
+  const std::int64_t per_block = std::max<std::int64_t>(1, kBlockElems / d);
+  const std::int64_t blocks = (rows + per_block - 1) / per_block;
+  const T scale = static_cast<T>(m.scale);
+#pragma omp parallel for schedule(static) if (blocks > 1 && rows * d >= kAddNormGrain && \
+                                              fork_ok())
+  for (std::int64_t blk = 0; blk < blocks; ++blk) {
+    const std::int64_t r0 = blk * per_block, r1 = std::min(rows, r0 + per_block);
+    for (std::int64_t r = r0; r < r1; ++r)
+      ln_row_backward(g + r * d, s + r * d, w, mean[r], rstd[r], dbase + r * d, d);
+    if (!dx) continue;
+    const std::int64_t e0 = r0 * d, len = (r1 - r0) * d;
+    const std::uint32_t* bits = mask_words(m, e0, e0 + len);
+    const T* db = dbase + e0;
+    T* o = dx + e0;
+#pragma omp simd
+    for (std::int64_t i = 0; i < len; ++i) o[i] = (bits[i] >> 8) >= m.threshold ? db[i] * scale : T(0);
+  }
+}
+
+void check_param(const Tensor& p, const Tensor& x, std::int64_t d, const char* name,
+                 const char* op = "layer_norm") {
   if (!p.defined()) return;
-  ATTN_CHECK(p.shape() == Shape{d}, ShapeError,
-             "layer_norm: {} must have shape [{}] for input {}, got {}", name, d,
-             shape_str(x.shape()), shape_str(p.shape()));
-  ATTN_CHECK(p.dtype() == x.dtype(), DTypeError, "layer_norm: {} is {} but the input is {}", name,
+  ATTN_CHECK(p.shape() == Shape{d}, ShapeError, "{}: {} must have shape [{}] for input {}, got {}",
+             op, name, d, shape_str(x.shape()), shape_str(p.shape()));
+  ATTN_CHECK(p.dtype() == x.dtype(), DTypeError, "{}: {} is {} but the input is {}", op, name,
              dtype_name(p.dtype()), dtype_name(x.dtype()));
 }
 
@@ -166,6 +253,73 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                   });
                   return Grads{dx, dw, db};
                 });
+}
+
+Tensor dropout_add_layer_norm(const Tensor& base, const Tensor& x, double p, bool training,
+                              Generator& gen, const Tensor& weight, const Tensor& bias,
+                              double eps) {
+  ATTN_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout_add_layer_norm: p must be in [0, 1], got {}",
+             p);
+  ATTN_CHECK(base.defined() && x.defined() && base.shape() == x.shape() &&
+                 base.dtype() == x.dtype(),
+             ShapeError,
+             "dropout_add_layer_norm: base {} {} and x {} {} must have the same shape and dtype",
+             dtype_name(base.dtype()), shape_str(base.shape()), dtype_name(x.dtype()),
+             shape_str(x.shape()));
+  ATTN_CHECK(is_floating(x.dtype()), DTypeError,
+             "dropout_add_layer_norm: expected a floating dtype (f32 or f64), got {}",
+             dtype_name(x.dtype()));
+  // No mask to draw: the two ops (the same numbers, nothing to fuse).
+  if (!training || p == 0.0 || p == 1.0)
+    return layer_norm(dropout_add(base, x, p, training, gen), weight, bias, eps);
+  ATTN_CHECK(x.dim() >= 1, ShapeError,
+             "dropout_add_layer_norm: expected inputs (..., D), got 0-dim tensors");
+  ATTN_CHECK(eps >= 0, ValueError, "dropout_add_layer_norm: eps must be >= 0, got {}", eps);
+  const std::int64_t d = x.size(-1);
+  check_param(weight, x, d, "weight", "dropout_add_layer_norm");
+  check_param(bias, x, d, "bias", "dropout_add_layer_norm");
+  const std::int64_t rows = d == 0 ? 0 : x.numel() / d;
+
+  DropoutMask m;
+  m.seed = gen.seed();
+  m.offset = gen.reserve(static_cast<std::uint64_t>(x.numel()));
+  m.threshold = static_cast<std::uint32_t>(std::ceil(p * 16777216.0));
+  m.scale = 1.0 / (1.0 - p);
+  Tensor bc = base.detach().contiguous(), xc = x.detach().contiguous();
+  Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
+  Tensor bsc = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Tensor s = Tensor::empty(x.shape(), x.dtype());
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  Tensor mean = Tensor::empty({rows}, x.dtype());
+  Tensor rstd = Tensor::empty({rows}, x.dtype());
+  dispatch_float(x.dtype(), "dropout_add_layer_norm", [&]<class T>() {
+    add_norm_forward<T>(bc.data<T>(), xc.data<T>(), wc.defined() ? wc.data<T>() : nullptr,
+                        bsc.defined() ? bsc.data<T>() : nullptr, s.data<T>(), y.data<T>(),
+                        mean.data<T>(), rstd.data<T>(), rows, d, static_cast<T>(eps), m);
+  });
+
+  return record(
+      y, "dropout_add_layer_norm", {base, x, weight, bias},
+      [s, wc, mean, rstd, rows, d, m](const Tensor& g, const Needs& n) {
+        Tensor gc = g.contiguous();
+        Tensor dbase, dx, dw, db;
+        dispatch_float(s.dtype(), "dropout_add_layer_norm", [&]<class T>() {
+          const T* pw = wc.defined() ? wc.data<T>() : nullptr;
+          if (n[0] || n[1]) {
+            dbase = Tensor::empty(s.shape(), s.dtype());
+            if (n[1]) dx = Tensor::empty(s.shape(), s.dtype());
+            add_norm_backward<T>(gc.data<T>(), s.data<T>(), pw, mean.data<T>(), rstd.data<T>(),
+                                 dbase.data<T>(), n[1] ? dx.data<T>() : nullptr, rows, d, m);
+          }
+          if (n[2]) dw = Tensor::empty({d}, s.dtype());
+          if (n[3]) db = Tensor::empty({d}, s.dtype());
+          if (n[2] || n[3])
+            backward_params<T>(gc.data<T>(), s.data<T>(), mean.data<T>(), rstd.data<T>(),
+                               n[2] ? dw.data<T>() : nullptr, n[3] ? db.data<T>() : nullptr, rows,
+                               d);
+        });
+        return Grads{n[0] ? dbase : Tensor(), dx, dw, db};
+      });
 }
 
 }  // namespace attn

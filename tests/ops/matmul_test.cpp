@@ -435,3 +435,63 @@ TEST(Linear, Errors) {
             }),
             "linear: expected a weight (out, in), got [5]");
 }
+
+// linear_relu against relu(linear(...)): the same bits forward and in every
+// gradient, on odd sizes on both sides of the tiny threshold, with and
+// without a bias, 1- to 3-D inputs; about half the pre-activations are
+// negative.
+TEST(LinearRelu, SameBitsAsReluOfLinear) {
+  std::uint64_t seed = 300;
+  std::int64_t positive = 0, clamped = 0;
+  for (const Shape& xs : std::vector<Shape>{{7}, {1, 3}, {5, 33}, {3, 11, 65}, {2, 129, 33}})
+    for (std::int64_t n : {1, 7, 65, 201})
+      for (bool with_bias : {true, false}) {
+        const std::int64_t k = xs.back();
+        Tensor x0 = rand32(xs, seed++), w0 = rand32({n, k}, seed++), b0 = rand32({n}, seed++);
+        Shape ys = xs;
+        ys.back() = n;
+        Tensor r = rand32(ys, seed++);
+        auto run = [&](bool fused) {
+          Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(),
+                 b = with_bias ? b0.clone().requires_grad_() : Tensor();
+          Tensor y = fused ? linear_relu(x, w, b) : relu(linear(x, w, b));
+          sum(mul(y, r)).backward();
+          std::vector<Tensor> out = {y.detach(), x.grad(), w.grad()};
+          if (with_bias) out.push_back(b.grad());
+          return out;
+        };
+        auto fused = run(true), composite = run(false);
+        for (std::size_t i = 0; i < fused.size(); ++i) {
+          auto vf = to_vector<float>(fused[i]), vc = to_vector<float>(composite[i]);
+          ASSERT_EQ(vf.size(), vc.size());
+          ASSERT_EQ(std::memcmp(vf.data(), vc.data(), vf.size() * sizeof(float)), 0)
+              << "tensor " << i << " (y, dx, dw, db) for x " << shape_str(xs) << ", n " << n
+              << (with_bias ? ", bias" : ", no bias");
+        }
+        for (float v : to_vector<float>(fused[0])) (v > 0 ? positive : clamped) += 1;
+      }
+  // Both sides of the kink were exercised.
+  EXPECT_GT(positive, 1000);
+  EXPECT_GT(clamped, 1000);
+}
+
+TEST(LinearRelu, Gradcheck) {
+  auto with_bias = [](const std::vector<Tensor>& v) { return linear_relu(v[0], v[1], v[2]); };
+  auto without = [](const std::vector<Tensor>& v) { return linear_relu(v[0], v[1]); };
+  for (const Shape& xs : std::vector<Shape>{{5}, {3, 5}, {2, 3, 5}}) {
+    Tensor x = leaf64(xs, 11), w = leaf64({4, 5}, 12), b = leaf64({4}, 13);
+    EXPECT_GRADCHECK(with_bias, {x, w, b});
+    EXPECT_GRADCHECK(without, {x, w});
+  }
+}
+
+TEST(LinearRelu, Errors) {
+  EXPECT_EQ(error_of([] {
+              linear_relu(zeros({2, 3}), zeros({4, 5}));
+            }),
+            "linear_relu: expected input (..., 5) for weight [4, 5], got [2, 3]");
+  EXPECT_EQ(error_of([] {
+              linear_relu(zeros({2, 5}), zeros({4, 5}), zeros({3}));
+            }),
+            "linear_relu: expected a bias (4) for weight [4, 5], got [3]");
+}

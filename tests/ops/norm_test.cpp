@@ -1,5 +1,8 @@
 #include "attn/ops/norm.h"
 
+#include <cstring>
+
+#include "attn/ops/dropout.h"
 #include "attn/ops/elementwise.h"
 #include "attn/ops/reduce.h"
 #include "testing.h"
@@ -115,4 +118,100 @@ TEST(LayerNorm, ErrorsNameTheProblem) {
   EXPECT_THROW(layer_norm(zeros({2, 4}), Tensor(), ones({4}, DType::f64)), DTypeError);
   EXPECT_THROW(layer_norm(scalar(1.0), Tensor(), Tensor()), ShapeError);
   EXPECT_THROW(layer_norm(zeros({2, 4}, DType::i32), Tensor(), Tensor()), DTypeError);
+}
+
+// dropout_add_layer_norm against its two ops, dropout_add then layer_norm:
+// the same bits forward and in every gradient, the same draws from the
+// generator; rows whose width is no multiple of 4 (rows share Philox
+// counters), rows wider than a block, d2l's toy shape, strided inputs.
+TEST(DropoutAddLayerNorm, SameBitsAsDropoutAddThenLayerNorm) {
+  std::uint64_t seed = 40;
+  for (const Shape& shape : std::vector<Shape>{{5, 33}, {3, 7, 1025}, {64, 10, 32}, {2, 3, 4}, {1, 1}})
+    for (double p : {0.1, 0.5})
+      for (int params = 0; params < 3; ++params) {  // weight and bias, weight only, neither
+        const std::int64_t d = shape.back();
+        Tensor b0 = rand32(shape, seed++), x0 = rand32(shape, seed++), r = rand32(shape, seed++);
+        Tensor w0 = rand32({d}, seed++, 0.5, 1.5), c0 = rand32({d}, seed++);
+        auto run = [&](bool fused, Generator& gen) {
+          Tensor base = b0.clone().requires_grad_(), x = x0.clone().requires_grad_();
+          Tensor w = params < 2 ? w0.clone().requires_grad_() : Tensor();
+          Tensor c = params < 1 ? c0.clone().requires_grad_() : Tensor();
+          Tensor y = fused ? dropout_add_layer_norm(base, x, p, true, gen, w, c)
+                           : layer_norm(dropout_add(base, x, p, true, gen), w, c);
+          sum(mul(y, r)).backward();
+          std::vector<Tensor> out = {y.detach(), base.grad(), x.grad()};
+          if (w.defined()) out.push_back(w.grad());
+          if (c.defined()) out.push_back(c.grad());
+          return out;
+        };
+        Generator g1(seed), g2(seed);
+        g1.set_offset(3);
+        g2.set_offset(3);
+        auto fused = run(true, g1), composite = run(false, g2);
+        EXPECT_EQ(g1.offset(), g2.offset());
+        for (std::size_t i = 0; i < fused.size(); ++i) {
+          auto vf = to_vector<float>(fused[i]), vc = to_vector<float>(composite[i]);
+          ASSERT_EQ(vf.size(), vc.size());
+          ASSERT_EQ(std::memcmp(vf.data(), vc.data(), vf.size() * sizeof(float)), 0)
+              << "tensor " << i << " (y, dbase, dx, dw, db) for " << shape_str(shape) << ", p "
+              << p << ", params " << params;
+        }
+      }
+  // A strided base and x (transposed views) read as their values.
+  Tensor bt = rand32({9, 6}, 1).transpose(0, 1), xt = rand32({9, 6}, 2).transpose(0, 1);
+  Generator g1(5), g2(5);
+  auto vf = to_vector<float>(dropout_add_layer_norm(bt, xt, 0.2, true, g1, Tensor(), Tensor()));
+  auto vc = to_vector<float>(layer_norm(dropout_add(bt, xt, 0.2, true, g2), Tensor(), Tensor()));
+  EXPECT_EQ(vf, vc);
+}
+
+TEST(DropoutAddLayerNorm, OutsideTrainingItIsAddThenLayerNorm) {
+  Tensor base = rand32({4, 9}, 1), x = rand32({4, 9}, 2), w = rand32({9}, 3), b = rand32({9}, 4);
+  Generator gen(0);
+  for (auto [p, training] : {std::pair{0.3, false}, {0.0, true}}) {
+    auto vf = to_vector<float>(dropout_add_layer_norm(base, x, p, training, gen, w, b));
+    auto vc = to_vector<float>(layer_norm(add(base, x), w, b));
+    EXPECT_EQ(vf, vc);
+  }
+  EXPECT_EQ(gen.offset(), 0u);
+}
+
+TEST(DropoutAddLayerNorm, Gradcheck) {
+  // A new generator of the same seed per call: the same mask every time.
+  Tensor base = leaf64({3, 2, 7}, 21, -2.0, 2.0), x = leaf64({3, 2, 7}, 22, -2.0, 2.0);
+  Tensor w = leaf64({7}, 23, 0.5, 1.5), b = leaf64({7}, 24);
+  EXPECT_GRADCHECK(
+      [](const Inputs& v) {
+        Generator gen(9);
+        return dropout_add_layer_norm(v[0], v[1], 0.3, true, gen, v[2], v[3]);
+      },
+      (Inputs{base, x, w, b}));
+  EXPECT_GRADCHECK(
+      [](const Inputs& v) {
+        Generator gen(9);
+        return dropout_add_layer_norm(v[0], v[1], 0.5, true, gen, Tensor(), Tensor());
+      },
+      (Inputs{base, x}));
+}
+
+TEST(DropoutAddLayerNorm, ErrorsNameTheProblem) {
+  Generator gen(0);
+  try {
+    dropout_add_layer_norm(zeros({2, 4}), zeros({2, 5}), 0.1, true, gen, Tensor(), Tensor());
+    FAIL() << "no throw";
+  } catch (const ShapeError& e) {
+    EXPECT_STREQ(e.what(),
+                 "dropout_add_layer_norm: base f32 [2, 4] and x f32 [2, 5] must have the same "
+                 "shape and dtype");
+  }
+  try {
+    dropout_add_layer_norm(zeros({2, 4}), zeros({2, 4}), 0.1, true, gen, ones({3}), Tensor());
+    FAIL() << "no throw";
+  } catch (const ShapeError& e) {
+    EXPECT_STREQ(e.what(),
+                 "dropout_add_layer_norm: weight must have shape [4] for input [2, 4], got [3]");
+  }
+  EXPECT_THROW(dropout_add_layer_norm(zeros({2, 4}), zeros({2, 4}), 1.5, true, gen, Tensor(),
+                                      Tensor()),
+               ValueError);
 }

@@ -14,6 +14,8 @@ class Linear : public Module {
          DType dtype = DType::f32);
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
+  // relu(forward(x)) as one op (ops linear_relu): the same numbers.
+  Tensor forward_relu(const Tensor& x) const;
 
   std::int64_t in_features, out_features;
   Tensor weight, bias;  // bias undefined when bias=false

@@ -33,6 +33,13 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 //   dx = g @ weight,  dweight = g_rows^T @ x_rows,  dbias = sum over rows of g.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
+// relu(linear(x, weight, bias)) as one op: the activation is applied in the
+// pass that adds the bias, and only the output y is kept for the backward
+// (relu' is [y > 0]), not the pre-activation. The same numbers as the two ops
+// (bit for bit). The first layer of the Transformer's position-wise FFN.
+//   g' = g [y > 0],  dx = g' @ weight,  dweight = g'_rows^T @ x_rows,  dbias = sum g'.
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
 // The documented reference: the same product as matmul, computed with plain
 // loops over the strided inputs, accumulating in double (f32 or f64; result
 // in the inputs' dtype). No autograd. For tests and benchmarks.

@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""attn against PyTorch with a KV cache on the same subword model: batch
+translation of 2,000 sentences, greedy and beam 4, side by side.
+
+    ./build/release/attn train --preset tatoeba --out out/tatoeba
+    python3 bench/translate_batch.py --model out/tatoeba --threads 2 --pairs 3 \\
+        [--attn-variants f32,bf16,int8] [--beams 1,4] [--json out/translate_batch.json]
+
+The sentences are the English side of the first --sentences pairs of
+MODEL/data/test.tsv (or --input FILE, one per line). For each decoding
+(--beams: 1 is greedy; others beam search with attn's length penalty for
+subword models, 0.6), each round runs `attn translate` once per variant
+(--attn-variants: f32; bf16 = --precision bf16; int8 = --quantize int8;
+a+b combines them) and bench/peers/translate_peer.py (PyTorch, the same
+decoding rules, batches and KV cache) once, each in a fresh process, the
+order rotating from round to round. Each side reports the seconds from the
+first sentence in to the last translation out, without start-up and model
+loading (attn's --metrics-json, the peer's --json); the whole commands' wall
+times are printed too. Prints each side's median seconds and sentences/s,
+each round's ratio (the peer's time over attn's) and their median, how many
+translations equal the peer's, the settings of both sides and the load
+average before and after. A variant the attn binary does not offer (a flag
+missing from `attn translate --help`, or a probe run that fails) is reported
+and skipped.
+
+Settings: attn `--threads N` (its default OpenMP settings, or
+OMP_WAIT_POLICY=PASSIVE with --attn-passive); the peer
+torch.set_num_threads(N) with OMP_WAIT_POLICY=PASSIVE and, on a CPU with
+AVX-512, OPENBLAS_CORETYPE=SKYLAKEX (Debian's OpenBLAS otherwise takes its
+Haswell kernels), glibc's malloc keeping freed memory (the peer's default).
+Needs Debian's python3-torch and python3-sentencepiece.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from onnx_translate import ROOT, load_average, timed  # noqa: E402
+
+VARIANT_FLAGS = {"f32": [], "bf16": ["--precision", "bf16"], "int8": ["--quantize", "int8"]}
+
+
+def variant_flags(name):
+    """The attn flags of a variant: f32, bf16, int8, or several joined by +."""
+    flags = []
+    for part in name.split("+"):
+        if part not in VARIANT_FLAGS:
+            sys.exit(f"translate_batch: unknown attn variant '{part}' (known: "
+                     f"{', '.join(VARIANT_FLAGS)}, or several joined by +)")
+        flags += VARIANT_FLAGS[part]
+    return flags
+
+
+def probe_variant(a, name, flags, env):
+    """None if attn can run the variant, else why not; and any warning it
+    prints (e.g. bf16 falling back to f32 on a CPU without AVX-512 BF16)."""
+    help_text = subprocess.run([a.attn, "translate", "--help"], capture_output=True,
+                               text=True).stdout
+    for f in flags:
+        if f.startswith("--") and f not in help_text:
+            return f"this attn binary has no {f} (attn translate --help)", ""
+    r = subprocess.run([a.attn, "--threads", "1", "translate", "--model", a.model, *flags,
+                        "I'm home."], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        return f"attn translate {' '.join(flags)} exited {r.returncode}: {r.stderr.strip()}", ""
+    return None, r.stderr.strip()
+
+
+def has_avx512():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " avx512f" in f.read()
+    except OSError:
+        return False
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--attn", default=os.path.join(ROOT, "build/release/attn"))
+    p.add_argument("--model", required=True,
+                   help="a subword model directory (attn train --preset tatoeba --out)")
+    p.add_argument("--input", help="sentences, one per line (default: MODEL/data/test.tsv)")
+    p.add_argument("--sentences", type=int, default=2000,
+                   help="how many sentences (default 2000; all of --input if 0)")
+    p.add_argument("--pairs", type=int, default=3, help="rounds: alternating runs of each side")
+    p.add_argument("--threads", type=int, default=2,
+                   help="attn --threads and the peer's torch.set_num_threads")
+    p.add_argument("--beams", default="1,4", help="beam sizes to run, 1 = greedy (default 1,4)")
+    p.add_argument("--attn-variants", default="f32",
+                   help="comma-separated: f32, bf16 (--precision bf16), int8 (--quantize int8), "
+                   "or several joined by + (default f32)")
+    p.add_argument("--attn-passive", action="store_true",
+                   help="run attn with OMP_WAIT_POLICY=PASSIVE (default: its own settings)")
+    p.add_argument("--python", default="/usr/bin/python3", help="the peer's interpreter")
+    p.add_argument("--peer-args", default="",
+                   help="extra arguments for translate_peer.py (e.g. '--malloc default')")
+    p.add_argument("--json", metavar="FILE", help="write every figure here as JSON")
+    a = p.parse_args()
+
+    work = tempfile.mkdtemp(prefix="attn_translate_bench_")
+    src = os.path.join(work, "sentences.txt")
+    if a.input:
+        with open(a.input, encoding="utf-8") as f:
+            sentences = [line.rstrip("\n") for line in f]
+    else:
+        with open(os.path.join(a.model, "data", "test.tsv"), encoding="utf-8") as f:
+            sentences = [line.split("\t", 1)[0] for line in f.read().split("\n") if line]
+    if a.sentences > 0:
+        sentences = sentences[:a.sentences]
+    with open(src, "w", encoding="utf-8") as f:
+        f.writelines(s + "\n" for s in sentences)
+    n = len(sentences)
+
+    attn_env = dict(os.environ)
+    attn_env.pop("OMP_WAIT_POLICY", None)
+    if a.attn_passive:
+        attn_env["OMP_WAIT_POLICY"] = "PASSIVE"
+    peer_env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    if has_avx512():
+        peer_env["OPENBLAS_CORETYPE"] = "SKYLAKEX"
+    else:
+        peer_env.pop("OPENBLAS_CORETYPE", None)
+
+    variants, skipped = [], {}
+    for name in [v for v in a.attn_variants.split(",") if v]:
+        flags = variant_flags(name)
+        why, warning = probe_variant(a, name, flags, attn_env)
+        if why:
+            print(f"attn {name}: skipped: {why}", flush=True)
+            skipped[name] = why
+            continue
+        if warning:
+            print(f"attn {name}: note: it prints: {warning}", flush=True)
+        variants.append((name, flags, warning))
+    if not variants:
+        sys.exit("translate_batch: no attn variant to run")
+    beams = [int(b) for b in a.beams.split(",") if b]
+
+    load_before = load_average()
+    results = []
+    peer_info = None
+    for K in beams:
+        what = "greedy" if K == 1 else f"beam {K}"
+        sides = [("attn " + name, flags) for name, flags, _ in variants] + [("PyTorch", None)]
+        runs = {side: [] for side, _ in sides}  # (seconds, wall, lines)
+        for r in range(a.pairs):
+            order = sides[r % len(sides):] + sides[:r % len(sides)]
+            for side, flags in order:
+                if flags is None:
+                    out = os.path.join(work, "peer.txt")
+                    cmd = [a.python, os.path.join(ROOT, "bench", "peers", "translate_peer.py"),
+                           "--model", a.model, "--input", src, "--threads", str(a.threads),
+                           "--beam-size", str(K), "--output", out, "--json", *a.peer_args.split()]
+                    stdout, wall = timed(cmd, src, peer_env)
+                    peer_info = json.loads(stdout[-1])
+                    seconds = peer_info["seconds"]
+                    with open(out, encoding="utf-8") as f:
+                        lines = f.read().split("\n")[:-1]
+                else:
+                    metrics = os.path.join(work, "attn.json")
+                    cmd = [a.attn, "--threads", str(a.threads), "translate", "--model", a.model,
+                           "--beam-size", str(K), *flags, "--metrics-json", metrics]
+                    lines, wall = timed(cmd, src, attn_env)
+                    with open(metrics) as f:
+                        seconds = json.load(f)["seconds"]
+                runs[side].append((seconds, wall, lines))
+            peer_s = runs["PyTorch"][-1][0]
+            print(f"{what}, round {r + 1}: " + ", ".join(
+                f"{side} {runs[side][-1][0]:.3f} s" for side, _ in sides) + "; ratios " + ", ".join(
+                f"{side} {peer_s / runs[side][-1][0]:.2f}x" for side, flags in sides if flags is not None),
+                flush=True)
+        peer_lines = runs["PyTorch"][-1][2]
+        for side, flags in sides:
+            secs = [x[0] for x in runs[side]]
+            row = {"decoding": what, "beam_size": K, "side": side, "seconds": statistics.median(secs),
+                   "runs_seconds": secs, "wall_seconds": statistics.median(x[1] for x in runs[side]),
+                   "sentences_per_s": n / statistics.median(secs)}
+            if flags is not None:
+                ratios = [p[0] / s[0] for p, s in zip(runs["PyTorch"], runs[side])]
+                lines = runs[side][-1][2]
+                row.update(ratio=statistics.median(ratios), ratios=ratios, flags=flags,
+                           equal_to_peer=sum(x == y for x, y in zip(lines, peer_lines)),
+                           lines=len(lines))
+            results.append(row)
+    load_after = load_average()
+
+    torch_version = peer_info["torch"] if peer_info else "?"
+    print(f"\n{n} sentences ({a.input or os.path.join(a.model, 'data', 'test.tsv')}), read as "
+          f"attn translate reads stdin (chunks of 256, decoded 128 at a time, by length); medians "
+          f"of {a.pairs} rounds, the order rotating; load average before {load_before}, "
+          f"after {load_after}")
+    print(f"attn: --threads {a.threads}, "
+          f"{'OMP_WAIT_POLICY=PASSIVE' if a.attn_passive else 'its default OpenMP settings'}; "
+          + "; ".join(f"{name}: {' '.join(flags) or 'no flag'}" + (f" (it warned: {w})" if w else "")
+                      for name, flags, w in variants))
+    print(f"PyTorch {torch_version} (bench/peers/translate_peer.py): torch.set_num_threads("
+          f"{a.threads}), OMP_WAIT_POLICY=PASSIVE"
+          + (f", OPENBLAS_CORETYPE={peer_env['OPENBLAS_CORETYPE']}"
+             if "OPENBLAS_CORETYPE" in peer_env else "")
+          + (", glibc malloc keeping freed memory" if peer_info and peer_info.get("malloc_tuned")
+             else "") + (f", {a.peer_args}" if a.peer_args else ""))
+    print("| decoding | side | seconds (sentences/s) | PyTorch's time / this side's (rounds) "
+          "| whole command, s | translations equal to PyTorch's |")
+    print("|---|---|---|---|---|---|")
+    for row in results:
+        ratio = (f"{row['ratio']:.2f}x ({', '.join(f'{x:.2f}' for x in row['ratios'])})"
+                 if "ratio" in row else "")
+        equal = f"{row['equal_to_peer']} of {row['lines']}" if "ratio" in row else ""
+        print(f"| {row['decoding']} | {row['side']} | {row['seconds']:.3f} "
+              f"({row['sentences_per_s']:,.0f}) | {ratio} | {row['wall_seconds']:.3f} | {equal} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"sentences": n, "pairs": a.pairs, "threads": a.threads,
+                       "attn_passive": a.attn_passive, "peer": peer_info,
+                       "variants": {name: {"flags": flags, "warning": w} for name, flags, w in variants},
+                       "skipped": skipped, "load_before": load_before,
+                       "load_after": load_after, "results": results}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
