@@ -32,7 +32,8 @@ void SGD::step() {
       T* pp = p.data<T>();
       const T* pg = gc.data<T>();
       const T lr = static_cast<T>(lr_);
-      for (std::int64_t i = 0; i < p.numel(); ++i) pp[i] -= lr * pg[i];
+      const std::int64_t n = p.numel();
+      for (std::int64_t i = 0; i < n; ++i) pp[i] -= lr * pg[i];
     });
   }
 }
@@ -135,7 +136,8 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
       Tensor gc = g.contiguous().clone();
       dispatch_float(gc.dtype(), "clip_grad_norm", [&]<class T>() {
         T* pg = gc.data<T>();
-        for (std::int64_t i = 0; i < gc.numel(); ++i) pg[i] = static_cast<T>(pg[i] * scale);
+        const std::int64_t n = gc.numel();
+        for (std::int64_t i = 0; i < n; ++i) pg[i] = static_cast<T>(pg[i] * scale);
       });
       p.set_grad(gc);
     }

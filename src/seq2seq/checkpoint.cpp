@@ -42,7 +42,8 @@ std::string hex64(std::uint64_t v) { return fmt::format("{:016x}", v); }
 // value) of an F32 tensor, or -1.
 std::int64_t first_bad(const Tensor& c, bool non_negative) {
   const float* p = c.data<float>();
-  for (std::int64_t i = 0; i < c.numel(); ++i)
+  const std::int64_t n = c.numel();
+  for (std::int64_t i = 0; i < n; ++i)
     if (!std::isfinite(p[i]) || (non_negative && p[i] < 0)) return i;
   return -1;
 }
