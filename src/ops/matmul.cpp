@@ -47,6 +47,7 @@
 #include "ops/matmul_internal.h"
 #include "ops/matmul_primitive.h"
 #include "ops/precision_internal.h"
+#include "ops/quantize_internal.h"
 
 namespace attn {
 
@@ -490,6 +491,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   ATTN_CHECK(!bias.defined() || bias.dtype() == weight.dtype(), DTypeError,
              "linear: bias is {}, weight is {}", dtype_name(bias.dtype()),
              dtype_name(weight.dtype()));
+  // Inside a QuantizeScope, frozen weights run in int8 (ops/quantize.h).
+  if (auto y = detail::quantized_linear(x, weight, bias)) return *y;
   const bool vector_in = x.dim() == 1;
   Tensor y = product(vector_in ? x.unsqueeze(0) : x, weight.transpose(0, 1), "linear");
   if (vector_in) y = y.squeeze(0);
