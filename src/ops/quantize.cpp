@@ -15,6 +15,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
@@ -49,7 +50,7 @@ constexpr std::int64_t kMaxK = 65536;
 // stay finite).
 constexpr float kTinyAmax = 1e-30f;
 // Products of more multiply-adds than this run on oneDNN's primitive.
-std::int64_t g_loop_work = std::int64_t(1) << 15;
+std::atomic<std::int64_t> g_loop_work{std::int64_t(1) << 15};
 // Primitive products below this many multiply-adds run on the calling thread
 // (as matmul.cpp's dnnl_sgemm calls do).
 constexpr std::int64_t kSerialWork = std::int64_t(1) << 22;
@@ -253,7 +254,7 @@ bool parallel_rows(std::int64_t M, std::int64_t per_row) {
 // the compensation (returns true), or the integer loops' (false).
 bool int8_sums(const std::uint8_t* xq, std::int64_t M, QuantizedWeight& w, std::int32_t* acc) {
   const std::int64_t N = w.N, K = w.K;
-  if (M * N * K > g_loop_work && int8_supported()) {
+  if (M * N * K > g_loop_work.load(std::memory_order_relaxed) && int8_supported()) {
     std::optional<ThreadLimit> alone;
     if (omp_get_max_threads() > 1 && !omp_in_parallel() && (M * N * K < kSerialWork || !fork_ok()))
       alone.emplace(1);
@@ -501,9 +502,7 @@ Tensor int8_accumulators_reference(const Tensor& x, const Tensor& weight) {
 }
 
 std::int64_t set_int8_loop_work(std::int64_t work) {
-  const std::int64_t previous = g_loop_work;
-  g_loop_work = work;
-  return previous;
+  return g_loop_work.exchange(work);
 }
 
 std::string int8_primitive_impl(std::int64_t M, std::int64_t K, std::int64_t N) {
