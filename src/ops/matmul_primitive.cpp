@@ -130,8 +130,7 @@ dnnl::stream& thread_stream() {
 }  // namespace
 
 Int8Primitive* int8_primitive(std::int64_t M, std::int64_t K, std::int64_t N) {
-  const std::array<std::int64_t, 4> key = {omp_in_parallel() ? 1 : omp_get_max_threads(), M, K,
-                                           N};
+  const std::array<std::int64_t, 4> key = {omp_in_parallel() ? 1 : omp_get_max_threads(), M, K, N};
   thread_local std::map<std::array<std::int64_t, 4>, std::unique_ptr<Int8Primitive>> cache;
   auto it = cache.find(key);
   if (it == cache.end()) {

@@ -58,8 +58,8 @@ constexpr std::int64_t kSerialWork = std::int64_t(1) << 22;
 // One weight, quantized.
 struct QuantizedWeight {
   std::int64_t N = 0, K = 0;
-  std::vector<std::int8_t> q;      // Wq, N x K row-major
-  std::vector<float> scale;        // sw, N
+  std::vector<std::int8_t> q;  // Wq, N x K row-major
+  std::vector<float> scale;  // sw, N
   std::vector<std::int32_t> comp;  // 128 * sum_k Wq[n,k], N
   // Wq packed for the primitives that used it, by the layout they asked for.
   std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed;
@@ -79,10 +79,10 @@ struct QuantizedWeight {
 // The quantized weights of a scope's frozen parameters.
 struct QuantizeScope::Cache {
   std::set<const void*> storages;  // the frozen parameters' storages
-  std::vector<Tensor> keep;        // keeps those storages (and their addresses) alive
-  std::map<std::tuple<const void*, const float*, std::int64_t, std::int64_t, std::int64_t,
-                      std::int64_t>,
-           std::unique_ptr<QuantizedWeight>>
+  std::vector<Tensor> keep;  // keeps those storages (and their addresses) alive
+  std::map<
+      std::tuple<const void*, const float*, std::int64_t, std::int64_t, std::int64_t, std::int64_t>,
+      std::unique_ptr<QuantizedWeight>>
       weights;  // (storage, first element, N, K, strides) -> quantized
 };
 
@@ -116,7 +116,7 @@ class ThreadLimit {
 
 struct RowScale {
   float scale;  // sx: max|x| / 127; 1 for a zero row; NaN for a row with inf or NaN
-  float inv;    // 127 / max|x|; 0 for a zero or non-finite row
+  float inv;  // 127 / max|x|; 0 for a zero or non-finite row
   bool finite;
 };
 
@@ -139,8 +139,9 @@ std::int8_t quantize_reference(float x, float inv) {
 
 // The same row into u8 (xq + 128) with AVX-512: the same f32 product, the
 // same rounding (to nearest even), the same clamp. Returns the row's scale.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) float quantize_row_avx512(
-    const float* x, std::int64_t K, std::uint8_t* out) {
+__attribute__((target("avx512f,avx512bw,avx512vl"))) float quantize_row_avx512(const float* x,
+                                                                               std::int64_t K,
+                                                                               std::uint8_t* out) {
   __m512 vmax = _mm512_setzero_ps();
   __mmask16 unordered = 0;
   for (std::int64_t k = 0; k < K; k += 16) {
@@ -331,8 +332,8 @@ void check_operands(const Tensor& x, const Tensor& weight, const Tensor& bias, c
              shape_str(weight.shape()));
   const std::int64_t N = weight.size(0), K = weight.size(1);
   ATTN_CHECK(x.dim() >= 1 && x.size(-1) == K, ShapeError,
-             "{}: expected input (..., {}) for weight {}, got {}", op, K,
-             shape_str(weight.shape()), shape_str(x.shape()));
+             "{}: expected input (..., {}) for weight {}, got {}", op, K, shape_str(weight.shape()),
+             shape_str(x.shape()));
   ATTN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == N), ShapeError,
              "{}: expected a bias ({}) for weight {}, got {}", op, N, shape_str(weight.shape()),
              shape_str(bias.shape()));
@@ -342,8 +343,7 @@ void check_operands(const Tensor& x, const Tensor& weight, const Tensor& bias, c
              dtype_name(x.dtype()), dtype_name(weight.dtype()),
              bias.defined() ? fmt::format(", bias {}", dtype_name(bias.dtype())) : std::string());
   ATTN_CHECK(K <= kMaxK, ValueError,
-             "{}: {} inputs per row is more than {} (the int32 sums could overflow)", op, K,
-             kMaxK);
+             "{}: {} inputs per row is more than {} (the int32 sums could overflow)", op, K, kMaxK);
 }
 
 bool records_grad(const Tensor& x, const Tensor& weight, const Tensor& bias) {
@@ -355,11 +355,11 @@ bool records_grad(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 // when no scope is open or the weight is not frozen in it.
 QuantizedWeight* frozen_weight(const Tensor& weight, const char* op) {
   if (t_cache == nullptr || t_cache->storages.count(weight.storage().get()) == 0) return nullptr;
-  auto key = std::make_tuple(static_cast<const void*>(weight.storage().get()),
-                             weight.data<float>(), weight.size(0), weight.size(1),
-                             weight.stride(0), weight.stride(1));
+  auto key = std::make_tuple(static_cast<const void*>(weight.storage().get()), weight.data<float>(),
+                             weight.size(0), weight.size(1), weight.stride(0), weight.stride(1));
   auto it = t_cache->weights.find(key);
-  if (it == t_cache->weights.end()) it = t_cache->weights.emplace(key, quantize_weight(weight, op)).first;
+  if (it == t_cache->weights.end())
+    it = t_cache->weights.emplace(key, quantize_weight(weight, op)).first;
   return it->second.get();
 }
 
@@ -501,9 +501,7 @@ Tensor int8_accumulators_reference(const Tensor& x, const Tensor& weight) {
   return acc;
 }
 
-std::int64_t set_int8_loop_work(std::int64_t work) {
-  return g_loop_work.exchange(work);
-}
+std::int64_t set_int8_loop_work(std::int64_t work) { return g_loop_work.exchange(work); }
 
 std::string int8_primitive_impl(std::int64_t M, std::int64_t K, std::int64_t N) {
   const Int8Primitive* p = int8_primitive(primitive_rows(M), K, N);

@@ -60,8 +60,9 @@ class QuantizeCli : public ::testing::Test {
     return m;
   }
   static nlohmann::json evaluate(const std::vector<std::string>& flags, const std::string& name) {
-    std::vector<std::string> args = {"evaluate", "--model", model().string(), "--data", kCorpus,
-                                     "--num-examples", "600", "--json"};
+    std::vector<std::string> args = {"evaluate", "--model", model().string(),
+                                     "--data",   kCorpus,   "--num-examples",
+                                     "600",      "--json"};
     args.insert(args.end(), flags.begin(), flags.end());
     EXPECT_EQ(run(args, name), 0) << err_of(name);
     EXPECT_EQ(err_of(name), "");
@@ -115,12 +116,13 @@ TEST_F(QuantizeCli, TranslatesTheBookSentences) {
 // BLEU stays within kBleuTolerance of f32's; the same with --precision bf16.
 TEST_F(QuantizeCli, EvaluateKeepsBleu) {
   if (!int8_supported()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
-  constexpr double kBleuTolerance = 3.0;    // sacreBLEU points, 0 to 100
-  constexpr double kLossTolerance = 0.05;   // relative
+  constexpr double kBleuTolerance = 3.0;  // sacreBLEU points, 0 to 100
+  constexpr double kLossTolerance = 0.05;  // relative
   const nlohmann::json f32 = evaluate({}, "evaluate_f32");
   std::vector<std::pair<std::string, std::vector<std::string>>> runs = {
       {"int8", {"--quantize", "int8"}}};
-  if (bf16_supported()) runs.push_back({"int8+bf16", {"--quantize", "int8", "--precision", "bf16"}});
+  if (bf16_supported())
+    runs.push_back({"int8+bf16", {"--quantize", "int8", "--precision", "bf16"}});
   for (const auto& [name, flags] : runs) {
     const nlohmann::json q = evaluate(flags, "evaluate_" + name);
     const double bleu = q["bleu"]["score"], bleu_f32 = f32["bleu"]["score"];
@@ -140,9 +142,9 @@ TEST_F(QuantizeCli, EvaluateKeepsBleu) {
 
 // Not a quantization: a usage error (exit 2) naming the choices.
 TEST_F(QuantizeCli, AnUnknownValueIsAUsageError) {
-  EXPECT_EQ(run({"translate", "--model", (dir_ / "none").string(), "--quantize", "int4", "go ."},
-                "bad"),
-            2);
+  EXPECT_EQ(
+      run({"translate", "--model", (dir_ / "none").string(), "--quantize", "int4", "go ."}, "bad"),
+      2);
   const auto err = lines(err_of("bad"));
   ASSERT_EQ(err.size(), 2u) << err_of("bad");
   EXPECT_EQ(err[0], "attn: error: --quantize: int4 not in {none,int8}");
@@ -154,8 +156,8 @@ TEST_F(QuantizeCli, WithoutVnniTheCpuFallsBackToF32) {
   const std::string m = model().string();
   ASSERT_EQ(run({"translate", "--model", m, "go .", "i lost ."}, "fallback_f32"), 0);
   ASSERT_EQ(::setenv("ATTN_NO_VNNI", "1", 1), 0);
-  const int rc = run({"translate", "--model", m, "--quantize", "int8", "go .", "i lost ."},
-                     "fallback");
+  const int rc =
+      run({"translate", "--model", m, "--quantize", "int8", "go .", "i lost ."}, "fallback");
   ::unsetenv("ATTN_NO_VNNI");
   ASSERT_EQ(rc, 0) << err_of("fallback");
   EXPECT_EQ(err_of("fallback"),

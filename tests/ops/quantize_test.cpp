@@ -54,7 +54,8 @@ Tensor odd_rows(std::int64_t M, std::int64_t K, std::uint64_t seed) {
   if (M > 4)
     for (std::int64_t k = 0; k < K; ++k) row(4)[k] = 1e-31f * static_cast<float>(k % 7 - 3);
   if (M > 5)
-    for (std::int64_t k = 0; k < K; ++k) row(5)[k] *= std::pow(10.0f, static_cast<float>(k % 9 - 4));
+    for (std::int64_t k = 0; k < K; ++k)
+      row(5)[k] *= std::pow(10.0f, static_cast<float>(k % 9 - 4));
   return x;
 }
 
@@ -187,8 +188,8 @@ TEST(Int8Linear, WithinTheQuantizationStepOfF32) {
             const double bound = sx / 2 * wsum + sw / 2 * (xsum + K * sx / 2) + 1e-5 * abs_sum +
                                  1e-6 * std::fabs(vf[m * N + n]) + 1e-30;
             const double diff = std::fabs(double(vy[m * N + n]) - vf[m * N + n]);
-            EXPECT_LE(diff, bound) << "M " << M << " K " << K << " N " << N << " at " << m << ","
-                                   << n;
+            EXPECT_LE(diff, bound)
+                << "M " << M << " K " << K << " N " << N << " at " << m << "," << n;
             differs = differs || diff > 0;
             if (m != 2 && m != 5 && xmax > 0)  // rows 2 and 5 are not random
               worst_c = std::max(worst_c, diff / (std::sqrt(double(K)) * xmax * wmax / 127));
@@ -243,13 +244,17 @@ TEST(Int8Linear, BadArgumentsNameTheFunction) {
     }
     return std::string("no error");
   };
-  EXPECT_EQ(message([&] { linear_int8(x, rand32({3, 4}, 3)); }),
+  EXPECT_EQ(message([&] {
+              linear_int8(x, rand32({3, 4}, 3));
+            }),
             "linear_int8: expected input (..., 4) for weight [3, 4], got [2, 5]");
   EXPECT_EQ(message([&] { linear_int8(x.to(DType::f64), w.to(DType::f64)); }),
             "linear_int8: expected f32 tensors, got x f64, weight f64");
   EXPECT_EQ(message([&] { linear_int8(x, w, rand32({4}, 4)); }),
             "linear_int8: expected a bias (3) for weight [3, 5], got [4]");
-  EXPECT_EQ(message([&] { linear_int8(rand32({1, 70000}, 5), rand32({1, 70000}, 6)); }),
+  EXPECT_EQ(message([&] {
+              linear_int8(rand32({1, 70000}, 5), rand32({1, 70000}, 6));
+            }),
             "linear_int8: 70000 inputs per row is more than 65536 (the int32 sums could "
             "overflow)");
   Tensor wg = rand32({3, 5}, 7).requires_grad_(true);
@@ -262,9 +267,9 @@ TEST(Int8Linear, BadArgumentsNameTheFunction) {
 
 // oneDNN runs the product on its VNNI kernels, never a reference one.
 TEST_F(Int8, OneDnnRunsAVnniKernel) {
-  for (const auto& [M, K, N] : {std::array<std::int64_t, 3>{1, 256, 1024},
-                               std::array<std::int64_t, 3>{37, 33, 17},
-                               std::array<std::int64_t, 3>{600, 256, 8000}}) {
+  for (const auto& [M, K, N] :
+       {std::array<std::int64_t, 3>{1, 256, 1024}, std::array<std::int64_t, 3>{37, 33, 17},
+        std::array<std::int64_t, 3>{600, 256, 8000}}) {
     const std::string impl = detail::int8_primitive_impl(M, K, N);
     std::printf("int8 product %lld x %lld x %lld: %s\n", static_cast<long long>(M),
                 static_cast<long long>(K), static_cast<long long>(N), impl.c_str());
