@@ -134,6 +134,7 @@ int run_evaluate(const EvaluateArgs& a) {
   seq2seq::LoadedModel m = load_model_for_cli(a.model);
   const seq2seq::DecodeOptions options = a.decoding.options(m.config);
   const auto precision = a.decoding.precision_scope(m.net->parameters());
+  const auto quantize = a.decoding.quantize_scope(m.net->parameters());
   std::string path = a.data;
   if (!a.split.empty()) {
     path = (std::filesystem::path(a.model) / "data" / (a.split + ".tsv")).string();

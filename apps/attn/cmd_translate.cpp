@@ -42,6 +42,7 @@ int run_translate(const TranslateArgs& a) {
   seq2seq::LoadedModel m = load_model_for_cli(a.model);
   const seq2seq::DecodeOptions options = a.decoding.options(m.config);
   const auto precision = a.decoding.precision_scope(m.net->parameters());
+  const auto quantize = a.decoding.quantize_scope(m.net->parameters());
   const bool n_best = a.decoding.n_best_given();
   const std::int64_t num_steps = m.config.num_steps;
   // `first` is the index of sentences[0] in the input; `where` names the

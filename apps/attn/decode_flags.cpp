@@ -44,6 +44,13 @@ void DecodeFlags::add_to(CLI::App* sub, bool with_n_best) {
                   "warning)")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
+  sub->add_option("--quantize", quantize_,
+                  "none, or int8: the Linear layers' weights quantized once to int8 per output "
+                  "row and the activations per row at each product, multiplied on AVX-512 VNNI "
+                  "(with --precision bf16 the other products in bf16; without VNNI, f32 with a "
+                  "warning)")
+      ->check(CLI::IsMember({"none", "int8"}))
+      ->capture_default_str();
 }
 
 std::unique_ptr<PrecisionScope> DecodeFlags::precision_scope(
@@ -56,6 +63,17 @@ std::unique_ptr<PrecisionScope> DecodeFlags::precision_scope(
   }
   return std::make_unique<PrecisionScope>(
       p, p == Precision::bf16 ? parameters : std::vector<Tensor>{});
+}
+
+std::unique_ptr<QuantizeScope> DecodeFlags::quantize_scope(
+    const std::vector<Tensor>& parameters) const {
+  if (parse_quantization(quantize_) == Quantization::none) return nullptr;
+  if (!int8_supported()) {
+    fmt::print(stderr,
+               "attn: warning: --quantize int8: this CPU has no AVX-512 VNNI; decoding in f32\n");
+    return nullptr;
+  }
+  return std::make_unique<QuantizeScope>(parameters);
 }
 
 void DecodeFlags::check() const {

@@ -1,6 +1,6 @@
 // apps/attn/decode_flags.h — the decoding flags of translate, evaluate and
 // attention (seq2seq/decode.h): --beam-size, --length-penalty, --n-best,
-// --max-length, --max-length-factor, --precision. Ranges are checked while parsing (a
+// --max-length, --max-length-factor, --precision, --quantize. Ranges are checked while parsing (a
 // usage error, exit 2); what depends on the other flags or on the model is
 // checked by options().
 #pragma once
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attn/ops/precision.h"
+#include "attn/ops/quantize.h"
 #include "attn/seq2seq/decode.h"
 #include "attn/seq2seq/model_dir.h"
 
@@ -36,11 +37,16 @@ class DecodeFlags {
   // model's parameters frozen; f32 with a warning on stderr where bf16 was
   // asked for and the CPU lacks AVX-512 BF16.
   std::unique_ptr<PrecisionScope> precision_scope(const std::vector<Tensor>& parameters) const;
+  // The Linear weights among `parameters` in int8 while decoding
+  // (ops/quantize.h); null for --quantize none, and where the CPU lacks
+  // AVX-512 VNNI (f32, with a warning on stderr). Open it after
+  // precision_scope: with --precision bf16 the other products run in bf16.
+  std::unique_ptr<QuantizeScope> quantize_scope(const std::vector<Tensor>& parameters) const;
 
  private:
   std::int64_t beam_size_ = 1, n_best_ = 1, max_length_ = 0;
   double length_penalty_ = 0, max_length_factor_ = 0;
-  std::string precision_ = "f32";
+  std::string precision_ = "f32", quantize_ = "none";
   CLI::Option *n_best_option_ = nullptr, *beam_option_ = nullptr, *penalty_option_ = nullptr;
 };
 

@@ -48,6 +48,7 @@
 #include "ops/matmul_internal.h"
 #include "ops/matmul_primitive.h"
 #include "ops/precision_internal.h"
+#include "ops/quantize_internal.h"
 
 namespace attn {
 
@@ -497,9 +498,22 @@ void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 
 // y = x @ weight^T (+ bias), then max(y, 0) when `relu`: the product, then
 // one pass over its rows for the bias and the activation. No autograd.
+// Inside a QuantizeScope, frozen weights run in int8 (ops/quantize.h), which
+// adds the bias itself.
 Tensor affine_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu,
                       const char* op) {
   const std::int64_t N = weight.size(0);
+  if (auto q = detail::quantized_linear(x, weight, bias)) {
+    if (!relu || q->numel() == 0) return *q;
+    Tensor y = q->contiguous();
+    dispatch_float(y.dtype(), op, [&]<class T>() {
+      T* out = y.data<T>();
+      const std::int64_t n = y.numel();
+#pragma omp simd
+      for (std::int64_t i = 0; i < n; ++i) out[i] = out[i] > 0 ? out[i] : T(0);
+    });
+    return y;
+  }
   const bool vector_in = x.dim() == 1;
   Tensor y = product(vector_in ? x.unsqueeze(0) : x, weight.transpose(0, 1), op);
   if (vector_in) y = y.squeeze(0);

@@ -5,8 +5,10 @@
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
+#include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -85,6 +87,87 @@ bool primitive_product(dnnl::memory::data_type ab, const void* pa, const dnnl::m
   const dnnl_exec_arg_t args[] = {
       {DNNL_ARG_SRC, e.a.get()}, {DNNL_ARG_WEIGHTS, e.b.get()}, {DNNL_ARG_DST, e.c.get()}};
   return dnnl_primitive_execute(e.prim.get(), stream.get(), 3, args) == dnnl_success &&
+         dnnl_stream_wait(stream.get()) == dnnl_success;
+}
+
+// ---- int8 ----
+
+namespace {
+
+// Only kernels that multiply u8 by s8 without intermediate saturation: the
+// AVX-512 VNNI (VPDPBUSD) and AMX ones. oneDNN's plain AVX-512 int8 kernels
+// sum pairs of products in saturating 16 bits (VPMADDUBSW), which is not the
+// exact integer sum.
+std::unique_ptr<Int8Primitive> build_int8_primitive(std::int64_t M, std::int64_t K,
+                                                    std::int64_t N) {
+  using dt = dnnl::memory::data_type;
+  const dnnl::engine& engine = cpu_engine();
+  try {
+    dnnl::memory::desc a({M, K}, dt::u8, dnnl::memory::dims{K, 1});
+    dnnl::memory::desc b({K, N}, dt::s8, dnnl::memory::format_tag::any);
+    dnnl::memory::desc c({M, N}, dt::s32, dnnl::memory::dims{N, 1});
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine);
+    const std::string_view impl = pd.impl_info_str();
+    if (impl.find("vnni") == std::string_view::npos && impl.find("amx") == std::string_view::npos)
+      return nullptr;
+    auto p = std::make_unique<Int8Primitive>();
+    p->impl = std::string(impl);
+    p->prim = dnnl::matmul(pd);
+    p->weights = pd.weights_desc();
+    p->a = dnnl::memory(a, engine, DNNL_MEMORY_NONE);
+    p->c = dnnl::memory(c, engine, DNNL_MEMORY_NONE);
+    return p;
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+}
+
+dnnl::stream& thread_stream() {
+  thread_local dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+}  // namespace
+
+Int8Primitive* int8_primitive(std::int64_t M, std::int64_t K, std::int64_t N) {
+  const std::array<std::int64_t, 4> key = {omp_in_parallel() ? 1 : omp_get_max_threads(), M, K, N};
+  thread_local std::map<std::array<std::int64_t, 4>, std::unique_ptr<Int8Primitive>> cache;
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    if (cache.size() >= 256) cache.clear();
+    it = cache.emplace(key, build_int8_primitive(M, K, N)).first;
+  }
+  return it->second.get();
+}
+
+dnnl::memory pack_int8_weights(const std::int8_t* q, std::int64_t K, std::int64_t N,
+                               const dnnl::memory::desc& layout) {
+  using dt = dnnl::memory::data_type;
+  const dnnl::engine& engine = cpu_engine();
+  try {
+    dnnl::memory::desc plain({K, N}, dt::s8, dnnl::memory::dims{1, K});
+    dnnl::memory src(plain, engine, const_cast<std::int8_t*>(q));
+    dnnl::memory dst(layout, engine);
+    dnnl::reorder(src, dst).execute(thread_stream(), src, dst);
+    thread_stream().wait();
+    return dst;
+  } catch (const dnnl::error&) {
+    return dnnl::memory();
+  }
+}
+
+bool run_int8_primitive(Int8Primitive& p, const std::uint8_t* a, const dnnl::memory& b,
+                        std::int32_t* c) {
+  try {
+    p.a.set_data_handle(const_cast<std::uint8_t*>(a));
+    p.c.set_data_handle(c);
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  const dnnl_exec_arg_t args[] = {
+      {DNNL_ARG_SRC, p.a.get()}, {DNNL_ARG_WEIGHTS, b.get()}, {DNNL_ARG_DST, p.c.get()}};
+  dnnl::stream& stream = thread_stream();
+  return dnnl_primitive_execute(p.prim.get(), stream.get(), 3, args) == dnnl_success &&
          dnnl_stream_wait(stream.get()) == dnnl_success;
 }
 

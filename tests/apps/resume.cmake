@@ -59,3 +59,9 @@ attn_app_test(apps_mpi_train mpi_train.cpp ARGS "${attn_mpirun_arg}" TIMEOUT 900
 # bf16 against f32 (loss curve by blocks of 20 epochs, translations), and the
 # fallback to f32 where the CPU lacks AVX-512 BF16 (forced by ATTN_NO_BF16).
 attn_app_test(apps_precision precision_cli.cpp TIMEOUT 900)
+
+# int8 weights through the CLI (quantize_cli.cpp): the d2l preset's model
+# translated and evaluated with --quantize int8 against f32 (BLEU on its 600
+# pairs), with --precision bf16 too, and the fallback to f32 where the CPU
+# lacks AVX-512 VNNI (forced by ATTN_NO_VNNI).
+attn_app_test(apps_quantize quantize_cli.cpp TIMEOUT 300)

@@ -1,0 +1,100 @@
+// attn/ops/quantize.h — int8 weights for inference (translation), as
+// CTranslate2 runs them on CPUs with AVX-512 VNNI.
+//
+// Inside a QuantizeScope given the model's parameters (promising that they do
+// not change while it is open), every f32 linear(x, W, b) whose weight W is
+// one of them runs as an int8 product:
+//
+//   W (N, K): quantized once per scope, per output row n (symmetric):
+//     sw[n] = max_k |W[n,k]| / 127,   Wq[n,k] = round(W[n,k] / sw[n]) in [-127, 127]
+//   x (M, K), the rows of x (..., K): quantized at every call, per row m:
+//     sx[m] = max_k |x[m,k]| / 127,   xq[m,k] = round(x[m,k] / sx[m]) in [-127, 127]
+//   acc[m,n] = sum_k xq[m,k] Wq[n,k]                  (exact, in int32)
+//   y[m,n]   = fma(acc[m,n], sx[m] * sw[n], b[n])      (f32, one pass)
+//
+// round() is to nearest, ties to even, of the f32 product x * (127 / max|x|).
+// A row whose largest magnitude is below 1e-30 (all zeros included) gets
+// scale 1 and zeros, so it contributes nothing (an error below 1e-30 sum |w|);
+// y is then exactly b. A row of x holding an infinity or a NaN gives a row of
+// NaN; a weight holding one is refused (ValueError), as its scale would be.
+//
+// Why one scale per row of x rather than one per tensor: the rows of a batch
+// are independent sentences and positions whose magnitudes differ (a large
+// activation in one row would otherwise flush the small ones of the others
+// to zero), and the result must not depend on which sentences share a batch.
+// Per output row of W for the same reason: each output unit keeps its range.
+//
+// Kernel: oneDNN's matmul primitive (brgemm, AVX-512 VNNI) multiplies u8
+// activations by s8 weights into s32: xq + 128 (u8) times Wq, less the
+// compensation 128 * sum_k Wq[n,k] computed once with the weights, which is
+// the same integer sum. The weights are reordered once into the layout the
+// primitive asks for. Products of at most 2^15 multiply-adds (a decoding step
+// of a small model) run as plain integer loops instead: the same sums.
+// Error: |y - x W^T| <= sx/2 sum_k |W[n,k]| + sw/2 (sum_k |x[m,k]| + K sx/2)
+// plus f32 rounding; on random data about 0.1 sqrt(K) max|x| max|W| / 127
+// (tests/ops/quantize_test.cpp).
+//
+// What stays f32: every other product (attention scores and values, products
+// of weights not given to the scope), biases, layer norm, softmax, the
+// embeddings. With a bf16 PrecisionScope open too (attn/ops/precision.h), the
+// frozen Linear weights run in int8 and the other products in bf16.
+//
+// Inference only: while autograd records (grad enabled and x, W or b
+// requiring grad) linear() keeps its f32 path and gradients; linear_int8()
+// refuses. Sizes int8 does not take (K above 65536, where u8 x s8 sums could
+// overflow int32, or dtypes other than f32) keep the f32 path too. Where the
+// CPU lacks AVX-512 VNNI (int8_supported() is false), a QuantizeScope is
+// refused (ValueError): callers check first and fall back to f32 with a
+// message. The scope belongs to the thread that opens it; scopes nest (the
+// inner one's parameters apply until it closes).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attn/core/tensor.h"
+
+namespace attn {
+
+enum class Quantization { none, int8 };
+
+// "none", "int8"; and back (ValueError naming the text and the choices).
+const char* quantization_name(Quantization q);
+Quantization parse_quantization(const std::string& text);
+
+// True when this CPU runs int8 products on AVX-512 VNNI (and oneDNN may use
+// it). Can be forced off with the environment variable ATTN_NO_VNNI=1 (tests
+// of the fallback).
+bool int8_supported();
+
+// Runs the f32 Linear products whose weights are among `frozen` in int8 until
+// the scope ends. Each weight is quantized on first use and kept until then.
+class QuantizeScope {
+ public:
+  explicit QuantizeScope(const std::vector<Tensor>& frozen);
+  ~QuantizeScope();
+  QuantizeScope(const QuantizeScope&) = delete;
+  QuantizeScope& operator=(const QuantizeScope&) = delete;
+
+  struct Cache;
+
+ private:
+  Cache* previous_;
+  std::unique_ptr<Cache> cache_;
+};
+
+// The int8 product above for any f32 x (..., K), weight (N, K), bias (N) or
+// undefined -> y (..., N), whether or not a scope is open (a weight frozen in
+// an open scope uses its kept quantization; any other is quantized now). On
+// oneDNN's VNNI kernels where the CPU has them, else on the integer loops (the
+// same numbers). Not differentiable: refuses tensors that require grad while
+// grad is enabled. Errors name "linear_int8".
+Tensor linear_int8(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// The documented reference: the same quantization and integer sums in plain
+// scalar loops (int64 accumulation), the same f32 dequantization; equal to
+// linear_int8 bit for bit.
+Tensor linear_int8_reference(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+}  // namespace attn

@@ -1,0 +1,515 @@
+// int8 weights for inference (attn/ops/quantize.h): the scope and its
+// quantized weights, the row quantization (plain reference and AVX-512
+// kernel), the s32 product on oneDNN's VNNI matmul or integer loops, and the
+// dequantization with the bias in one pass.
+//
+//   sw[n] = max_k |W[n,k]| / 127      Wq[n,k] = round(W[n,k] * (127 / max_k |W[n,k]|))
+//   sx[m] = max_k |x[m,k]| / 127      xq[m,k] = round(x[m,k] * (127 / max_k |x[m,k]|))
+//   acc[m,n] = sum_k xq[m,k] Wq[n,k]
+//            = sum_k (xq[m,k] + 128) Wq[n,k] - 128 sum_k Wq[n,k]   (the u8 x s8 VNNI product)
+//   y[m,n] = fma(float(acc[m,n]), sx[m] * sw[n], b[n])
+#include "attn/ops/quantize.h"
+
+#include <immintrin.h>
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cfloat>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "attn/autograd/node.h"
+#include "attn/core/error.h"
+#include "attn/core/threads.h"
+#include "ops/matmul_primitive.h"
+#include "ops/quantize_internal.h"
+
+// GCC 12 warns inside its own AVX-512 intrinsics (_mm512_undefined_ps used as
+// the pass-through of an unmasked operation; GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace attn {
+
+namespace {
+
+// u8 x s8 sums of K terms stay within int32 up to K = (2^31 - 1) / (255 * 127)
+// = 66311; the largest K int8 takes, a round number below it.
+constexpr std::int64_t kMaxK = 65536;
+// Rows whose largest magnitude is below this count as zero (127 / amax must
+// stay finite).
+constexpr float kTinyAmax = 1e-30f;
+// Products of more multiply-adds than this run on oneDNN's primitive.
+std::atomic<std::int64_t> g_loop_work{std::int64_t(1) << 15};
+// Primitive products below this many multiply-adds run on the calling thread
+// (as matmul.cpp's dnnl_sgemm calls do).
+constexpr std::int64_t kSerialWork = std::int64_t(1) << 22;
+
+// One weight, quantized.
+struct QuantizedWeight {
+  std::int64_t N = 0, K = 0;
+  std::vector<std::int8_t> q;  // Wq, N x K row-major
+  std::vector<float> scale;  // sw, N
+  std::vector<std::int32_t> comp;  // 128 * sum_k Wq[n,k], N
+  // Wq packed for the primitives that used it, by the layout they asked for.
+  std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed;
+
+  const dnnl::memory* packed_for(const dnnl::memory::desc& layout) {
+    for (auto& [d, m] : packed)
+      if (d == layout) return &m;
+    dnnl::memory m = detail::pack_int8_weights(q.data(), K, N, layout);
+    if (!m) return nullptr;
+    packed.emplace_back(layout, std::move(m));
+    return &packed.back().second;
+  }
+};
+
+}  // namespace
+
+// The quantized weights of a scope's frozen parameters.
+struct QuantizeScope::Cache {
+  std::set<const void*> storages;  // the frozen parameters' storages
+  std::vector<Tensor> keep;  // keeps those storages (and their addresses) alive
+  std::map<
+      std::tuple<const void*, const float*, std::int64_t, std::int64_t, std::int64_t, std::int64_t>,
+      std::unique_ptr<QuantizedWeight>>
+      weights;  // (storage, first element, N, K, strides) -> quantized
+};
+
+namespace {
+
+thread_local QuantizeScope::Cache* t_cache = nullptr;
+
+bool cpu_has_vnni() {
+  if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")))
+    return false;
+  // oneDNN must also be allowed to use it (ONEDNN_MAX_CPU_ISA may cap it).
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto vnni = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_vnni);
+  return (isa & vnni) == vnni;
+}
+
+// Sets OpenMP's thread count of the calling thread (which oneDNN reads) for a scope.
+class ThreadLimit {
+ public:
+  explicit ThreadLimit(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
+  ~ThreadLimit() { omp_set_num_threads(saved_); }
+  ThreadLimit(const ThreadLimit&) = delete;
+  ThreadLimit& operator=(const ThreadLimit&) = delete;
+
+ private:
+  int saved_;
+};
+
+// ---- the plain reference of one row's quantization ----
+
+struct RowScale {
+  float scale;  // sx: max|x| / 127; 1 for a zero row; NaN for a row with inf or NaN
+  float inv;  // 127 / max|x|; 0 for a zero or non-finite row
+  bool finite;
+};
+
+RowScale row_scale_reference(const float* x, std::int64_t K) {
+  float amax = 0;
+  for (std::int64_t k = 0; k < K; ++k) {
+    const float a = std::fabs(x[k]);
+    if (!(a <= FLT_MAX)) return {std::nanf(""), 0.0f, false};
+    amax = std::max(amax, a);
+  }
+  if (amax < kTinyAmax) return {1.0f, 0.0f, true};
+  return {amax / 127.0f, 127.0f / amax, true};
+}
+
+std::int8_t quantize_reference(float x, float inv) {
+  if (inv == 0.0f) return 0;  // a zero row, or one holding an infinity or a NaN
+  const float r = std::min(std::max(std::nearbyint(x * inv), -127.0f), 127.0f);
+  return static_cast<std::int8_t>(r);
+}
+
+// The same row into u8 (xq + 128) with AVX-512: the same f32 product, the
+// same rounding (to nearest even), the same clamp. Returns the row's scale.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) float quantize_row_avx512(const float* x,
+                                                                               std::int64_t K,
+                                                                               std::uint8_t* out) {
+  __m512 vmax = _mm512_setzero_ps();
+  __mmask16 unordered = 0;
+  for (std::int64_t k = 0; k < K; k += 16) {
+    const __mmask16 m =
+        K - k >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (K - k)) - 1u);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + k);
+    unordered |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    vmax = _mm512_max_ps(vmax, _mm512_abs_ps(v));
+  }
+  const float amax = _mm512_reduce_max_ps(vmax);
+  float scale = 1.0f, inv = 0.0f;
+  if (unordered != 0 || !(amax <= FLT_MAX)) {
+    scale = std::nanf("");
+  } else if (amax >= kTinyAmax) {
+    scale = amax / 127.0f;
+    inv = 127.0f / amax;
+  }
+  const __m512 vinv = _mm512_set1_ps(inv), lo = _mm512_set1_ps(-127.0f),
+               hi = _mm512_set1_ps(127.0f);
+  const __m512i shift = _mm512_set1_epi32(128);
+  for (std::int64_t k = 0; k < K; k += 16) {
+    const __mmask16 m =
+        K - k >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (K - k)) - 1u);
+    __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + k), vinv),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+    __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(r), shift);
+    if (inv == 0.0f) q = shift;  // zero or non-finite row: zeros
+    _mm512_mask_cvtepi32_storeu_epi8(out + k, m, q);
+  }
+  return scale;
+}
+
+// y[n] = fma(float(c[n] - comp[n]), sx * sw[n], b[n]) (comp, b may be null).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void dequantize_row_avx512(
+    const std::int32_t* c, const std::int32_t* comp, float sx, const float* sw, const float* b,
+    std::int64_t N, float* y) {
+  const __m512 vsx = _mm512_set1_ps(sx);
+  for (std::int64_t n = 0; n < N; n += 16) {
+    const __mmask16 m =
+        N - n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (N - n)) - 1u);
+    __m512i acc = _mm512_maskz_loadu_epi32(m, c + n);
+    if (comp) acc = _mm512_sub_epi32(acc, _mm512_maskz_loadu_epi32(m, comp + n));
+    const __m512 s = _mm512_mul_ps(vsx, _mm512_maskz_loadu_ps(m, sw + n));
+    const __m512 bias = b ? _mm512_maskz_loadu_ps(m, b + n) : _mm512_setzero_ps();
+    _mm512_mask_storeu_ps(y + n, m, _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), s, bias));
+  }
+}
+
+float quantize_row(const float* x, std::int64_t K, std::uint8_t* out, bool vector) {
+  if (vector) return quantize_row_avx512(x, K, out);
+  const RowScale s = row_scale_reference(x, K);
+  for (std::int64_t k = 0; k < K; ++k)
+    out[k] = static_cast<std::uint8_t>(quantize_reference(x[k], s.inv) + 128);
+  return s.scale;
+}
+
+void dequantize_row(const std::int32_t* c, const std::int32_t* comp, float sx, const float* sw,
+                    const float* b, std::int64_t N, float* y, bool vector) {
+  if (vector) return dequantize_row_avx512(c, comp, sx, sw, b, N, y);
+  for (std::int64_t n = 0; n < N; ++n)
+    y[n] = std::fma(static_cast<float>(c[n] - (comp ? comp[n] : 0)), sx * sw[n], b ? b[n] : 0.0f);
+}
+
+// Wq, sw and the compensation of weight (N, K), any strides. A weight
+// holding an infinity or a NaN is refused: its scale would make every output
+// NaN.
+std::unique_ptr<QuantizedWeight> quantize_weight(const Tensor& weight, const char* op) {
+  auto w = std::make_unique<QuantizedWeight>();
+  const std::int64_t N = weight.size(0), K = weight.size(1);
+  const std::int64_t s0 = weight.stride(0), s1 = weight.stride(1);
+  w->N = N;
+  w->K = K;
+  w->q.resize(static_cast<std::size_t>(N * K));
+  w->scale.resize(static_cast<std::size_t>(N));
+  w->comp.resize(static_cast<std::size_t>(N));
+  const float* p = weight.data<float>();
+  std::vector<float> row(static_cast<std::size_t>(K));
+  for (std::int64_t n = 0; n < N; ++n) {
+    for (std::int64_t k = 0; k < K; ++k) row[k] = p[n * s0 + k * s1];
+    const RowScale s = row_scale_reference(row.data(), K);
+    ATTN_CHECK(s.finite, ValueError,
+               "{}: weight {} holds an infinity or a NaN in row {}: it cannot be quantized", op,
+               shape_str(weight.shape()), n);
+    std::int32_t sum = 0;
+    for (std::int64_t k = 0; k < K; ++k) {
+      const std::int8_t q = quantize_reference(row[k], s.inv);
+      w->q[n * K + k] = q;
+      sum += q;
+    }
+    w->scale[n] = s.scale;
+    w->comp[n] = 128 * sum;
+  }
+  return w;
+}
+
+// Rows of x for a product: M = x's rows; the primitive runs on `rows` >= M
+// (the bucket of M, so that one primitive serves nearby batch sizes).
+std::int64_t primitive_rows(std::int64_t M) {
+  if (M <= 16) return M;
+  const std::int64_t step = M <= 1024 ? 16 : 128;
+  return (M + step - 1) / step * step;
+}
+
+bool parallel_rows(std::int64_t M, std::int64_t per_row) {
+  return M > 1 && M * per_row >= 2 * kParallelGrain && omp_get_max_threads() > 1 &&
+         !omp_in_parallel() && fork_ok();
+}
+
+// acc (M x N) for the u8 rows xq (M x K): the primitive's sums, which include
+// the compensation (returns true), or the integer loops' (false).
+bool int8_sums(const std::uint8_t* xq, std::int64_t M, QuantizedWeight& w, std::int32_t* acc) {
+  const std::int64_t N = w.N, K = w.K;
+  if (M * N * K > g_loop_work.load(std::memory_order_relaxed) && int8_supported()) {
+    std::optional<ThreadLimit> alone;
+    if (omp_get_max_threads() > 1 && !omp_in_parallel() && (M * N * K < kSerialWork || !fork_ok()))
+      alone.emplace(1);
+    if (detail::Int8Primitive* p = detail::int8_primitive(primitive_rows(M), K, N)) {
+      const dnnl::memory* b = w.packed_for(p->weights);
+      if (b != nullptr && detail::run_int8_primitive(*p, xq, *b, acc)) return true;
+    }
+  }
+#pragma omp parallel for schedule(static) if (parallel_rows(M, N * K / 16))
+  for (std::int64_t m = 0; m < M; ++m) {
+    const std::uint8_t* a = xq + m * K;
+    for (std::int64_t n = 0; n < N; ++n) {
+      const std::int8_t* b = w.q.data() + n * K;
+      std::int32_t s = 0;
+#pragma omp simd reduction(+ : s)
+      for (std::int64_t k = 0; k < K; ++k)
+        s += (static_cast<std::int32_t>(a[k]) - 128) * static_cast<std::int32_t>(b[k]);
+      acc[m * N + n] = s;
+    }
+  }
+  return false;
+}
+
+// Scratch reused by every product of this thread.
+struct Scratch {
+  std::vector<std::uint8_t> xq;
+  std::vector<float> sx;
+  std::vector<std::int32_t> acc;
+};
+
+// x (M, K) contiguous f32 -> xq, sx in the scratch; acc filled. Returns
+// whether acc includes the compensation.
+bool quantized_sums(const float* x, std::int64_t M, QuantizedWeight& w, Scratch& s) {
+  const std::int64_t K = w.K, N = w.N, rows = primitive_rows(M);
+  if (s.xq.size() < static_cast<std::size_t>(rows * K)) s.xq.resize(rows * K);
+  if (s.sx.size() < static_cast<std::size_t>(M)) s.sx.resize(M);
+  if (s.acc.size() < static_cast<std::size_t>(rows * N)) s.acc.resize(rows * N);
+  const bool vector = int8_supported();
+#pragma omp parallel for schedule(static) if (parallel_rows(M, K))
+  for (std::int64_t m = 0; m < M; ++m) s.sx[m] = quantize_row(x + m * K, K, &s.xq[m * K], vector);
+  return int8_sums(s.xq.data(), M, w, s.acc.data());
+}
+
+Scratch& thread_scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+// y (..., N) for x (..., K) through the fast path.
+Tensor run_int8(const Tensor& x, QuantizedWeight& w, const Tensor& bias) {
+  const std::int64_t N = w.N;
+  Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+  out_shape.push_back(N);
+  Tensor y = Tensor::empty(out_shape, DType::f32);
+  if (y.numel() == 0) return y;
+  const std::int64_t M = y.numel() / N;
+  Tensor xc = x.detach().contiguous();
+  Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Scratch& s = thread_scratch();
+  const bool with_comp = quantized_sums(xc.data<float>(), M, w, s);
+  const bool vector = int8_supported();
+  const float* b = bc.defined() ? bc.data<float>() : nullptr;
+  float* out = y.data<float>();
+#pragma omp parallel for schedule(static) if (parallel_rows(M, N))
+  for (std::int64_t m = 0; m < M; ++m)
+    dequantize_row(&s.acc[m * N], with_comp ? w.comp.data() : nullptr, s.sx[m], w.scale.data(), b,
+                   N, out + m * N, vector);
+  return y;
+}
+
+void check_operands(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
+  ATTN_CHECK(x.defined() && weight.defined(), ValueError, "{}: undefined operand", op);
+  ATTN_CHECK(weight.dim() == 2, ShapeError, "{}: expected a weight (out, in), got {}", op,
+             shape_str(weight.shape()));
+  const std::int64_t N = weight.size(0), K = weight.size(1);
+  ATTN_CHECK(x.dim() >= 1 && x.size(-1) == K, ShapeError,
+             "{}: expected input (..., {}) for weight {}, got {}", op, K, shape_str(weight.shape()),
+             shape_str(x.shape()));
+  ATTN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == N), ShapeError,
+             "{}: expected a bias ({}) for weight {}, got {}", op, N, shape_str(weight.shape()),
+             shape_str(bias.shape()));
+  ATTN_CHECK(x.dtype() == DType::f32 && weight.dtype() == DType::f32 &&
+                 (!bias.defined() || bias.dtype() == DType::f32),
+             DTypeError, "{}: expected f32 tensors, got x {}, weight {}{}", op,
+             dtype_name(x.dtype()), dtype_name(weight.dtype()),
+             bias.defined() ? fmt::format(", bias {}", dtype_name(bias.dtype())) : std::string());
+  ATTN_CHECK(K <= kMaxK, ValueError,
+             "{}: {} inputs per row is more than {} (the int32 sums could overflow)", op, K, kMaxK);
+}
+
+bool records_grad(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return autograd::grad_enabled() &&
+         (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
+}
+
+// The scope's quantization of a frozen weight (made on first use), or null
+// when no scope is open or the weight is not frozen in it.
+QuantizedWeight* frozen_weight(const Tensor& weight, const char* op) {
+  if (t_cache == nullptr || t_cache->storages.count(weight.storage().get()) == 0) return nullptr;
+  auto key = std::make_tuple(static_cast<const void*>(weight.storage().get()), weight.data<float>(),
+                             weight.size(0), weight.size(1), weight.stride(0), weight.stride(1));
+  auto it = t_cache->weights.find(key);
+  if (it == t_cache->weights.end())
+    it = t_cache->weights.emplace(key, quantize_weight(weight, op)).first;
+  return it->second.get();
+}
+
+}  // namespace
+
+const char* quantization_name(Quantization q) { return q == Quantization::int8 ? "int8" : "none"; }
+
+Quantization parse_quantization(const std::string& text) {
+  if (text == "none") return Quantization::none;
+  if (text == "int8") return Quantization::int8;
+  throw ValueError(fmt::format("unknown quantization '{}' (choices: none, int8)", text));
+}
+
+bool int8_supported() {
+  static const bool supported = [] {
+    const char* off = std::getenv("ATTN_NO_VNNI");
+    if (off && *off && std::string_view(off) != "0") return false;
+    return cpu_has_vnni();
+  }();
+  return supported;
+}
+
+QuantizeScope::QuantizeScope(const std::vector<Tensor>& frozen) : previous_(t_cache) {
+  ATTN_CHECK(int8_supported(), ValueError,
+             "QuantizeScope: int8 products need a CPU with AVX-512 VNNI, which this one lacks");
+  cache_ = std::make_unique<Cache>();
+  for (const Tensor& t : frozen) {
+    if (!t.defined() || t.dtype() != DType::f32) continue;
+    cache_->storages.insert(t.storage().get());
+    cache_->keep.push_back(t);
+  }
+  t_cache = cache_.get();
+}
+
+QuantizeScope::~QuantizeScope() { t_cache = previous_; }
+
+Tensor linear_int8(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_operands(x, weight, bias, "linear_int8");
+  ATTN_CHECK(!records_grad(x, weight, bias), ValueError,
+             "linear_int8: not differentiable (inference only): a tensor requires grad while "
+             "grad is enabled");
+  if (QuantizedWeight* w = frozen_weight(weight, "linear_int8")) return run_int8(x, *w, bias);
+  std::unique_ptr<QuantizedWeight> w = quantize_weight(weight, "linear_int8");
+  return run_int8(x, *w, bias);
+}
+
+Tensor linear_int8_reference(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_operands(x, weight, bias, "linear_int8_reference");
+  const std::int64_t N = weight.size(0), K = weight.size(1);
+  Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+  out_shape.push_back(N);
+  Tensor y = Tensor::empty(out_shape, DType::f32);
+  if (y.numel() == 0) return y;
+  const std::int64_t M = y.numel() / N;
+  Tensor xc = x.detach().contiguous(), wc = weight.detach().contiguous();
+  const float* px = xc.data<float>();
+  const float* pw = wc.data<float>();
+  Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+  std::vector<std::int8_t> wq(static_cast<std::size_t>(N * K));
+  std::vector<float> sw(static_cast<std::size_t>(N));
+  for (std::int64_t n = 0; n < N; ++n) {
+    const RowScale s = row_scale_reference(pw + n * K, K);
+    ATTN_CHECK(s.finite, ValueError,
+               "linear_int8_reference: weight {} holds an infinity or a NaN in row {}: it "
+               "cannot be quantized",
+               shape_str(weight.shape()), n);
+    sw[n] = s.scale;
+    for (std::int64_t k = 0; k < K; ++k) wq[n * K + k] = quantize_reference(pw[n * K + k], s.inv);
+  }
+  std::vector<std::int8_t> xq(static_cast<std::size_t>(K));
+  float* out = y.data<float>();
+  for (std::int64_t m = 0; m < M; ++m) {
+    const RowScale s = row_scale_reference(px + m * K, K);
+    for (std::int64_t k = 0; k < K; ++k) xq[k] = quantize_reference(px[m * K + k], s.inv);
+    for (std::int64_t n = 0; n < N; ++n) {
+      std::int64_t acc = 0;
+      for (std::int64_t k = 0; k < K; ++k)
+        acc += static_cast<std::int64_t>(xq[k]) * static_cast<std::int64_t>(wq[n * K + k]);
+      const float b = bc.defined() ? bc.data<float>()[n] : 0.0f;
+      out[m * N + n] = std::fma(static_cast<float>(acc), s.scale * sw[n], b);
+    }
+  }
+  return y;
+}
+
+namespace detail {
+
+std::optional<Tensor> quantized_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (t_cache == nullptr) return std::nullopt;
+  if (x.dtype() != DType::f32 || weight.dtype() != DType::f32 ||
+      (bias.defined() && bias.dtype() != DType::f32))
+    return std::nullopt;
+  const std::int64_t K = weight.size(1);
+  if (K == 0 || K > kMaxK || records_grad(x, weight, bias)) return std::nullopt;
+  QuantizedWeight* w = frozen_weight(weight, "linear");
+  if (w == nullptr) return std::nullopt;
+  return run_int8(x, *w, bias);
+}
+
+Tensor int8_accumulators(const Tensor& x, const Tensor& weight) {
+  check_operands(x, weight, Tensor(), "int8_accumulators");
+  ATTN_CHECK(x.dim() == 2, ShapeError, "int8_accumulators: expected x (M, K), got {}",
+             shape_str(x.shape()));
+  std::unique_ptr<QuantizedWeight> w = quantize_weight(weight, "int8_accumulators");
+  const std::int64_t M = x.size(0), N = w->N;
+  Tensor acc = Tensor::empty({M, N}, DType::i32);
+  if (M * N == 0) return acc;
+  Tensor xc = x.detach().contiguous();
+  Scratch s;
+  const bool with_comp = quantized_sums(xc.data<float>(), M, *w, s);
+  std::int32_t* out = acc.data<std::int32_t>();
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t n = 0; n < N; ++n)
+      out[m * N + n] = s.acc[m * N + n] - (with_comp ? w->comp[n] : 0);
+  return acc;
+}
+
+Tensor int8_accumulators_reference(const Tensor& x, const Tensor& weight) {
+  check_operands(x, weight, Tensor(), "int8_accumulators_reference");
+  ATTN_CHECK(x.dim() == 2, ShapeError, "int8_accumulators_reference: expected x (M, K), got {}",
+             shape_str(x.shape()));
+  const std::int64_t M = x.size(0), N = weight.size(0), K = weight.size(1);
+  Tensor xc = x.detach().contiguous(), wc = weight.detach().contiguous();
+  Tensor acc = Tensor::empty({M, N}, DType::i32);
+  std::vector<std::int8_t> xq(static_cast<std::size_t>(K)), wq(static_cast<std::size_t>(K));
+  for (std::int64_t m = 0; m < M; ++m) {
+    const float* xr = xc.data<float>() + m * K;
+    const RowScale sx = row_scale_reference(xr, K);
+    for (std::int64_t k = 0; k < K; ++k) xq[k] = quantize_reference(xr[k], sx.inv);
+    for (std::int64_t n = 0; n < N; ++n) {
+      const float* wr = wc.data<float>() + n * K;
+      const RowScale sw = row_scale_reference(wr, K);
+      std::int64_t sum = 0;
+      for (std::int64_t k = 0; k < K; ++k)
+        sum += static_cast<std::int64_t>(xq[k]) * quantize_reference(wr[k], sw.inv);
+      acc.data<std::int32_t>()[m * N + n] = static_cast<std::int32_t>(sum);
+    }
+  }
+  return acc;
+}
+
+std::int64_t set_int8_loop_work(std::int64_t work) { return g_loop_work.exchange(work); }
+
+std::string int8_primitive_impl(std::int64_t M, std::int64_t K, std::int64_t N) {
+  const Int8Primitive* p = int8_primitive(primitive_rows(M), K, N);
+  return p ? p->impl : std::string();
+}
+
+}  // namespace detail
+
+}  // namespace attn
+
+#pragma GCC diagnostic pop

@@ -1,0 +1,391 @@
+// int8 weights (ops/quantize.h): the fast path's int32 sums equal the plain
+// reference's exactly, on oneDNN's primitive and on the integer loops; its f32
+// results equal the reference bit for bit; both stay within the bound the
+// quantization step allows of the f32 product; the scope, its bypasses, the
+// combination with bf16 and the errors. Run twice by CTest: as is, and with
+// ATTN_NO_VNNI=1 (the fallback: no scope, the integer loops).
+#include "attn/ops/quantize.h"
+
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "attn/ops/elementwise.h"
+#include "attn/ops/matmul.h"
+#include "attn/ops/precision.h"
+#include "attn/ops/reduce.h"
+#include "ops/quantize_internal.h"
+#include "testing.h"
+
+using namespace attn;
+using attn::testing::rand32;
+
+namespace {
+
+const std::int64_t kSizes[] = {1, 3, 17, 33, 257};
+
+bool forced_off() {
+  const char* v = std::getenv("ATTN_NO_VNNI");
+  return v != nullptr && *v != '\0' && std::string(v) != "0";
+}
+
+// The same bits (NaN included).
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.raw_data(), cb.raw_data(), ca.numel() * dtype_size(a.dtype())) == 0;
+}
+
+// Inputs with the rows that matter to a per-row quantization: random
+// values, then (where there are rows enough) a zero row, a row with one huge
+// value, a negative-only row, a row of values below the zero threshold, a
+// row of widely spread magnitudes.
+Tensor odd_rows(std::int64_t M, std::int64_t K, std::uint64_t seed) {
+  Tensor x = rand32({M, K}, seed, -2.0, 2.0).contiguous();
+  float* p = x.data<float>();
+  auto row = [&](std::int64_t m) { return p + m * K; };
+  if (M > 1) std::fill(row(1), row(1) + K, 0.0f);
+  if (M > 2) row(2)[K / 2] = 1e6f;
+  if (M > 3)
+    for (std::int64_t k = 0; k < K; ++k) row(3)[k] = -std::fabs(row(3)[k]) - 0.01f;
+  if (M > 4)
+    for (std::int64_t k = 0; k < K; ++k) row(4)[k] = 1e-31f * static_cast<float>(k % 7 - 3);
+  if (M > 5)
+    for (std::int64_t k = 0; k < K; ++k)
+      row(5)[k] *= std::pow(10.0f, static_cast<float>(k % 9 - 4));
+  return x;
+}
+
+// Forces the integer loops (huge) or oneDNN's primitive (0) for a scope.
+class LoopWork {
+ public:
+  explicit LoopWork(std::int64_t work) : saved_(detail::set_int8_loop_work(work)) {}
+  ~LoopWork() { detail::set_int8_loop_work(saved_); }
+
+ private:
+  std::int64_t saved_;
+};
+
+class Int8 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!int8_supported()) GTEST_SKIP() << "no AVX-512 VNNI (or ATTN_NO_VNNI=1)";
+  }
+};
+
+}  // namespace
+
+TEST(Int8Names, ParseAndPrint) {
+  EXPECT_EQ(parse_quantization("none"), Quantization::none);
+  EXPECT_EQ(parse_quantization("int8"), Quantization::int8);
+  EXPECT_STREQ(quantization_name(Quantization::int8), "int8");
+  EXPECT_STREQ(quantization_name(Quantization::none), "none");
+  try {
+    parse_quantization("int4");
+    ADD_FAILURE() << "int4 accepted";
+  } catch (const ValueError& e) {
+    EXPECT_STREQ(e.what(), "unknown quantization 'int4' (choices: none, int8)");
+  }
+}
+
+// The int32 sums of every path equal the reference's exactly, on odd sizes
+// (K neither a multiple of 4 nor of 64) and odd rows, in x and in the weight.
+TEST(Int8Sums, EqualTheReferenceExactly) {
+  for (const std::int64_t M : kSizes)
+    for (const std::int64_t K : kSizes)
+      for (const std::int64_t N : kSizes) {
+        if (M * K * N > 257 * 257 * 33) continue;  // the reference is plain loops
+        Tensor x = odd_rows(M, K, 100 + M * 7 + K * 3 + N), w = odd_rows(N, K, 200 + M + K + N);
+        const Tensor ref = detail::int8_accumulators_reference(x, w);
+        {
+          LoopWork loops(std::numeric_limits<std::int64_t>::max());
+          EXPECT_TRUE(same_bits(detail::int8_accumulators(x, w), ref))
+              << "loops, M " << M << " K " << K << " N " << N;
+        }
+        {
+          LoopWork primitive(0);
+          EXPECT_TRUE(same_bits(detail::int8_accumulators(x, w), ref))
+              << "primitive, M " << M << " K " << K << " N " << N;
+        }
+      }
+}
+
+// The sums are not trivially equal: a reference that is zero would pass the
+// test above only if the fast path were zero too; here both are checked
+// against a hand-computed case.
+TEST(Int8Sums, HandComputed) {
+  // x row (1, -2, 0.5): amax 2, xq = round(x * 63.5) = (64, -127, 32) (63.5 ties to even: 64);
+  // w row (4, 4, -4): wq = (127, 127, -127). acc = 127 * (64 - 127 - 32) = -12065.
+  Tensor x = from_vector<float>({1.0f, -2.0f, 0.5f}, {1, 3});
+  Tensor w = from_vector<float>({4.0f, 4.0f, -4.0f}, {1, 3});
+  for (const std::int64_t work : {std::int64_t(0), std::numeric_limits<std::int64_t>::max()}) {
+    LoopWork path(work);
+    EXPECT_EQ(detail::int8_accumulators(x, w).data<std::int32_t>()[0], -12065);
+  }
+  EXPECT_EQ(detail::int8_accumulators_reference(x, w).data<std::int32_t>()[0], -12065);
+  // y = -12065 * (2/127) * (4/127) = -5.984; the f32 product is 4 - 8 - 2 = -6.
+  const float y = linear_int8(x, w).data<float>()[0];
+  EXPECT_NEAR(y, -12065.0 * (2.0 / 127) * (4.0 / 127), 1e-5);
+}
+
+// linear_int8 equals its reference bit for bit: 3-D inputs, with and without
+// bias, both kernels.
+TEST(Int8Linear, EqualsTheReferenceBitForBit) {
+  for (const std::int64_t work : {std::int64_t(0), std::numeric_limits<std::int64_t>::max()}) {
+    LoopWork path(work);
+    for (const std::int64_t K : {std::int64_t(1), std::int64_t(33), std::int64_t(257)}) {
+      Tensor x = odd_rows(17 * 3, K, 300 + K).reshape({3, 17, K});
+      Tensor w = odd_rows(33, K, 400 + K), bias = rand32({33}, 500 + K);
+      EXPECT_TRUE(same_bits(linear_int8(x, w, bias), linear_int8_reference(x, w, bias))) << K;
+      EXPECT_TRUE(same_bits(linear_int8(x, w), linear_int8_reference(x, w))) << K;
+      Tensor v = x.select(0, 1).select(0, 2);  // a vector input (K)
+      EXPECT_EQ(linear_int8(v, w, bias).shape(), Shape{33});
+      EXPECT_TRUE(same_bits(linear_int8(v, w, bias), linear_int8_reference(v, w, bias)));
+    }
+  }
+}
+
+// Against the f32 product. Per element, the rounding of x and W to their
+// steps sx = max|x_m| / 127 and sw = max|W_n| / 127 bounds the difference:
+//   |y - y_f32| <= sx/2 sum_k |W[n,k]| + sw/2 (sum_k |x[m,k]| + K sx/2)
+// plus f32 rounding (1e-5 sum_k |x||W| here). On random data the errors are
+// independent and the difference grows as sqrt(K): each of the K terms has a
+// standard deviation of about (max|x| max|W| / 127) / sqrt(18) for uniform
+// inputs, so |y - y_f32| <= c sqrt(K) max|x| max|W| / 127 with c = 1.5 (over
+// 6 standard deviations).
+TEST(Int8Linear, WithinTheQuantizationStepOfF32) {
+  constexpr double kC = 1.5;
+  double worst_overall = 0;
+  for (const std::int64_t M : kSizes)
+    for (const std::int64_t K : kSizes)
+      for (const std::int64_t N : {std::int64_t(3), std::int64_t(33), std::int64_t(257)}) {
+        Tensor x = odd_rows(M, K, 600 + M + K), w = rand32({N, K}, 700 + K + N);
+        Tensor bias = rand32({N}, 800 + N);
+        Tensor y = linear_int8(x, w, bias);
+        Tensor f32 = linear(x, w, bias);
+        auto vy = to_vector<float>(y), vf = to_vector<float>(f32), vx = to_vector<float>(x),
+             vw = to_vector<float>(w);
+        double worst_c = 0;
+        bool differs = false;
+        for (std::int64_t m = 0; m < M; ++m) {
+          double xmax = 0, xsum = 0;
+          for (std::int64_t k = 0; k < K; ++k) {
+            xmax = std::max(xmax, double(std::fabs(vx[m * K + k])));
+            xsum += std::fabs(vx[m * K + k]);
+          }
+          const double sx = xmax < 1e-30 ? 0.0 : xmax / 127;
+          for (std::int64_t n = 0; n < N; ++n) {
+            double wmax = 0, wsum = 0, abs_sum = 0;
+            for (std::int64_t k = 0; k < K; ++k) {
+              wmax = std::max(wmax, double(std::fabs(vw[n * K + k])));
+              wsum += std::fabs(vw[n * K + k]);
+              abs_sum += std::fabs(double(vx[m * K + k]) * vw[n * K + k]);
+            }
+            const double sw = wmax / 127;
+            const double bound = sx / 2 * wsum + sw / 2 * (xsum + K * sx / 2) + 1e-5 * abs_sum +
+                                 1e-6 * std::fabs(vf[m * N + n]) + 1e-30;
+            const double diff = std::fabs(double(vy[m * N + n]) - vf[m * N + n]);
+            EXPECT_LE(diff, bound)
+                << "M " << M << " K " << K << " N " << N << " at " << m << "," << n;
+            differs = differs || diff > 0;
+            if (m != 2 && m != 5 && xmax > 0)  // rows 2 and 5 are not random
+              worst_c = std::max(worst_c, diff / (std::sqrt(double(K)) * xmax * wmax / 127));
+          }
+        }
+        EXPECT_LE(worst_c, kC) << "M " << M << " K " << K << " N " << N;
+        worst_overall = std::max(worst_overall, worst_c);
+        if (M * K >= 33 * 17) {
+          EXPECT_TRUE(differs) << "int8 gave the f32 product exactly";
+        }
+      }
+  std::printf("largest |y - y_f32| / (sqrt(K) max|x| max|W| / 127): %.3f (bound %.1f)\n",
+              worst_overall, kC);
+}
+
+// A row of x holding an infinity or a NaN gives a NaN row (the other rows
+// are untouched); a weight holding one is refused, naming the function.
+TEST(Int8Linear, NonFiniteValues) {
+  Tensor x = rand32({4, 20}, 900).contiguous(), w = rand32({7, 20}, 901);
+  const Tensor clean = linear_int8(x, w);
+  x.data<float>()[1 * 20 + 3] = std::numeric_limits<float>::infinity();
+  x.data<float>()[2 * 20 + 5] = std::nanf("");
+  Tensor y = linear_int8(x, w);
+  auto vy = to_vector<float>(y), vc = to_vector<float>(clean);
+  for (std::int64_t m = 0; m < 4; ++m)
+    for (std::int64_t n = 0; n < 7; ++n) {
+      if (m == 1 || m == 2)
+        EXPECT_TRUE(std::isnan(vy[m * 7 + n])) << m;
+      else
+        EXPECT_EQ(vy[m * 7 + n], vc[m * 7 + n]) << m;
+    }
+  EXPECT_TRUE(same_bits(y, linear_int8_reference(x, w)));
+  Tensor bad = w.contiguous().clone();
+  bad.data<float>()[3 * 20 + 1] = std::nanf("");
+  try {
+    linear_int8(rand32({2, 20}, 902), bad);
+    ADD_FAILURE() << "a NaN weight was quantized";
+  } catch (const ValueError& e) {
+    EXPECT_STREQ(e.what(),
+                 "linear_int8: weight [7, 20] holds an infinity or a NaN in row 3: it cannot be "
+                 "quantized");
+  }
+}
+
+TEST(Int8Linear, BadArgumentsNameTheFunction) {
+  Tensor x = rand32({2, 5}, 1), w = rand32({3, 5}, 2);
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message([&] {
+              linear_int8(x, rand32({3, 4}, 3));
+            }),
+            "linear_int8: expected input (..., 4) for weight [3, 4], got [2, 5]");
+  EXPECT_EQ(message([&] { linear_int8(x.to(DType::f64), w.to(DType::f64)); }),
+            "linear_int8: expected f32 tensors, got x f64, weight f64");
+  EXPECT_EQ(message([&] { linear_int8(x, w, rand32({4}, 4)); }),
+            "linear_int8: expected a bias (3) for weight [3, 5], got [4]");
+  EXPECT_EQ(message([&] {
+              linear_int8(rand32({1, 70000}, 5), rand32({1, 70000}, 6));
+            }),
+            "linear_int8: 70000 inputs per row is more than 65536 (the int32 sums could "
+            "overflow)");
+  Tensor wg = rand32({3, 5}, 7).requires_grad_(true);
+  EXPECT_EQ(message([&] { linear_int8(x, wg); }),
+            "linear_int8: not differentiable (inference only): a tensor requires grad while "
+            "grad is enabled");
+  autograd::NoGradGuard no_grad;
+  EXPECT_EQ(message([&] { linear_int8(x, wg); }), "no error");
+}
+
+// oneDNN runs the product on its VNNI kernels, never a reference one.
+TEST_F(Int8, OneDnnRunsAVnniKernel) {
+  for (const auto& [M, K, N] :
+       {std::array<std::int64_t, 3>{1, 256, 1024}, std::array<std::int64_t, 3>{37, 33, 17},
+        std::array<std::int64_t, 3>{600, 256, 8000}}) {
+    const std::string impl = detail::int8_primitive_impl(M, K, N);
+    std::printf("int8 product %lld x %lld x %lld: %s\n", static_cast<long long>(M),
+                static_cast<long long>(K), static_cast<long long>(N), impl.c_str());
+    EXPECT_TRUE(impl.find("vnni") != std::string::npos || impl.find("amx") != std::string::npos)
+        << impl;
+    EXPECT_EQ(impl.find("ref"), std::string::npos) << impl;
+  }
+}
+
+// Inside a scope: linear() with a frozen weight is linear_int8, bit for bit,
+// in any thread count; other weights, f64, and products that record
+// gradients stay f32; the scope ends cleanly.
+TEST_F(Int8, ScopeRunsFrozenLinearsInInt8) {
+  Tensor w = rand32({257, 33}, 11), other = rand32({257, 33}, 12), bias = rand32({257}, 13);
+  Tensor x = rand32({5, 17, 33}, 14);
+  const Tensor f32 = linear(x, w, bias), f32_other = linear(x, other, bias);
+  const Tensor int8 = linear_int8(x, w, bias);
+  ASSERT_GT(max_abs_diff(int8, f32), 0.0);
+  {
+    QuantizeScope scope({w, bias});
+    EXPECT_TRUE(same_bits(linear(x, w, bias), int8));
+    EXPECT_TRUE(same_bits(linear(x, w, bias), int8));  // the kept quantization
+    EXPECT_TRUE(same_bits(linear(x, other, bias), f32_other));
+    const int threads = get_num_threads();
+    set_num_threads(1);
+    EXPECT_TRUE(same_bits(linear(x, w, bias), int8));
+    set_num_threads(threads);
+    // Recording gradients: the f32 product and its gradient.
+    Tensor wg = w.detach().clone().requires_grad_(true);
+    {
+      QuantizeScope inner({wg});
+      Tensor y = linear(x, wg, bias);
+      EXPECT_TRUE(same_bits(y.detach(), f32));
+      sum(y).backward();
+      EXPECT_TRUE(wg.grad().defined());
+      autograd::NoGradGuard no_grad;
+      EXPECT_TRUE(same_bits(linear(x, wg, bias), int8));
+    }
+    // The outer scope is back: w is frozen there, wg is not.
+    EXPECT_TRUE(same_bits(linear(x, w, bias), int8));
+    autograd::NoGradGuard no_grad;
+    EXPECT_TRUE(same_bits(linear(x, wg, bias), f32));
+  }
+  EXPECT_TRUE(same_bits(linear(x, w, bias), f32));
+  // f64 (gradient checks, references) is never quantized, even when frozen.
+  Tensor x64 = x.to(DType::f64), w64 = w.to(DType::f64);
+  const Tensor ref64 = linear(x64, w64);
+  QuantizeScope scope({w64});
+  EXPECT_TRUE(same_bits(linear(x64, w64), ref64));
+}
+
+// The FFN's fused linear_relu takes the int8 path too: relu of the int8 product.
+TEST_F(Int8, LinearReluRunsInInt8) {
+  Tensor w = rand32({37, 45}, 31).contiguous(), b = rand32({37}, 32), x = rand32({9, 45}, 33);
+  Tensor expect = relu(linear_int8_reference(x, w, b));
+  QuantizeScope scope({w, b});
+  EXPECT_TRUE(same_bits(linear_relu(x, w, b), expect));
+}
+
+// A weight is quantized once per scope: changing it inside the scope (which
+// the scope forbids) does not change the product; a new scope sees it.
+TEST_F(Int8, WeightsAreQuantizedOncePerScope) {
+  Tensor w = rand32({40, 50}, 21).contiguous(), x = rand32({6, 50}, 22);
+  Tensor before, during;
+  {
+    QuantizeScope scope({w});
+    before = linear(x, w);
+    w.data<float>()[0] += 1.0f;
+    during = linear(x, w);
+  }
+  EXPECT_TRUE(same_bits(before, during));
+  QuantizeScope scope({w});
+  EXPECT_FALSE(same_bits(linear(x, w), before));
+  EXPECT_TRUE(same_bits(linear(x, w), linear_int8_reference(x, w)));
+}
+
+// With a bf16 PrecisionScope open too: the frozen Linear weights run in int8
+// (the same bits as int8 alone), the other products in bf16.
+TEST_F(Int8, CombinesWithBf16) {
+  if (!bf16_supported()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  Tensor w = rand32({64, 48}, 31), a = rand32({9, 48}, 32), b = rand32({48, 20}, 33);
+  const Tensor int8 = linear_int8(a, w);
+  Tensor bf16_product;
+  {
+    PrecisionScope bf16(Precision::bf16);
+    bf16_product = matmul(a, b);
+  }
+  ASSERT_GT(max_abs_diff(bf16_product, matmul(a, b)), 0.0);
+  for (const bool quantize_first : {true, false}) {
+    std::unique_ptr<QuantizeScope> q;
+    if (quantize_first) q = std::make_unique<QuantizeScope>(std::vector<Tensor>{w});
+    PrecisionScope bf16(Precision::bf16, {w});
+    if (!quantize_first) q = std::make_unique<QuantizeScope>(std::vector<Tensor>{w});
+    EXPECT_TRUE(same_bits(linear(a, w), int8));
+    EXPECT_TRUE(same_bits(matmul(a, b), bf16_product));
+    q.reset();
+  }
+}
+
+// Without VNNI (this CPU, or forced by ATTN_NO_VNNI=1): the scope is
+// refused with the reason; linear_int8 still gives the reference's bits on
+// the integer loops.
+TEST(Int8Fallback, WithoutVnniTheScopeIsRefused) {
+  if (int8_supported()) {
+    EXPECT_FALSE(forced_off());
+    GTEST_SKIP() << "this CPU has AVX-512 VNNI (the fallback runs with ATTN_NO_VNNI=1)";
+  }
+  try {
+    QuantizeScope scope({});
+    ADD_FAILURE() << "a QuantizeScope opened without VNNI";
+  } catch (const ValueError& e) {
+    EXPECT_STREQ(e.what(),
+                 "QuantizeScope: int8 products need a CPU with AVX-512 VNNI, which this one "
+                 "lacks");
+  }
+  Tensor x = odd_rows(33, 257, 41), w = odd_rows(17, 257, 42), bias = rand32({17}, 43);
+  LoopWork primitive_if_it_could(0);
+  EXPECT_TRUE(same_bits(linear_int8(x, w, bias), linear_int8_reference(x, w, bias)));
+}
