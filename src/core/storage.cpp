@@ -2,9 +2,11 @@
 //
 // Large blocks: glibc serves blocks over its mmap threshold with fresh pages,
 // so every large op output would be page-faulted and zeroed by the kernel:
-// that halves the speed of memory-bound ops. Freed blocks of 1 MiB or more are
-// kept here by exact size (training repeats the same shapes every step) and
-// handed out again, up to kCacheLimit bytes in all.
+// that halves the speed of memory-bound ops. Freed blocks of more than 64 KiB
+// are kept here, up to kCacheLimit bytes in all, and handed out again for
+// requests of at least half their size, the smallest fit first (training
+// repeats the same shapes every step and gets exact fits; decoding's shapes
+// change a little every step).
 //
 // Small blocks: a decoding step makes a few hundred tensors of a few hundred
 // bytes each, and glibc's aligned malloc and free (with the consolidation of
@@ -46,13 +48,19 @@ struct BlockCache {
   std::multimap<std::size_t, void*> free_blocks;
   std::size_t cached = 0;
 
-  void* take(std::size_t size) {
+  // The smallest kept block of at least `size` bytes and at most twice that
+  // (its size into `capacity`), or null. Training asks for the same sizes
+  // every step and gets exact fits; decoding's sizes change a little every
+  // step (rows leave, caches grow), and blocks kept only for an exact fit
+  // would pile up to kCacheLimit while every new size took fresh pages.
+  void* take(std::size_t size, std::size_t& capacity) {
     std::lock_guard<std::mutex> lock(mu);
-    auto it = free_blocks.find(size);
-    if (it == free_blocks.end()) return nullptr;
+    auto it = free_blocks.lower_bound(size);
+    if (it == free_blocks.end() || it->first / 2 > size) return nullptr;
     void* p = it->second;
+    capacity = it->first;
     free_blocks.erase(it);
-    cached -= size;
+    cached -= capacity;
     return p;
   }
   bool give(std::size_t size, void* p) {
@@ -153,21 +161,25 @@ Storage::Storage(std::size_t nbytes) : nbytes_(nbytes) {
       data_ = sc->lists[c].back();
       sc->lists[c].pop_back();
       sc->cached -= Storage::kAlignment << c;
+      capacity_ = Storage::kAlignment << c;
       count_alloc(nbytes_);
       return;
     }
     size = Storage::kAlignment << c;
   } else if (size >= kCacheMin) {
-    data_ = cache().take(size);
+    data_ = cache().take(size, capacity_);
   }
-  if (data_ == nullptr) data_ = std::aligned_alloc(kAlignment, size);
+  if (data_ == nullptr) {
+    data_ = std::aligned_alloc(kAlignment, size);
+    capacity_ = size;
+  }
   if (data_ == nullptr) throw std::bad_alloc();
   count_alloc(nbytes_);
 }
 
 Storage::~Storage() {
   g_live_bytes.fetch_sub(nbytes_, std::memory_order_relaxed);
-  std::size_t size = rounded_size(nbytes_);
+  const std::size_t size = capacity_;
   if (!kCaching) {
     // plain free below
   } else if (size <= kSmallMax) {

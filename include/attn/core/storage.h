@@ -22,6 +22,7 @@ class Storage {
  private:
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
+  std::size_t capacity_ = 0;  // the block's size in the allocator (>= nbytes_)
 };
 
 // The bytes held by live Storage buffers (the sizes asked for; blocks kept
