@@ -168,16 +168,17 @@ def main():
                     with open(metrics) as f:
                         seconds = json.load(f)["seconds"]
                 runs[side].append((seconds, wall, lines))
-            peer_s = runs["PyTorch"][-1][0]
-            print(f"{what}, round {r + 1}: " + ", ".join(
-                f"{side} {runs[side][-1][0]:.3f} s" for side, _ in sides) + "; ratios " + ", ".join(
-                f"{side} {peer_s / runs[side][-1][0]:.2f}x" for side, flags in sides if flags is not None),
-                flush=True)
+            last = {side: runs[side][-1][0] for side, _ in sides}
+            times = ", ".join(f"{side} {s:.3f} s" for side, s in last.items())
+            ratios = ", ".join(f"{side} {last['PyTorch'] / s:.2f}x"
+                               for side, s in last.items() if side != "PyTorch")
+            print(f"{what}, round {r + 1}: {times}; PyTorch's time over {ratios}", flush=True)
         peer_lines = runs["PyTorch"][-1][2]
         for side, flags in sides:
             secs = [x[0] for x in runs[side]]
-            row = {"decoding": what, "beam_size": K, "side": side, "seconds": statistics.median(secs),
-                   "runs_seconds": secs, "wall_seconds": statistics.median(x[1] for x in runs[side]),
+            row = {"decoding": what, "beam_size": K, "side": side,
+                   "seconds": statistics.median(secs), "runs_seconds": secs,
+                   "wall_seconds": statistics.median(x[1] for x in runs[side]),
                    "sentences_per_s": n / statistics.median(secs)}
             if flags is not None:
                 ratios = [p[0] / s[0] for p, s in zip(runs["PyTorch"], runs[side])]
@@ -195,8 +196,8 @@ def main():
           f"after {load_after}")
     print(f"attn: --threads {a.threads}, "
           f"{'OMP_WAIT_POLICY=PASSIVE' if a.attn_passive else 'its default OpenMP settings'}; "
-          + "; ".join(f"{name}: {' '.join(flags) or 'no flag'}" + (f" (it warned: {w})" if w else "")
-                      for name, flags, w in variants))
+          + "; ".join(f"{name}: {' '.join(flags) or 'no flag'}"
+                      + (f" (it warned: {w})" if w else "") for name, flags, w in variants))
     print(f"PyTorch {torch_version} (bench/peers/translate_peer.py): torch.set_num_threads("
           f"{a.threads}), OMP_WAIT_POLICY=PASSIVE"
           + (f", OPENBLAS_CORETYPE={peer_env['OPENBLAS_CORETYPE']}"
@@ -216,7 +217,8 @@ def main():
         with open(a.json, "w") as f:
             json.dump({"sentences": n, "pairs": a.pairs, "threads": a.threads,
                        "attn_passive": a.attn_passive, "peer": peer_info,
-                       "variants": {name: {"flags": flags, "warning": w} for name, flags, w in variants},
+                       "variants": {name: {"flags": flags, "warning": w}
+                                    for name, flags, w in variants},
                        "skipped": skipped, "load_before": load_before,
                        "load_after": load_after, "results": results}, f, indent=1)
     return 0

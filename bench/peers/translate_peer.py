@@ -73,8 +73,9 @@ def tune_malloc():
     at the next allocation; a decoder step allocates and frees tens of MB
     (the caches, the logits), which then costs more than the copies
     themselves. Keeping freed memory in the heap (what jemalloc or tcmalloc,
-    which PyTorch's CPU tuning guides preload, also do) makes the KV cache's
-    reorders and appends 3-4x cheaper here. Returns whether glibc took it."""
+    which PyTorch's CPU tuning guides preload, also do) made the KV cache's
+    reorders and appends several times cheaper here. Returns whether glibc
+    took it."""
     import ctypes
     try:
         libc = ctypes.CDLL("libc.so.6")
