@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "attn/autograd/node.h"
+#include "attn/core/threads.h"
 
 namespace attn::seq2seq {
 
@@ -88,24 +89,42 @@ double log_sum_exp(const float* x, std::int64_t V) {
   return m + std::log(s);
 }
 
-// The best `m` candidates of a sentence whose live beams are the logits rows
-// x[0..n), ranked by ranks_before. `buffer` is scratch space.
-void best_candidates(const float* x, std::int64_t n, std::int64_t V, const std::vector<Beam>& beams,
-                     std::int64_t m, std::vector<Candidate>& buffer, std::vector<Candidate>& out) {
-  out.clear();
-  if (n == 1 && m == 1) {  // greedy: the first maximal logit, as argmax takes it
+// The best `m` candidates of one row of logits x (V) whose beam has
+// log-probability `log_prob`, ranked by ranks_before, into `top` (as beam
+// `b`). A candidate's log-probability is log_prob + log_softmax(x)[v],
+// computed as (log_prob - log_sum_exp) + x[v]; greedy decoding (m = 1, one
+// beam) takes the first maximal logit, as argmax does, with log_prob +
+// (x[v] - log_sum_exp).
+void row_best(const float* x, std::int64_t V, double log_prob, std::int64_t b, std::int64_t m,
+              bool greedy, std::vector<Candidate>& top) {
+  top.clear();
+  if (greedy) {
     std::int64_t best = 0;
     for (std::int64_t v = 1; v < V; ++v)
       if (x[v] > x[best]) best = v;
-    out.push_back({beams[0].log_prob + (x[best] - log_sum_exp(x, V)), 0, best});
+    top.push_back({log_prob + (x[best] - log_sum_exp(x, V)), b, best});
     return;
   }
-  buffer.clear();
-  for (std::int64_t b = 0; b < n; ++b) {
-    const float* row = x + b * V;
-    const double base = beams[static_cast<std::size_t>(b)].log_prob - log_sum_exp(row, V);
-    for (std::int64_t v = 0; v < V; ++v) buffer.push_back({base + row[v], b, v});
+  const double base = log_prob - log_sum_exp(x, V);
+  for (std::int64_t v = 0; v < V; ++v) {
+    const Candidate c{base + x[v], b, v};
+    if (static_cast<std::int64_t>(top.size()) == m) {
+      if (!ranks_before(c, top.back())) continue;
+      top.pop_back();
+    }
+    top.insert(std::upper_bound(top.begin(), top.end(), c, ranks_before), c);
   }
+}
+
+// The best `m` candidates of a sentence whose live beams are rows [0, n) of
+// `row_tops` (each row's best m or more, from row_best), ranked by
+// ranks_before. The best m of all n * V candidates are among the best m of
+// each row (a candidate with m others of its row ranked before it has m
+// before it in all), so only those are ranked together.
+void best_candidates(const std::vector<Candidate>* row_tops, std::int64_t n, std::int64_t m,
+                     std::vector<Candidate>& buffer, std::vector<Candidate>& out) {
+  buffer.clear();
+  for (std::int64_t b = 0; b < n; ++b) buffer.insert(buffer.end(), row_tops[b].begin(), row_tops[b].end());
   m = std::min<std::int64_t>(m, static_cast<std::int64_t>(buffer.size()));
   std::partial_sort(buffer.begin(), buffer.begin() + m, buffer.end(), ranks_before);
   out.assign(buffer.begin(), buffer.begin() + m);
@@ -192,6 +211,7 @@ std::vector<std::vector<Hypothesis>> decode(nn::Seq2SeqModel& net, const Tensor&
   }
 
   std::vector<Candidate> buffer, ranked;
+  std::vector<std::vector<Candidate>> row_tops;
   std::vector<std::int64_t> parents, encoder_rows;
   for (std::int64_t t = 0; !active.empty(); ++t) {
     const std::int64_t R = static_cast<std::int64_t>(tokens.size());
@@ -199,6 +219,22 @@ std::vector<std::vector<Hypothesis>> decode(nn::Seq2SeqModel& net, const Tensor&
     const float* x = logits.data<float>();  // (R, 1, V)
     nn::AttentionWeights weights;
     if (options.keep_attention) weights = net.attention_weights();
+
+    // Each row's best candidates (its log-sum-exp and one pass over its
+    // logits), the rows in parallel: a sentence with n live beams needs the
+    // best K + n <= 2K of each of its rows (greedy: the argmax).
+    std::vector<double> row_log_prob(static_cast<std::size_t>(R));
+    {
+      std::int64_t r = 0;
+      for (std::int64_t id : active)
+        for (const Beam& beam : sentences[static_cast<std::size_t>(id)].beams)
+          row_log_prob[static_cast<std::size_t>(r++)] = beam.log_prob;
+    }
+    row_tops.resize(static_cast<std::size_t>(R));
+#pragma omp parallel for schedule(static) if (R > 1 && R * V >= kParallelGrain && fork_ok())
+    for (std::int64_t r = 0; r < R; ++r)
+      row_best(x + r * V, V, row_log_prob[static_cast<std::size_t>(r)], 0, K == 1 ? 1 : 2 * K,
+               K == 1, row_tops[static_cast<std::size_t>(r)]);
 
     std::vector<std::int64_t> next_active, next_tokens;
     parents.clear();
@@ -222,7 +258,9 @@ std::vector<std::vector<Hypothesis>> decode(nn::Seq2SeqModel& net, const Tensor&
         }
       }
       const bool at_limit = t + 1 >= s.limit;
-      best_candidates(x + row * V, n, V, s.beams, K == 1 ? 1 : K + n, buffer, ranked);
+      for (std::int64_t b = 0; b < n; ++b)
+        for (Candidate& c : row_tops[static_cast<std::size_t>(row + b)]) c.beam = b;
+      best_candidates(row_tops.data() + row, n, K == 1 ? 1 : K + n, buffer, ranked);
       std::vector<Beam> live;
       std::vector<std::int64_t> live_rows;
       for (std::int64_t j = 0; j < static_cast<std::int64_t>(ranked.size()); ++j) {
