@@ -49,6 +49,7 @@
 #include "ops/matmul_primitive.h"
 #include "ops/precision_internal.h"
 #include "ops/quantize_internal.h"
+#include "ops/thread_limit.h"
 
 namespace attn {
 
@@ -72,18 +73,7 @@ constexpr std::int64_t kTinyWork = 1 << 15;
 // own split above it.
 constexpr std::int64_t kSerialGemmWork = std::int64_t(1) << 22;
 
-// Sets OpenMP's thread count of the calling thread (which oneDNN reads) for
-// a scope.
-class ThreadLimit {
- public:
-  explicit ThreadLimit(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
-  ~ThreadLimit() { omp_set_num_threads(saved_); }
-  ThreadLimit(const ThreadLimit&) = delete;
-  ThreadLimit& operator=(const ThreadLimit&) = delete;
-
- private:
-  int saved_;
-};
+using detail::ThreadLimit;
 // From this many multiply-adds on, a one-matrix f32 product runs on oneDNN's
 // matmul primitive rather than dnnl_sgemm.
 constexpr std::int64_t kPrimitiveWork = 1 << 23;

@@ -33,6 +33,7 @@
 #include "attn/core/threads.h"
 #include "ops/matmul_primitive.h"
 #include "ops/quantize_internal.h"
+#include "ops/thread_limit.h"
 
 // GCC 12 warns inside its own AVX-512 intrinsics (_mm512_undefined_ps used as
 // the pass-through of an unmasked operation; GCC bug 105593).
@@ -100,17 +101,7 @@ bool cpu_has_vnni() {
   return (isa & vnni) == vnni;
 }
 
-// Sets OpenMP's thread count of the calling thread (which oneDNN reads) for a scope.
-class ThreadLimit {
- public:
-  explicit ThreadLimit(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
-  ~ThreadLimit() { omp_set_num_threads(saved_); }
-  ThreadLimit(const ThreadLimit&) = delete;
-  ThreadLimit& operator=(const ThreadLimit&) = delete;
-
- private:
-  int saved_;
-};
+using detail::ThreadLimit;
 
 // ---- the plain reference of one row's quantization ----
 
