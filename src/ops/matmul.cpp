@@ -44,11 +44,9 @@
 #include "attn/core/threads.h"
 #include "attn/ops/precision.h"
 #include "attn/ops/reduce.h"
-#include "ops/kernels.h"
 #include "ops/matmul_internal.h"
 #include "ops/matmul_primitive.h"
 #include "ops/precision_internal.h"
-#include "ops/quantize_internal.h"
 #include "ops/thread_limit.h"
 
 namespace attn {
@@ -408,8 +406,10 @@ void run_gemms(const Operand& A, const Operand& B, const Shape& batch, std::int6
              shape_str(B.t.shape()));
 }
 
+}  // namespace
+
 // The product without autograd.
-Tensor product(const Tensor& a, const Tensor& b, const char* op) {
+Tensor detail::product(const Tensor& a, const Tensor& b, const char* op) {
   Shape batch = check_operands(a, b, op);
   const std::int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   Shape out_shape = batch;
@@ -436,6 +436,10 @@ Tensor product(const Tensor& a, const Tensor& b, const char* op) {
   dispatch_float(a.dtype(), op, [&]<class T>() { run_gemms<T>(A, B, batch, M, N, K, out, op); });
   return out;
 }
+
+namespace {
+
+using detail::product;
 
 // dB = A^T @ g, summed to b's shape.
 Tensor grad_b(const Tensor& g, const Tensor& a, const Tensor& b) {
@@ -467,123 +471,6 @@ void set_matmul_batched_primitive(bool on) { g_batched_primitive = on; }
 }  // namespace detail
 
 Tensor matmul(const Tensor& a, const Tensor& b) { return differentiable_product(a, b, "matmul"); }
-
-namespace {
-
-void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
-  ATTN_CHECK(x.defined() && weight.defined(), ValueError, "{}: undefined operand", op);
-  ATTN_CHECK(weight.dim() == 2, ShapeError, "{}: expected a weight (out, in), got {}", op,
-             shape_str(weight.shape()));
-  const std::int64_t N = weight.size(0), K = weight.size(1);
-  ATTN_CHECK(x.dim() >= 1 && x.size(-1) == K, ShapeError,
-             "{}: expected input (..., {}) for weight {}, got {}", op, K,
-             shape_str(weight.shape()), shape_str(x.shape()));
-  ATTN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == N), ShapeError,
-             "{}: expected a bias ({}) for weight {}, got {}", op, N, shape_str(weight.shape()),
-             shape_str(bias.shape()));
-  ATTN_CHECK(!bias.defined() || bias.dtype() == weight.dtype(), DTypeError,
-             "{}: bias is {}, weight is {}", op, dtype_name(bias.dtype()),
-             dtype_name(weight.dtype()));
-}
-
-// y = x @ weight^T (+ bias), then max(y, 0) when `relu`: the product, then
-// one pass over its rows for the bias and the activation. No autograd.
-// Inside a QuantizeScope, frozen weights run in int8 (ops/quantize.h), which
-// adds the bias itself.
-Tensor affine_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu,
-                      const char* op) {
-  const std::int64_t N = weight.size(0);
-  if (auto q = detail::quantized_linear(x, weight, bias)) {
-    if (!relu || q->numel() == 0) return *q;
-    Tensor y = q->contiguous();
-    dispatch_float(y.dtype(), op, [&]<class T>() {
-      T* out = y.data<T>();
-      const std::int64_t n = y.numel();
-#pragma omp simd
-      for (std::int64_t i = 0; i < n; ++i) out[i] = out[i] > 0 ? out[i] : T(0);
-    });
-    return y;
-  }
-  const bool vector_in = x.dim() == 1;
-  Tensor y = product(vector_in ? x.unsqueeze(0) : x, weight.transpose(0, 1), op);
-  if (vector_in) y = y.squeeze(0);
-  if ((bias.defined() || relu) && y.numel() > 0) {
-    Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
-    dispatch_float(y.dtype(), op, [&]<class T>() {
-      const T* b = bc.defined() ? bc.data<T>() : nullptr;
-      T* out = y.data<T>();
-      const std::int64_t rows = y.numel() / N;
-#pragma omp parallel for schedule(static) if (rows > 1 && rows * N >= kParallelGrain && fork_ok())
-      for (std::int64_t r = 0; r < rows; ++r) {
-        T* row = out + r * N;
-        if (b && relu) {
-#pragma omp simd
-          for (std::int64_t j = 0; j < N; ++j) {
-            const T v = row[j] + b[j];
-            row[j] = v > 0 ? v : T(0);
-          }
-        } else if (b) {
-#pragma omp simd
-          for (std::int64_t j = 0; j < N; ++j) row[j] += b[j];
-        } else {
-#pragma omp simd
-          for (std::int64_t j = 0; j < N; ++j) row[j] = row[j] > 0 ? row[j] : T(0);
-        }
-      }
-    });
-  }
-  return y;
-}
-
-// The gradients of y = x @ w^T + b from g = dL/dy (n: which are needed).
-Grads affine_backward(const Tensor& g, const Tensor& xd, const Tensor& wd, std::int64_t N,
-                      std::int64_t K, const Needs& n) {
-  Grads grads(n.size());
-  if (n[0]) grads[0] = matmul(g.dim() == 1 ? g.unsqueeze(0) : g, wd).reshape(xd.shape());
-  if (n[1] || (n.size() > 2 && n[2])) {
-    Tensor g2 = g.reshape({-1, N});
-    if (n[1]) grads[1] = matmul(g2.transpose(0, 1), xd.reshape({-1, K}));
-    if (n.size() > 2 && n[2]) grads[2] = sum_to(g2, Shape{N});
-  }
-  return grads;
-}
-
-}  // namespace
-
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  check_linear(x, weight, bias, "linear");
-  const std::int64_t N = weight.size(0), K = weight.size(1);
-  Tensor y = affine_forward(x, weight, bias, false, "linear");
-  const bool needs =
-      x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad());
-  if (!autograd::grad_enabled() || !needs) return y;
-  Tensor xd = x.detach(), wd = weight.detach();
-  std::vector<Tensor> inputs = {x, weight};
-  if (bias.defined()) inputs.push_back(bias);
-  return record(y, "linear", inputs, [xd, wd, N, K](const Tensor& g, const Needs& n) {
-    return affine_backward(g, xd, wd, N, K, n);
-  });
-}
-
-Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  check_linear(x, weight, bias, "linear_relu");
-  const std::int64_t N = weight.size(0), K = weight.size(1);
-  Tensor y = affine_forward(x, weight, bias, true, "linear_relu");
-  const bool needs =
-      x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad());
-  if (!autograd::grad_enabled() || !needs) return y;
-  Tensor xd = x.detach(), wd = weight.detach(), yd = y.detach();
-  std::vector<Tensor> inputs = {x, weight};
-  if (bias.defined()) inputs.push_back(bias);
-  return record(y, "linear_relu", inputs, [xd, wd, yd, N, K](const Tensor& g, const Needs& n) {
-    // relu' is [pre-activation > 0], and y > 0 exactly where it is.
-    Tensor gm = dispatch_float(yd.dtype(), "linear_relu", [&]<class T>() {
-      return detail::binary_map<T>(g, yd, yd.shape(),
-                                   [](T gv, T yv) { return yv > 0 ? gv : T(0); });
-    });
-    return affine_backward(gm, xd, wd, N, K, n);
-  });
-}
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   ATTN_CHECK(a.defined() && b.defined(), ValueError, "bmm: undefined operand");

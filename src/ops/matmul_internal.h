@@ -1,7 +1,14 @@
-// src/ops/matmul_internal.h — internal: switches for testing matmul's kernel paths.
+// src/ops/matmul_internal.h — internal: matmul's product for the other op
+// files (linear.cpp), and switches for testing its kernel paths.
 #pragma once
 
+#include "attn/core/tensor.h"
+
 namespace attn::detail {
+
+// a (..., M, K) @ b (..., K, N) without autograd (matmul's checks and
+// kernels; `op` names the caller in errors).
+Tensor product(const Tensor& a, const Tensor& b, const char* op);
 
 // Batched f32 products that do not fold into one GEMM run on oneDNN's matmul
 // primitive (on, the default) or, off, on one dnnl_sgemm per batch item

@@ -138,7 +138,7 @@ constexpr std::int64_t kAddNormGrain = 8192;
 struct DropoutMask {
   std::uint64_t seed, offset;
   std::uint32_t threshold;  // keep when (bits >> 8) >= threshold
-  double scale;             // 1 / (1 - p)
+  double scale;  // 1 / (1 - p)
 };
 
 // The Philox words of elements [e0, e1): the returned pointer's [i - e0] is
@@ -161,8 +161,7 @@ void add_norm_forward(const T* base, const T* x, const T* w, const T* b, T* s, T
   const std::int64_t per_block = std::max<std::int64_t>(1, kBlockElems / d);
   const std::int64_t blocks = (rows + per_block - 1) / per_block;
   const T scale = static_cast<T>(m.scale);
-#pragma omp parallel for schedule(static) if (blocks > 1 && rows * d >= kAddNormGrain && \
-                                              fork_ok())
+#pragma omp parallel for schedule(static) if (blocks > 1 && rows * d >= kAddNormGrain && fork_ok())
   for (std::int64_t blk = 0; blk < blocks; ++blk) {
     const std::int64_t r0 = blk * per_block, r1 = std::min(rows, r0 + per_block);
     const std::int64_t e0 = r0 * d, len = (r1 - r0) * d;
@@ -185,8 +184,7 @@ void add_norm_backward(const T* g, const T* s, const T* w, const T* mean, const 
   const std::int64_t per_block = std::max<std::int64_t>(1, kBlockElems / d);
   const std::int64_t blocks = (rows + per_block - 1) / per_block;
   const T scale = static_cast<T>(m.scale);
-#pragma omp parallel for schedule(static) if (blocks > 1 && rows * d >= kAddNormGrain && \
-                                              fork_ok())
+#pragma omp parallel for schedule(static) if (blocks > 1 && rows * d >= kAddNormGrain && fork_ok())
   for (std::int64_t blk = 0; blk < blocks; ++blk) {
     const std::int64_t r0 = blk * per_block, r1 = std::min(rows, r0 + per_block);
     for (std::int64_t r = r0; r < r1; ++r)
@@ -197,7 +195,8 @@ void add_norm_backward(const T* g, const T* s, const T* w, const T* mean, const 
     const T* db = dbase + e0;
     T* o = dx + e0;
 #pragma omp simd
-    for (std::int64_t i = 0; i < len; ++i) o[i] = (bits[i] >> 8) >= m.threshold ? db[i] * scale : T(0);
+    for (std::int64_t i = 0; i < len; ++i)
+      o[i] = (bits[i] >> 8) >= m.threshold ? db[i] * scale : T(0);
   }
 }
 
@@ -258,14 +257,14 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 Tensor dropout_add_layer_norm(const Tensor& base, const Tensor& x, double p, bool training,
                               Generator& gen, const Tensor& weight, const Tensor& bias,
                               double eps) {
-  ATTN_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout_add_layer_norm: p must be in [0, 1], got {}",
-             p);
-  ATTN_CHECK(base.defined() && x.defined() && base.shape() == x.shape() &&
-                 base.dtype() == x.dtype(),
-             ShapeError,
-             "dropout_add_layer_norm: base {} {} and x {} {} must have the same shape and dtype",
-             dtype_name(base.dtype()), shape_str(base.shape()), dtype_name(x.dtype()),
-             shape_str(x.shape()));
+  ATTN_CHECK(p >= 0.0 && p <= 1.0, ValueError,
+             "dropout_add_layer_norm: p must be in [0, 1], got {}", p);
+  ATTN_CHECK(
+      base.defined() && x.defined() && base.shape() == x.shape() && base.dtype() == x.dtype(),
+      ShapeError,
+      "dropout_add_layer_norm: base {} {} and x {} {} must have the same shape and dtype",
+      dtype_name(base.dtype()), shape_str(base.shape()), dtype_name(x.dtype()),
+      shape_str(x.shape()));
   ATTN_CHECK(is_floating(x.dtype()), DTypeError,
              "dropout_add_layer_norm: expected a floating dtype (f32 or f64), got {}",
              dtype_name(x.dtype()));
@@ -298,28 +297,28 @@ Tensor dropout_add_layer_norm(const Tensor& base, const Tensor& x, double p, boo
                         mean.data<T>(), rstd.data<T>(), rows, d, static_cast<T>(eps), m);
   });
 
-  return record(
-      y, "dropout_add_layer_norm", {base, x, weight, bias},
-      [s, wc, mean, rstd, rows, d, m](const Tensor& g, const Needs& n) {
-        Tensor gc = g.contiguous();
-        Tensor dbase, dx, dw, db;
-        dispatch_float(s.dtype(), "dropout_add_layer_norm", [&]<class T>() {
-          const T* pw = wc.defined() ? wc.data<T>() : nullptr;
-          if (n[0] || n[1]) {
-            dbase = Tensor::empty(s.shape(), s.dtype());
-            if (n[1]) dx = Tensor::empty(s.shape(), s.dtype());
-            add_norm_backward<T>(gc.data<T>(), s.data<T>(), pw, mean.data<T>(), rstd.data<T>(),
-                                 dbase.data<T>(), n[1] ? dx.data<T>() : nullptr, rows, d, m);
-          }
-          if (n[2]) dw = Tensor::empty({d}, s.dtype());
-          if (n[3]) db = Tensor::empty({d}, s.dtype());
-          if (n[2] || n[3])
-            backward_params<T>(gc.data<T>(), s.data<T>(), mean.data<T>(), rstd.data<T>(),
-                               n[2] ? dw.data<T>() : nullptr, n[3] ? db.data<T>() : nullptr, rows,
-                               d);
-        });
-        return Grads{n[0] ? dbase : Tensor(), dx, dw, db};
-      });
+  return record(y, "dropout_add_layer_norm", {base, x, weight, bias},
+                [s, wc, mean, rstd, rows, d, m](const Tensor& g, const Needs& n) {
+                  Tensor gc = g.contiguous();
+                  Tensor dbase, dx, dw, db;
+                  dispatch_float(s.dtype(), "dropout_add_layer_norm", [&]<class T>() {
+                    const T* pw = wc.defined() ? wc.data<T>() : nullptr;
+                    if (n[0] || n[1]) {
+                      dbase = Tensor::empty(s.shape(), s.dtype());
+                      if (n[1]) dx = Tensor::empty(s.shape(), s.dtype());
+                      add_norm_backward<T>(gc.data<T>(), s.data<T>(), pw, mean.data<T>(),
+                                           rstd.data<T>(), dbase.data<T>(),
+                                           n[1] ? dx.data<T>() : nullptr, rows, d, m);
+                    }
+                    if (n[2]) dw = Tensor::empty({d}, s.dtype());
+                    if (n[3]) db = Tensor::empty({d}, s.dtype());
+                    if (n[2] || n[3])
+                      backward_params<T>(gc.data<T>(), s.data<T>(), mean.data<T>(), rstd.data<T>(),
+                                         n[2] ? dw.data<T>() : nullptr,
+                                         n[3] ? db.data<T>() : nullptr, rows, d);
+                  });
+                  return Grads{n[0] ? dbase : Tensor(), dx, dw, db};
+                });
 }
 
 }  // namespace attn

@@ -124,7 +124,8 @@ void row_best(const float* x, std::int64_t V, double log_prob, std::int64_t b, s
 void best_candidates(const std::vector<Candidate>* row_tops, std::int64_t n, std::int64_t m,
                      std::vector<Candidate>& buffer, std::vector<Candidate>& out) {
   buffer.clear();
-  for (std::int64_t b = 0; b < n; ++b) buffer.insert(buffer.end(), row_tops[b].begin(), row_tops[b].end());
+  for (std::int64_t b = 0; b < n; ++b)
+    buffer.insert(buffer.end(), row_tops[b].begin(), row_tops[b].end());
   m = std::min<std::int64_t>(m, static_cast<std::int64_t>(buffer.size()));
   std::partial_sort(buffer.begin(), buffer.begin() + m, buffer.end(), ranks_before);
   out.assign(buffer.begin(), buffer.begin() + m);

@@ -74,10 +74,11 @@ TEST(Bahdanau, StepsEqualTeacherForcing) {
   DecoderState s2 = net.begin(src, len);
   net.step(tgt.narrow(1, 0, 1).contiguous(), s2);
   s2.select_rows(from_vector<std::int64_t>({2, 0}, {2}));
-  Tensor next = net.step(
-      from_vector<std::int64_t>({static_cast<std::int64_t>(tgt.at({2, 1})),
-                                 static_cast<std::int64_t>(tgt.at({0, 1}))},
-                                {2, 1}).to(DType::i64), s2);
+  Tensor next = net.step(from_vector<std::int64_t>({static_cast<std::int64_t>(tgt.at({2, 1})),
+                                                    static_cast<std::int64_t>(tgt.at({0, 1}))},
+                                                   {2, 1})
+                             .to(DType::i64),
+                         s2);
   EXPECT_LT(max_abs_diff(next.select(0, 0), full.select(0, 2).narrow(0, 1, 1)), 1e-6);
   EXPECT_LT(max_abs_diff(next.select(0, 1), full.select(0, 0).narrow(0, 1, 1)), 1e-6);
 }

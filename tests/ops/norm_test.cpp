@@ -126,7 +126,8 @@ TEST(LayerNorm, ErrorsNameTheProblem) {
 // counters), rows wider than a block, d2l's toy shape, strided inputs.
 TEST(DropoutAddLayerNorm, SameBitsAsDropoutAddThenLayerNorm) {
   std::uint64_t seed = 40;
-  for (const Shape& shape : std::vector<Shape>{{5, 33}, {3, 7, 1025}, {64, 10, 32}, {2, 3, 4}, {1, 1}})
+  for (const Shape& shape :
+       std::vector<Shape>{{5, 33}, {3, 7, 1025}, {64, 10, 32}, {2, 3, 4}, {1, 1}})
     for (double p : {0.1, 0.5})
       for (int params = 0; params < 3; ++params) {  // weight and bias, weight only, neither
         const std::int64_t d = shape.back();
@@ -153,8 +154,8 @@ TEST(DropoutAddLayerNorm, SameBitsAsDropoutAddThenLayerNorm) {
           auto vf = to_vector<float>(fused[i]), vc = to_vector<float>(composite[i]);
           ASSERT_EQ(vf.size(), vc.size());
           ASSERT_EQ(std::memcmp(vf.data(), vc.data(), vf.size() * sizeof(float)), 0)
-              << "tensor " << i << " (y, dbase, dx, dw, db) for " << shape_str(shape) << ", p "
-              << p << ", params " << params;
+              << "tensor " << i << " (y, dbase, dx, dw, db) for " << shape_str(shape) << ", p " << p
+              << ", params " << params;
         }
       }
   // A strided base and x (transposed views) read as their values.
@@ -211,7 +212,7 @@ TEST(DropoutAddLayerNorm, ErrorsNameTheProblem) {
     EXPECT_STREQ(e.what(),
                  "dropout_add_layer_norm: weight must have shape [4] for input [2, 4], got [3]");
   }
-  EXPECT_THROW(dropout_add_layer_norm(zeros({2, 4}), zeros({2, 4}), 1.5, true, gen, Tensor(),
-                                      Tensor()),
-               ValueError);
+  EXPECT_THROW(
+      dropout_add_layer_norm(zeros({2, 4}), zeros({2, 4}), 1.5, true, gen, Tensor(), Tensor()),
+      ValueError);
 }

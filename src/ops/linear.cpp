@@ -1,0 +1,141 @@
+// The affine map of a Linear layer, and the FFN's linear + ReLU, forward and
+// backward side by side:
+//
+//   y = x @ W^T + b                 (linear)
+//   y = max(x @ W^T + b, 0)         (linear_relu; g' = g [y > 0], else g' = g)
+//   dx = g' @ W,  dW = g'_rows^T @ x_rows,  db = sum over rows of g'
+//
+// The product is matmul's (one GEMM over the rows of x); the bias and the
+// activation are one pass over its rows. Inside a QuantizeScope, frozen
+// weights run in int8 (ops/quantize.h), which adds the bias itself.
+#include <omp.h>
+
+#include "attn/autograd/node.h"
+#include "attn/core/threads.h"
+#include "attn/ops/matmul.h"
+#include "attn/ops/reduce.h"
+#include "ops/kernels.h"
+#include "ops/matmul_internal.h"
+#include "ops/quantize_internal.h"
+
+namespace attn {
+
+using autograd::record;
+using Grads = std::vector<Tensor>;
+using Needs = std::vector<bool>;
+
+namespace {
+
+void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
+  ATTN_CHECK(x.defined() && weight.defined(), ValueError, "{}: undefined operand", op);
+  ATTN_CHECK(weight.dim() == 2, ShapeError, "{}: expected a weight (out, in), got {}", op,
+             shape_str(weight.shape()));
+  const std::int64_t N = weight.size(0), K = weight.size(1);
+  ATTN_CHECK(x.dim() >= 1 && x.size(-1) == K, ShapeError,
+             "{}: expected input (..., {}) for weight {}, got {}", op, K, shape_str(weight.shape()),
+             shape_str(x.shape()));
+  ATTN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == N), ShapeError,
+             "{}: expected a bias ({}) for weight {}, got {}", op, N, shape_str(weight.shape()),
+             shape_str(bias.shape()));
+  ATTN_CHECK(!bias.defined() || bias.dtype() == weight.dtype(), DTypeError,
+             "{}: bias is {}, weight is {}", op, dtype_name(bias.dtype()),
+             dtype_name(weight.dtype()));
+}
+
+// y = x @ weight^T (+ bias), then max(y, 0) when `relu`: the product, then
+// one pass over its rows for the bias and the activation. No autograd.
+// Inside a QuantizeScope, frozen weights run in int8 (ops/quantize.h), which
+// adds the bias itself.
+Tensor affine_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu,
+                      const char* op) {
+  const std::int64_t N = weight.size(0);
+  if (auto q = detail::quantized_linear(x, weight, bias)) {
+    if (!relu || q->numel() == 0) return *q;
+    Tensor y = q->contiguous();
+    dispatch_float(y.dtype(), op, [&]<class T>() {
+      T* out = y.data<T>();
+      const std::int64_t n = y.numel();
+#pragma omp simd
+      for (std::int64_t i = 0; i < n; ++i) out[i] = out[i] > 0 ? out[i] : T(0);
+    });
+    return y;
+  }
+  const bool vector_in = x.dim() == 1;
+  Tensor y = detail::product(vector_in ? x.unsqueeze(0) : x, weight.transpose(0, 1), op);
+  if (vector_in) y = y.squeeze(0);
+  if ((bias.defined() || relu) && y.numel() > 0) {
+    Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+    dispatch_float(y.dtype(), op, [&]<class T>() {
+      const T* b = bc.defined() ? bc.data<T>() : nullptr;
+      T* out = y.data<T>();
+      const std::int64_t rows = y.numel() / N;
+#pragma omp parallel for schedule(static) if (rows > 1 && rows * N >= kParallelGrain && fork_ok())
+      for (std::int64_t r = 0; r < rows; ++r) {
+        T* row = out + r * N;
+        if (b && relu) {
+#pragma omp simd
+          for (std::int64_t j = 0; j < N; ++j) {
+            const T v = row[j] + b[j];
+            row[j] = v > 0 ? v : T(0);
+          }
+        } else if (b) {
+#pragma omp simd
+          for (std::int64_t j = 0; j < N; ++j) row[j] += b[j];
+        } else {
+#pragma omp simd
+          for (std::int64_t j = 0; j < N; ++j) row[j] = row[j] > 0 ? row[j] : T(0);
+        }
+      }
+    });
+  }
+  return y;
+}
+
+// The gradients of y = x @ w^T + b from g = dL/dy (n: which are needed).
+Grads affine_backward(const Tensor& g, const Tensor& xd, const Tensor& wd, std::int64_t N,
+                      std::int64_t K, const Needs& n) {
+  Grads grads(n.size());
+  if (n[0]) grads[0] = matmul(g.dim() == 1 ? g.unsqueeze(0) : g, wd).reshape(xd.shape());
+  if (n[1] || (n.size() > 2 && n[2])) {
+    Tensor g2 = g.reshape({-1, N});
+    if (n[1]) grads[1] = matmul(g2.transpose(0, 1), xd.reshape({-1, K}));
+    if (n.size() > 2 && n[2]) grads[2] = sum_to(g2, Shape{N});
+  }
+  return grads;
+}
+
+// y = x @ weight^T + b, then relu when `relu`, recorded with its backward.
+// For relu, g is first masked by [y > 0]: relu' is [pre-activation > 0], and
+// y > 0 exactly where it is.
+Tensor affine(const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu,
+              const char* op) {
+  check_linear(x, weight, bias, op);
+  const std::int64_t N = weight.size(0), K = weight.size(1);
+  Tensor y = affine_forward(x, weight, bias, relu, op);
+  const bool needs =
+      x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad());
+  if (!autograd::grad_enabled() || !needs) return y;
+  Tensor xd = x.detach(), wd = weight.detach(), yd = relu ? y.detach() : Tensor();
+  std::vector<Tensor> inputs = {x, weight};
+  if (bias.defined()) inputs.push_back(bias);
+  return record(y, op, inputs, [xd, wd, yd, N, K, op](const Tensor& g, const Needs& n) {
+    if (!yd.defined()) return affine_backward(g, xd, wd, N, K, n);
+    Tensor gm = dispatch_float(yd.dtype(), op, [&]<class T>() {
+      return detail::binary_map<T>(g, yd, yd.shape(),
+                                   [](T gv, T yv) { return yv > 0 ? gv : T(0); });
+    });
+    return affine_backward(gm, xd, wd, N, K, n);
+  });
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return affine(x, weight, bias, false, "linear");
+}
+
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return affine(x, weight, bias, true, "linear_relu");
+}
+
+}  // namespace attn
