@@ -7,6 +7,13 @@
 
 namespace attn::nn::init {
 
+namespace {
+thread_local bool t_skip_init = false;
+}  // namespace
+
+SkipInitGuard::SkipInitGuard() : previous_(t_skip_init) { t_skip_init = true; }
+SkipInitGuard::~SkipInitGuard() { t_skip_init = previous_; }
+
 void xavier_uniform_(const Tensor& w, double gain, Generator& gen) {
   ATTN_CHECK(w.dim() >= 2, ShapeError, "xavier_uniform_: expected a weight of >= 2 dims, got {}",
              shape_str(w.shape()));
@@ -19,10 +26,12 @@ void xavier_uniform_(const Tensor& w, double gain, Generator& gen) {
 }
 
 void uniform_(const Tensor& t, double low, double high, Generator& gen) {
+  if (t_skip_init) return;
   copy_(t, uniform(low, high, t.shape(), gen, t.dtype()));
 }
 
 void normal_(const Tensor& t, double mean, double stddev, Generator& gen) {
+  if (t_skip_init) return;
   copy_(t, normal(mean, stddev, t.shape(), gen, t.dtype()));
 }
 

@@ -13,6 +13,7 @@
 #include "attn/io/file_set.h"
 #include "attn/io/json.h"
 #include "attn/io/safetensors.h"
+#include "attn/nn/init.h"
 #include "attn/seq2seq/hparams.h"
 
 namespace attn::seq2seq {
@@ -226,7 +227,11 @@ LoadedModel load_model_files(Open&& open) {
   io::TensorMap tensors = io::load_safetensors(weights);
   check_weights(m.config, tensors, weights.path());
   try {
-    m.net = make_model(m.config);
+    {
+      // Every parameter is loaded below (strictly): no random draws first.
+      nn::init::SkipInitGuard skip_init;
+      m.net = make_model(m.config);
+    }
     m.net->load_state_dict(tensors);
   } catch (const Error& e) {
     throw IOError(fmt::format("'{}': {}", weights.path(), e.what()));

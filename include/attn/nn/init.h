@@ -15,6 +15,22 @@ void normal_(const Tensor& t, double mean = 0.0, double stddev = 1.0,
 void zeros_(const Tensor& t);
 void ones_(const Tensor& t);
 
+// While one lives, uniform_, normal_ and xavier_uniform_ on this thread leave
+// their tensor as it is and draw nothing from the generator: for building a
+// model whose every parameter a strict load_state_dict overwrites next
+// (loading a model directory), where the draws would be thrown away. Guards
+// nest.
+class SkipInitGuard {
+ public:
+  SkipInitGuard();
+  ~SkipInitGuard();
+  SkipInitGuard(const SkipInitGuard&) = delete;
+  SkipInitGuard& operator=(const SkipInitGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 }  // namespace attn::nn::init
 
 namespace attn::nn {
