@@ -13,11 +13,12 @@ namespace {
 // elements of each row matter (a cache buffer's valid steps). When `own`
 // (t's memory is the state's alone), t is contiguous and has at least as many
 // rows, they are gathered in t's own memory and its first index.size() rows
-// returned: no allocation, no fresh pages. A compaction (index non-decreasing
-// with index[i] >= i, as when sentences leave the batch) is copied forward in
-// place, rows that stay where they are not at all; any other order goes
-// through a scratch buffer, since a row may be read after its place was
-// written. Otherwise the rows go to a new tensor.
+// returned: no allocation, no fresh pages. When every index[i] >= i (as when
+// sentences leave the batch), the rows are copied forward in place, rows that
+// stay where they are not at all: row i is written after rows 0..i-1, and
+// every later read is of a row >= i + 1, not yet written. Any other order
+// goes through a scratch buffer (the rows that change only), since a row may
+// be read after its place was written. Otherwise the rows go to a new tensor.
 Tensor select_leading_rows(const Tensor& t, const std::vector<std::int64_t>& index,
                            std::int64_t keep, bool own) {
   const std::int64_t n = static_cast<std::int64_t>(index.size());
@@ -32,18 +33,20 @@ Tensor select_leading_rows(const Tensor& t, const std::vector<std::int64_t>& ind
   };
   if (own && n <= t.size(0)) {
     bool forward = true;
-    for (std::int64_t i = 0; i < n && forward; ++i)
-      forward = index[i] >= i && (i == 0 || index[i] >= index[i - 1]);
+    for (std::int64_t i = 0; i < n && forward; ++i) forward = index[i] >= i;
     if (forward) {
       for (std::int64_t i = 0; i < n; ++i)
         if (index[i] != i) std::memcpy(row(data, i), row(data, index[i]), bytes);
     } else {
+      // Only the rows that change: all their sources read, then all written.
       thread_local std::vector<char> scratch;
-      scratch.resize(index.size() * bytes);
-      for (std::int64_t i = 0; i < n; ++i)
-        std::memcpy(scratch.data() + i * bytes, row(data, index[i]), bytes);
-      for (std::int64_t i = 0; i < n; ++i)
-        std::memcpy(row(data, i), scratch.data() + i * bytes, bytes);
+      std::int64_t moved = 0;
+      for (std::int64_t i = 0; i < n; ++i) moved += index[i] != i;
+      scratch.resize(static_cast<std::size_t>(moved) * bytes);
+      for (std::int64_t i = 0, k = 0; i < n; ++i)
+        if (index[i] != i) std::memcpy(scratch.data() + k++ * bytes, row(data, index[i]), bytes);
+      for (std::int64_t i = 0, k = 0; i < n; ++i)
+        if (index[i] != i) std::memcpy(row(data, i), scratch.data() + k++ * bytes, bytes);
     }
     return t.narrow(0, 0, n);
   }

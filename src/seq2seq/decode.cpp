@@ -10,6 +10,7 @@
 
 #include "attn/autograd/node.h"
 #include "attn/core/threads.h"
+#include "ops/vec_math.h"
 
 namespace attn::seq2seq {
 
@@ -80,13 +81,22 @@ bool ranks_before(const Candidate& a, const Candidate& b) {
   return a.token < b.token;
 }
 
-// log(sum_v exp(x_v)) of one row of logits, in double.
-double log_sum_exp(const float* x, std::int64_t V) {
-  double m = x[0];
-  for (std::int64_t v = 1; v < V; ++v) m = std::max(m, static_cast<double>(x[v]));
+// The largest logit of a row and log(sum_v exp(x_v)): the exponentials in
+// f32 (exp_simd, about 2 ulp) and summed in f64, vectorized; as close to the
+// exact value as the logits' own f32 rounding.
+struct RowStats {
+  float max;
+  double log_sum_exp;
+};
+
+RowStats row_stats(const float* x, std::int64_t V) {
+  float m = x[0];
+#pragma omp simd reduction(max : m)
+  for (std::int64_t v = 1; v < V; ++v) m = x[v] > m ? x[v] : m;
   double s = 0;
-  for (std::int64_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(x[v]) - m);
-  return m + std::log(s);
+#pragma omp simd reduction(+ : s)
+  for (std::int64_t v = 0; v < V; ++v) s += static_cast<double>(detail::exp_simd<float>(x[v] - m));
+  return {m, static_cast<double>(m) + std::log(s)};
 }
 
 // The best `m` candidates of one row of logits x (V) whose beam has
@@ -98,21 +108,42 @@ double log_sum_exp(const float* x, std::int64_t V) {
 void row_best(const float* x, std::int64_t V, double log_prob, std::int64_t b, std::int64_t m,
               bool greedy, std::vector<Candidate>& top) {
   top.clear();
+  const RowStats stats = row_stats(x, V);
   if (greedy) {
     std::int64_t best = 0;
-    for (std::int64_t v = 1; v < V; ++v)
-      if (x[v] > x[best]) best = v;
-    top.push_back({log_prob + (x[best] - log_sum_exp(x, V)), b, best});
+    while (best < V && !(x[best] == stats.max)) ++best;
+    if (best == V) best = 0;  // a NaN first logit: as argmax, position 0
+    top.push_back({log_prob + (x[best] - stats.log_sum_exp), b, best});
     return;
   }
-  const double base = log_prob - log_sum_exp(x, V);
-  for (std::int64_t v = 0; v < V; ++v) {
-    const Candidate c{base + x[v], b, v};
-    if (static_cast<std::int64_t>(top.size()) == m) {
-      if (!ranks_before(c, top.back())) continue;
-      top.pop_back();
+  const double base = log_prob - stats.log_sum_exp;
+  // Once `top` is full, a logit at most that of its last candidate cannot
+  // rank before it (base + x is monotone in x, and a later token loses a
+  // tie): blocks whose largest logit is at most that are skipped whole.
+  constexpr std::int64_t kBlock = 64;
+  bool full = false;
+  float threshold = 0;
+  for (std::int64_t start = 0; start < V; start += kBlock) {
+    const std::int64_t end = std::min(V, start + kBlock);
+    if (full) {
+      float bm = x[start];
+#pragma omp simd reduction(max : bm)
+      for (std::int64_t v = start + 1; v < end; ++v) bm = x[v] > bm ? x[v] : bm;
+      if (!(bm > threshold)) continue;
     }
-    top.insert(std::upper_bound(top.begin(), top.end(), c, ranks_before), c);
+    for (std::int64_t v = start; v < end; ++v) {
+      if (full && !(x[v] > threshold)) continue;
+      const Candidate c{base + x[v], b, v};
+      if (static_cast<std::int64_t>(top.size()) == m) {
+        if (!ranks_before(c, top.back())) continue;
+        top.pop_back();
+      }
+      top.insert(std::upper_bound(top.begin(), top.end(), c, ranks_before), c);
+      if (static_cast<std::int64_t>(top.size()) == m) {
+        full = true;
+        threshold = x[top.back().token];
+      }
+    }
   }
 }
 
@@ -129,6 +160,40 @@ void best_candidates(const std::vector<Candidate>* row_tops, std::int64_t n, std
   m = std::min<std::int64_t>(m, static_cast<std::int64_t>(buffer.size()));
   std::partial_sort(buffer.begin(), buffer.begin() + m, buffer.end(), ranks_before);
   out.assign(buffer.begin(), buffer.begin() + m);
+}
+
+// Greedy decoding (one row per sentence): rather than closing the gaps of
+// sentences that left by moving every later row down, the last rows move
+// into the gaps, so a step copies only as many cache rows as sentences left.
+// `parents` are the old rows of the sentences that go on (increasing, one
+// each), with their ids and next tokens in the same order; afterwards they
+// are in the new row order, every new row i taken from an old row >= i (the
+// cache is gathered in place).
+void fill_holes(std::int64_t R, std::vector<std::int64_t>& ids, std::vector<std::int64_t>& tokens,
+                std::vector<std::int64_t>& parents, std::vector<std::int64_t>& encoder_rows) {
+  const std::size_t n = parents.size();
+  if (n == 0 || static_cast<std::int64_t>(n) == R) return;
+  std::vector<std::int64_t> ids2(n, -1), tokens2(n), parents2(n, -1);
+  std::vector<std::size_t> movers;  // items whose old row is past the new batch
+  for (std::size_t j = 0; j < n; ++j) {
+    const std::int64_t r = parents[j];
+    if (r < static_cast<std::int64_t>(n)) {
+      const auto p = static_cast<std::size_t>(r);
+      ids2[p] = ids[j], tokens2[p] = tokens[j], parents2[p] = r;
+    } else {
+      movers.push_back(j);
+    }
+  }
+  std::size_t next = 0;
+  for (std::size_t p = 0; p < n; ++p) {
+    if (parents2[p] >= 0) continue;
+    const std::size_t j = movers[next++];
+    ids2[p] = ids[j], tokens2[p] = tokens[j], parents2[p] = parents[j];
+  }
+  ids = std::move(ids2);
+  tokens = std::move(tokens2);
+  parents = std::move(parents2);
+  encoder_rows = parents;
 }
 
 // The attention a hypothesis recorded, as HypothesisAttention: per layer of
@@ -318,6 +383,7 @@ std::vector<std::vector<Hypothesis>> decode(nn::Seq2SeqModel& net, const Tensor&
       }
       row += n;
     }
+    if (K == 1) fill_holes(R, next_active, next_tokens, parents, encoder_rows);
     active = std::move(next_active);
     tokens = std::move(next_tokens);
     if (active.empty()) break;

@@ -171,6 +171,10 @@ TEST(Transformer, SelectingCacheRowsEqualsRecomputation) {
   // ... and a source that leaves only closes the gap.
   check({0, 1, 2, 3, 4}, {3, 2, 4}, {2, 3, 4});
   check({0, 1, 2, 3, 4}, {0, 1, 4}, {0, 1, 4});
+  // Greedy decoding's gaps filled from the end (every rows[i] >= i, not in
+  // order): forward in place.
+  check({0, 1, 2, 3, 4}, {4, 1, 3}, {4, 1, 3});
+  check({0, 1, 2, 3, 4}, {3, 4, 2, 4}, {});
   // The caller's encoder outputs were never written.
   EXPECT_EQ(max_abs_diff(enc, enc_before), 0.0);
   DecoderState state = net.decoder->init_state(enc, src_lens);
