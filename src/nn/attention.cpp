@@ -63,13 +63,15 @@ DotProductAttention::DotProductAttention(double p) {
 
 namespace {
 
-void check_heads(const Tensor& q, const Tensor& k, const Tensor& v) {
+// kv_rows: q's batch rows need not match those of k and v (the op checks the rows).
+void check_heads(const Tensor& q, const Tensor& k, const Tensor& v, bool kv_rows) {
   ATTN_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, ShapeError,
              "DotProductAttention: expected queries, keys and values all 3-D (batch, steps, "
              "features) or all 4-D (batch, steps, heads, features), got {}, {}, {}",
              shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
-  ATTN_CHECK(q.size(0) == k.size(0) && k.size(0) == v.size(0) && q.size(2) == k.size(2) &&
-                 k.size(2) == v.size(2) && k.size(1) == v.size(1) && q.size(3) == k.size(3),
+  ATTN_CHECK((kv_rows || q.size(0) == k.size(0)) && k.size(0) == v.size(0) &&
+                 q.size(2) == k.size(2) && k.size(2) == v.size(2) && k.size(1) == v.size(1) &&
+                 q.size(3) == k.size(3),
              ShapeError,
              "DotProductAttention: queries {}, keys {} and values {} do not agree in batch, "
              "steps, heads or features",
@@ -79,10 +81,14 @@ void check_heads(const Tensor& q, const Tensor& k, const Tensor& v) {
 }  // namespace
 
 Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                                    const Tensor& valid_lens, bool causal) {
+                                    const Tensor& valid_lens, bool causal, const Tensor& kv_rows) {
   if (queries.dim() == 4) {
-    check_heads(queries, keys, values);
+    check_heads(queries, keys, values, kv_rows.defined());
   } else {
+    ATTN_CHECK(!kv_rows.defined(), ShapeError,
+               "DotProductAttention: kv_rows needs the heads layout (batch, steps, heads, "
+               "features), got {}",
+               shape_str(queries.shape()));
     check_qkv(queries, keys, values, "DotProductAttention");
     ATTN_CHECK(queries.size(2) == keys.size(2), ShapeError,
                "DotProductAttention: queries {} and keys {} must have the same feature size",
@@ -91,6 +97,7 @@ Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, c
   AttentionOptions opt;
   opt.valid_lens = valid_lens;
   opt.causal = causal;
+  opt.kv_rows = kv_rows;
   opt.dropout = dropout->p;
   opt.training = dropout->is_training();
   if (!attention_weights_kept()) {
@@ -145,18 +152,19 @@ std::pair<Tensor, Tensor> MultiHeadAttention::project_kv(const Tensor& keys, con
 }
 
 Tensor MultiHeadAttention::attend(const Tensor& queries, const Tensor& K, const Tensor& V,
-                                  const Tensor& valid_lens, bool causal) {
-  ATTN_CHECK(
-      queries.dim() == 3 && K.dim() == 4 && queries.size(0) == K.size(0) && K.size(2) == num_heads,
-      ShapeError, "MultiHeadAttention: queries {} do not match projected keys {} with {} heads",
-      shape_str(queries.shape()), shape_str(K.shape()), num_heads);
+                                  const Tensor& valid_lens, bool causal, const Tensor& kv_rows) {
+  ATTN_CHECK(queries.dim() == 3 && K.dim() == 4 &&
+                 (kv_rows.defined() || queries.size(0) == K.size(0)) && K.size(2) == num_heads,
+             ShapeError,
+             "MultiHeadAttention: queries {} do not match projected keys {} with {} heads",
+             shape_str(queries.shape()), shape_str(K.shape()), num_heads);
   if (valid_lens.defined()) {
     ATTN_CHECK(valid_lens.dim() >= 1 && valid_lens.size(0) == queries.size(0), ShapeError,
                "MultiHeadAttention: valid_lens {} does not match batch size {}",
                shape_str(valid_lens.shape()), queries.size(0));
   }
   Tensor q = split_heads(W_q->forward(queries), num_heads);
-  Tensor out = attention->forward(q, K, V, valid_lens, causal);  // (B, Q, heads, d)
+  Tensor out = attention->forward(q, K, V, valid_lens, causal, kv_rows);  // (B, Q, heads, d)
   return W_o->forward(out.reshape({queries.size(0), queries.size(1), -1}));
 }
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "attn/core/threads.h"
 #include "attn/nn/seq2seq_model.h"
 #include "attn/ops/index.h"
 
@@ -38,15 +39,27 @@ Tensor select_leading_rows(const Tensor& t, const std::vector<std::int64_t>& ind
       for (std::int64_t i = 0; i < n; ++i)
         if (index[i] != i) std::memcpy(row(data, i), row(data, index[i]), bytes);
     } else {
-      // Only the rows that change: all their sources read, then all written.
+      // Only the rows that change: all their sources read, then all
+      // written, each half split over the threads when it is large.
       thread_local std::vector<char> scratch;
-      std::int64_t moved = 0;
-      for (std::int64_t i = 0; i < n; ++i) moved += index[i] != i;
-      scratch.resize(static_cast<std::size_t>(moved) * bytes);
-      for (std::int64_t i = 0, k = 0; i < n; ++i)
-        if (index[i] != i) std::memcpy(scratch.data() + k++ * bytes, row(data, index[i]), bytes);
-      for (std::int64_t i = 0, k = 0; i < n; ++i)
-        if (index[i] != i) std::memcpy(row(data, i), scratch.data() + k++ * bytes, bytes);
+      thread_local std::vector<std::int64_t> moved;
+      moved.clear();
+      for (std::int64_t i = 0; i < n; ++i)
+        if (index[i] != i) moved.push_back(i);
+      const std::int64_t m = static_cast<std::int64_t>(moved.size());
+      scratch.resize(static_cast<std::size_t>(m) * bytes);
+      char* buf = scratch.data();
+      const std::int64_t* to = moved.data();
+      const bool parallel = static_cast<std::size_t>(m) * bytes >= (std::size_t(1) << 18);
+#pragma omp parallel if (parallel && fork_ok())
+      {
+#pragma omp for schedule(static)
+        for (std::int64_t j = 0; j < m; ++j)
+          std::memcpy(buf + static_cast<std::size_t>(j) * bytes, row(data, index[to[j]]), bytes);
+#pragma omp for schedule(static)
+        for (std::int64_t j = 0; j < m; ++j)
+          std::memcpy(row(data, to[j]), buf + static_cast<std::size_t>(j) * bytes, bytes);
+      }
     }
     return t.narrow(0, 0, n);
   }
@@ -93,12 +106,20 @@ void DecoderState::select_rows(const Tensor& rows, const Tensor& encoder_rows) {
       }
   // The cross-attention keys and values are the state's own; enc_outputs and
   // enc_valid_lens are the caller's until a first selection copies them.
+  if (hidden.defined())
+    hidden = index_select(hidden, 1, from_vector(index, {static_cast<std::int64_t>(index.size())}));
+  if (shares_encoder_rows) {
+    std::vector<std::int64_t> map(enc_index.size());
+    const std::int64_t* old =
+        encoder_index.defined() ? encoder_index.data<std::int64_t>() : nullptr;
+    for (std::size_t i = 0; i < map.size(); ++i) map[i] = old ? old[enc_index[i]] : enc_index[i];
+    encoder_index = from_vector(map, {static_cast<std::int64_t>(map.size())});
+    return;
+  }
   auto whole_row = [](const Tensor& t) { return t.numel() / std::max<std::int64_t>(t.size(0), 1); };
   for (auto* cache : {&cross_k, &cross_v})
     for (Tensor& t : *cache)
       if (t.defined()) t = select_leading_rows(t, enc_index, whole_row(t), true);
-  if (hidden.defined())
-    hidden = index_select(hidden, 1, from_vector(index, {static_cast<std::int64_t>(index.size())}));
   bool identity = enc_index.size() == static_cast<std::size_t>(B);
   for (std::size_t i = 0; identity && i < enc_index.size(); ++i)
     identity = enc_index[i] == static_cast<std::int64_t>(i);

@@ -161,8 +161,14 @@ Tensor DecoderBlock::forward_cached(const Tensor& X, DecoderState& state) {
     state.cross_k[i] = ck;
     state.cross_v[i] = cv;
   }
+  // The encoder side is read through state.encoder_index (rows of the
+  // sentences, not of the beams) once select_rows has set it.
+  const Tensor& rows = state.encoder_index;
+  Tensor lens = rows.defined() && state.enc_valid_lens.defined()
+                    ? index_select(state.enc_valid_lens, 0, rows)
+                    : state.enc_valid_lens;
   Tensor Z = addnorm2->forward(
-      Y, attention2->attend(Y, state.cross_k[i], state.cross_v[i], state.enc_valid_lens));
+      Y, attention2->attend(Y, state.cross_k[i], state.cross_v[i], lens, false, rows));
   return addnorm3->forward(Z, ffn->forward(Z));
 }
 
@@ -186,6 +192,7 @@ DecoderState TransformerDecoder::init_state(const Tensor& enc_outputs,
   DecoderState s;
   s.enc_outputs = enc_outputs;
   s.enc_valid_lens = enc_valid_lens;
+  s.shares_encoder_rows = true;
   s.self_k.resize(num_layers);
   s.self_v.resize(num_layers);
   s.cross_k.resize(num_layers);
@@ -195,7 +202,12 @@ DecoderState TransformerDecoder::init_state(const Tensor& enc_outputs,
 
 Tensor TransformerDecoder::forward(const Tensor& X, const DecoderState& state) {
   Tensor H = embed(*embedding, *pos_encoding, X, num_hiddens, 0);
-  for (auto& blk : blks->blocks) H = blk->forward(H, state.enc_outputs, state.enc_valid_lens);
+  Tensor enc = state.enc_outputs, lens = state.enc_valid_lens;
+  if (state.encoder_index.defined()) {  // rows selected: the encoder side of each
+    enc = index_select(enc, 0, state.encoder_index);
+    if (lens.defined()) lens = index_select(lens, 0, state.encoder_index);
+  }
+  for (auto& blk : blks->blocks) H = blk->forward(H, enc, lens);
   return dense->forward(H);
 }
 

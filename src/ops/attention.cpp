@@ -32,6 +32,7 @@
 #include "attn/autograd/node.h"
 #include "attn/ops/dropout.h"
 #include "attn/ops/elementwise.h"
+#include "attn/ops/index.h"
 #include "attn/ops/matmul.h"
 #include "attn/ops/softmax.h"
 #include "ops/attention_kernel.h"
@@ -265,6 +266,7 @@ struct Problem {
   std::int64_t B = 0, H = 0, Q = 0, K = 0, D = 0, Dv = 0;
   Tensor q, k, v;  // detached
   Tensor limits;
+  Tensor kv_rows;  // i64 (B), contiguous, or undefined: row b of q reads row kv_rows[b] of k, v
   bool causal = false;
   double scale = 1.0;
   std::int64_t N() const { return B * H; }
@@ -277,6 +279,25 @@ struct Problem {
     return m;
   }
 };
+
+// AttentionOptions::kv_rows as i64, checked: 4-D operands, one entry per
+// batch row of q (B), each a row of k and v (in [0, Bk)).
+Tensor checked_kv_rows(const Tensor& kv_rows, bool four_d, std::int64_t B, std::int64_t Bk,
+                       const char* op) {
+  ATTN_CHECK(four_d, ShapeError,
+             "{}: kv_rows needs the 4-D layout (B, T, H, D); the operands are 3-D", op);
+  ATTN_CHECK(kv_rows.dim() == 1 && kv_rows.size(0) == B && !is_floating(kv_rows.dtype()),
+             ShapeError,
+             "{}: kv_rows must be integers of shape [{}] (one per batch row), got {} {}", op, B,
+             dtype_name(kv_rows.dtype()), shape_str(kv_rows.shape()));
+  Tensor r = kv_rows.detach().to(DType::i64).contiguous();
+  const std::int64_t* pr = r.data<std::int64_t>();
+  for (std::int64_t b = 0; b < B; ++b)
+    ATTN_CHECK(pr[b] >= 0 && pr[b] < Bk, ValueError,
+               "{}: kv_rows[{}] = {} is outside [0, {}) (the rows of the keys and values)", op, b,
+               pr[b], Bk);
+  return r;
+}
 
 // The last dim read with stride 1, so a row is a plain array.
 Tensor rows_unit_stride(const Tensor& t) {
@@ -309,9 +330,11 @@ Problem prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Attenti
   p.D = q.size(d_dim);
   p.Dv = v.size(d_dim);
   const bool heads_match = !four || (k.size(2) == p.H && v.size(2) == p.H);
-  ATTN_CHECK(k.size(0) == p.B && v.size(0) == p.B && heads_match, ShapeError,
+  const bool rows = opt.kv_rows.defined();
+  ATTN_CHECK((rows || k.size(0) == p.B) && v.size(0) == k.size(0) && heads_match, ShapeError,
              "{}: batch{} sizes differ: queries {}, keys {}, values {}", op, four ? " or head" : "",
              shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
+  if (rows) p.kv_rows = checked_kv_rows(opt.kv_rows, four, p.B, k.size(0), op);
   ATTN_CHECK(v.size(t_dim) == p.K, ShapeError,
              "{}: keys {} and values {} must have the same number of steps", op,
              shape_str(k.shape()), shape_str(v.shape()));
@@ -356,6 +379,7 @@ AttnArgs<T> make_args(const Problem& p) {
   a.k = head_view<const T>(p.k, p.four_d);
   a.v = head_view<const T>(p.v, p.four_d);
   a.mask = p.mask();
+  a.kv_rows = p.kv_rows.defined() ? p.kv_rows.data<std::int64_t>() : nullptr;
   a.scale = p.scale;
   return a;
 }
@@ -472,6 +496,16 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   return dispatch_float(q.dtype(), op, [&]<class T>() {
     const Launch<T> l = kernels_for<T>(p.Q, p.K, p.D, p.Dv, need_grad, drop.params.on);
     if (l.path == AttnPath::decode) return run_decode<T>(p, *l.kernels);
+    if (p.kv_rows.defined()) {
+      // Only the decode kernel reads the rows in place: the others get them
+      // gathered (dropout already drawn: it stays as drawn).
+      Tensor kg = index_select(k, 0, p.kv_rows), vg = index_select(v, 0, p.kv_rows);
+      Problem g = p;
+      g.k = rows_unit_stride(kg);
+      g.v = rows_unit_stride(vg);
+      g.kv_rows = Tensor();
+      return run_fused<T>(g, drop, l, need_grad, q, kg, vg, op);
+    }
     return run_fused<T>(p, drop, l, need_grad, q, k, v, op);
   });
 }
@@ -481,6 +515,11 @@ namespace {
 MaterializedAttention materialized(const Tensor& q, const Tensor& k, const Tensor& v,
                                    const AttentionOptions& opt, const char* op) {
   Problem p = prepare(q, k, v, opt, op);
+  if (p.kv_rows.defined()) {
+    AttentionOptions o = opt;
+    o.kv_rows = Tensor();
+    return materialized(q, index_select(k, 0, p.kv_rows), index_select(v, 0, p.kv_rows), o, op);
+  }
   const std::int64_t N = p.N();
   // (B, T, H, d) -> (B * H, T, d), d2l's transpose_qkv.
   auto to3 = [&](const Tensor& t) {

@@ -103,7 +103,8 @@ struct DecodeAttention {
     const T scale = static_cast<T>(a.scale);
     const T* qr = a.q.row(b, h, r);
     for (i64 d = 0; d < a.D; ++d) qs[d] = qr[d] * scale;
-    const T* kb0 = a.k.row(b, h, 0);
+    const i64 bk = a.kv_rows ? a.kv_rows[b] : b;  // the row of k and v
+    const T* kb0 = a.k.row(bk, h, 0);
     const i64 len = e - ka;
     if (L == 0) {
       std::fill(sc, sc + len, T(0));
@@ -133,7 +134,7 @@ struct DecodeAttention {
     }
     m = mx;
     l = V::hsum(sum) + tail;
-    weighted_sum(sc, a.v.row(b, h, 0), a.v.st, ka, e, a.Dv, o);
+    weighted_sum(sc, a.v.row(bk, h, 0), a.v.st, ka, e, a.Dv, o);
   }
 
   static void decode(const AttnArgs<T>& a) {

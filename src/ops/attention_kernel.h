@@ -50,6 +50,9 @@ struct AttnArgs {
   // v and the output, kept for the backward (attention_saved_size); or null.
   T* saved = nullptr;
   AttnMask mask;
+  // Decode kernel only: batch row b of q reads row kv_rows[b] of k and v
+  // (null: row b).
+  const std::int64_t* kv_rows = nullptr;
   AttnDropout drop;
   double scale = 1.0;
   // backward

@@ -63,12 +63,15 @@ class AdditiveAttention : public Module {
 // dec_valid_lens when Q == K; combined with valid_lens by the minimum).
 // The fused path is ops' scaled_dot_product_attention, which picks its kernel
 // (without grad and dropout and with few queries, as when decoding against a
-// KV cache, the decode kernel).
+// KV cache, the decode kernel). `kv_rows` (heads layout only; (B) integers or
+// undefined): batch row b of the queries attends row kv_rows[b] of keys and
+// values, as AttentionOptions::kv_rows.
 class DotProductAttention : public Module {
  public:
   explicit DotProductAttention(double dropout);
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                 const Tensor& valid_lens = Tensor(), bool causal = false);
+                 const Tensor& valid_lens = Tensor(), bool causal = false,
+                 const Tensor& kv_rows = Tensor());
 
   std::shared_ptr<Dropout> dropout;
   // (B, Q, K) — (B * H, Q, K) in the heads layout —, before dropout,
@@ -102,9 +105,12 @@ class MultiHeadAttention : public Module {
   // values once into heads (B, K, num_heads, num_hiddens / num_heads), then
   // attend with any number of queries against them (K and V may be views of
   // a larger cache buffer). valid_lens is per batch element, (B) or (B, Q).
+  // kv_rows ((B) integers, or undefined): query row b attends row kv_rows[b]
+  // of K and V (beams sharing their sentence's encoder side).
   std::pair<Tensor, Tensor> project_kv(const Tensor& keys, const Tensor& values);
   Tensor attend(const Tensor& queries, const Tensor& K, const Tensor& V,
-                const Tensor& valid_lens = Tensor(), bool causal = false);
+                const Tensor& valid_lens = Tensor(), bool causal = false,
+                const Tensor& kv_rows = Tensor());
 
   // (B * num_heads, Q, K) weights of the last forward, detached (kept only
   // inside a KeepAttentionWeights scope).

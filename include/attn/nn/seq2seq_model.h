@@ -31,9 +31,19 @@ struct DecoderState {
   // enc_outputs and enc_valid_lens are copies that select_rows made (it then
   // selects their rows in place); false while they are the caller's tensors.
   bool owns_encoder_rows = false;
+  // Set by a decoder that reads the encoder side through a row index (the
+  // Transformer's cross-attention, AttentionOptions::kv_rows): select_rows
+  // then never moves enc_outputs, enc_valid_lens, cross_k and cross_v, and
+  // keeps in encoder_index the encoder row of each row instead, so that the
+  // beams of a sentence share one copy of its source's keys and values.
+  bool shares_encoder_rows = false;
+  Tensor encoder_index;  // (batch_size()) i64, or undefined: row i's is row i
 
-  // Batch rows of the state (of enc_valid_lens).
-  std::int64_t batch_size() const { return enc_valid_lens.defined() ? enc_valid_lens.size(0) : 0; }
+  // Batch rows of the state (of encoder_index, else of enc_valid_lens).
+  std::int64_t batch_size() const {
+    if (encoder_index.defined()) return encoder_index.size(0);
+    return enc_valid_lens.defined() ? enc_valid_lens.size(0) : 0;
+  }
 
   // Keeps the batch rows `rows` ((n) i32 or i64, entries in [0, batch_size()),
   // repeats allowed), in that order: afterwards row i is what row rows[i] was.
@@ -47,7 +57,8 @@ struct DecoderState {
   // close the gaps of sentences that left.
   // The rows are gathered in place, in the state's own buffers, when there
   // are no more of them than before (only the `steps` valid positions of the
-  // self-attention cache are moved); more rows take new buffers.
+  // self-attention cache are moved); more rows take new buffers. With
+  // shares_encoder_rows only encoder_index changes on the encoder side.
   // enc_outputs and enc_valid_lens, the caller's tensors, are copied the
   // first time they change (owns_encoder_rows) and never written. A copy of a
   // DecoderState shares its buffers, as step() writes them in place too.
