@@ -52,6 +52,10 @@ std::map<std::string, Tensor> Module::state_dict() const {
 }
 
 void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+  load_state_dict(state, strict, /*adopt=*/false);
+}
+
+void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict, bool adopt) {
   auto params = named_parameters();
   std::set<std::string> used;
   for (auto& [name, p] : params) {
@@ -63,13 +67,30 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool st
     ATTN_CHECK(it->second.shape() == p.shape(), ShapeError,
                "load_state_dict: parameter '{}' has shape {} in the model but {} in the state",
                name, shape_str(p.shape()), shape_str(it->second.shape()));
-    copy_(p, it->second);
+    const Tensor& t = it->second;
+    // Adopted: the parameter keeps its identity (members, optimizers) and
+    // takes t's memory; t's storage must be t's alone, in p's layout.
+    if (adopt && t.dtype() == p.dtype() && t.is_contiguous() && t.offset() == 0 &&
+        t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && p.is_contiguous()) {
+      TensorImpl& impl = p.impl();
+      impl.storage = t.storage();
+      impl.strides = t.strides();
+      impl.offset = 0;
+    } else {
+      copy_(p, t);
+    }
     used.insert(name);
   }
   if (strict) {
     for (const auto& [name, _] : state)
       ATTN_CHECK(used.count(name), ValueError, "load_state_dict: unexpected parameter '{}'", name);
   }
+}
+
+void Module::adopt_state_dict(std::map<std::string, Tensor>&& state, bool strict) {
+  const std::map<std::string, Tensor>& view = state;
+  load_state_dict(view, strict, /*adopt=*/true);
+  state.clear();  // no tensor of the caller's shares a parameter's memory
 }
 
 void Module::train(bool on) {

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "attn/data/nmt.h"
 #include "attn/data/text.h"
@@ -35,6 +37,13 @@ namespace {
 template <class T>
 std::string first_non_finite_of(const Tensor& c) {
   const T* p = c.data<T>();
+  // A vectorized count first (|x| <= max is false for NaN and infinities);
+  // the scalar search only when there is something to find.
+  std::int64_t bad = 0;
+  const T big = std::numeric_limits<T>::max();
+#pragma omp simd reduction(+ : bad)
+  for (std::int64_t i = 0; i < c.numel(); ++i) bad += !(std::fabs(p[i]) <= big);
+  if (bad == 0) return "";
   for (std::int64_t i = 0, n = c.numel(); i < n; ++i)
     if (!std::isfinite(p[i]))
       return fmt::format("{} at index {}", std::isnan(p[i]) ? "NaN" : "an infinity", i);
@@ -232,7 +241,7 @@ LoadedModel load_model_files(Open&& open) {
       nn::init::SkipInitGuard skip_init;
       m.net = make_model(m.config);
     }
-    m.net->load_state_dict(tensors);
+    m.net->adopt_state_dict(std::move(tensors));
   } catch (const Error& e) {
     throw IOError(fmt::format("'{}': {}", weights.path(), e.what()));
   }

@@ -52,6 +52,31 @@ TEST(Module, NamesStateDictAndLoad) {
   EXPECT_THROW(b.load_state_dict(state), ValueError);
 }
 
+// Adopting: parameters take the loaded tensors' memory (no copy) but stay
+// the same tensors; a tensor another handle shares is copied instead.
+TEST(Module, AdoptStateDictTakesSoleTensorsAndCopiesShared) {
+  Net a, b;
+  const Tensor weight = b.fc->weight;  // a handle kept, as a member or optimizer would
+  std::map<std::string, Tensor> state;
+  for (const auto& [name, t] : a.state_dict()) state[name] = t.clone();
+  const void* fresh = state["fc.weight"].storage()->data();
+  Tensor shared = state["ln.weight"];  // a second handle: must be copied
+  b.adopt_state_dict(std::move(state));
+  EXPECT_TRUE(state.empty());
+  EXPECT_EQ(b.fc->weight.storage()->data(), fresh);
+  EXPECT_EQ(weight.storage()->data(), fresh);  // the same tensor as before
+  EXPECT_TRUE(b.fc->weight.requires_grad());
+  EXPECT_NE(b.ln->weight.storage()->data(), shared.storage()->data());
+  for (const auto& [name, t] : a.state_dict())
+    EXPECT_EQ(to_vector<float>(b.state_dict()[name]), to_vector<float>(t)) << name;
+  // Views of a's parameters (state_dict) are copied, never shared.
+  Net c;
+  c.adopt_state_dict(a.state_dict());
+  EXPECT_NE(c.fc->weight.storage()->data(), a.fc->weight.storage()->data());
+  std::map<std::string, Tensor> bad;
+  EXPECT_THROW(c.adopt_state_dict(std::move(bad)), ValueError);  // strict: all missing
+}
+
 TEST(Module, TrainEvalPropagates) {
   Net n;
   EXPECT_TRUE(n.fc->is_training());

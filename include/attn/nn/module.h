@@ -40,6 +40,12 @@ class Module {
   // strict, a missing or unexpected key is an error; a shape mismatch always is
   // (the message names the parameter and both shapes). Dtypes are converted.
   void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+  // load_state_dict for tensors just read from a file: each parameter takes
+  // over the memory of its tensor in `state` instead of a copy, where that
+  // tensor is contiguous, of the parameter's dtype and held by `state` alone
+  // (no other handle, no view shares its memory; else it is copied). `state`
+  // is left empty.
+  void adopt_state_dict(std::map<std::string, Tensor>&& state, bool strict = true);
 
   // Training mode (dropout active) for this module and all children.
   void train(bool on = true);
@@ -73,6 +79,7 @@ class Module {
 
  private:
   void collect(const std::string& prefix, NamedTensors& out) const;
+  void load_state_dict(const std::map<std::string, Tensor>& state, bool strict, bool adopt);
 
   NamedTensors params_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
