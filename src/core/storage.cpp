@@ -22,8 +22,6 @@
 // buffer is still reported.
 #include "attn/core/storage.h"
 
-#include <sys/mman.h>
-
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -76,23 +74,6 @@ struct BlockCache {
     for (auto& [_, p] : free_blocks) std::free(p);
   }
 };
-
-// Blocks of at least kHugeMin bytes start on a 2 MiB boundary and are marked
-// for transparent huge pages (where the kernel leaves them to madvise, as
-// Debian does): their first touch then faults once per 2 MiB, not once per
-// 4 KiB. Measured on beam search (2,000 sentences, whose peak of about
-// 400 MB is touched once): 70,000 page faults and 0.6 s of system time
-// without. At most 2 MiB - 1 of a block's start is skipped by the alignment.
-constexpr std::size_t kHugePage = std::size_t(2) << 20;
-constexpr std::size_t kHugeMin = std::size_t(4) << 20;
-
-void* fresh_block(std::size_t size) {
-  if (!kCaching || size < kHugeMin) return std::aligned_alloc(Storage::kAlignment, size);
-  void* p = nullptr;
-  if (posix_memalign(&p, kHugePage, size) != 0) return nullptr;
-  madvise(p, size / kHugePage * kHugePage, MADV_HUGEPAGE);  // a hint: failure changes nothing
-  return p;
-}
 
 BlockCache& cache() {
   static BlockCache* c = new BlockCache();  // never destroyed: tensors may outlive statics
@@ -189,7 +170,7 @@ Storage::Storage(std::size_t nbytes) : nbytes_(nbytes) {
     data_ = cache().take(size, capacity_);
   }
   if (data_ == nullptr) {
-    data_ = fresh_block(size);
+    data_ = std::aligned_alloc(kAlignment, size);
     capacity_ = size;
   }
   if (data_ == nullptr) throw std::bad_alloc();
