@@ -24,9 +24,8 @@ using autograd::record;
 using Grads = std::vector<Tensor>;
 using Needs = std::vector<bool>;
 
-namespace {
-
-void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
+void detail::check_linear_shapes(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                 const char* op) {
   ATTN_CHECK(x.defined() && weight.defined(), ValueError, "{}: undefined operand", op);
   ATTN_CHECK(weight.dim() == 2, ShapeError, "{}: expected a weight (out, in), got {}", op,
              shape_str(weight.shape()));
@@ -37,6 +36,12 @@ void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   ATTN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == N), ShapeError,
              "{}: expected a bias ({}) for weight {}, got {}", op, N, shape_str(weight.shape()),
              shape_str(bias.shape()));
+}
+
+namespace {
+
+void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
+  detail::check_linear_shapes(x, weight, bias, op);
   ATTN_CHECK(!bias.defined() || bias.dtype() == weight.dtype(), DTypeError,
              "{}: bias is {}, weight is {}", op, dtype_name(bias.dtype()),
              dtype_name(weight.dtype()));

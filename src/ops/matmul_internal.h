@@ -1,5 +1,6 @@
 // src/ops/matmul_internal.h — internal: matmul's product for the other op
-// files (linear.cpp), and switches for testing its kernel paths.
+// files (linear.cpp, quantize.cpp), the checks of a linear layer's
+// operands, and switches for testing its kernel paths.
 #pragma once
 
 #include "attn/core/tensor.h"
@@ -9,6 +10,11 @@ namespace attn::detail {
 // a (..., M, K) @ b (..., K, N) without autograd (matmul's checks and
 // kernels; `op` names the caller in errors).
 Tensor product(const Tensor& a, const Tensor& b, const char* op);
+
+// The operands of a linear layer, x (..., K), weight (N, K), bias (N) or
+// undefined: defined, of those shapes, else the error naming `op` (dtypes
+// are the caller's to check).
+void check_linear_shapes(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op);
 
 // Batched f32 products that do not fold into one GEMM run on oneDNN's matmul
 // primitive (on, the default) or, off, on one dnnl_sgemm per batch item

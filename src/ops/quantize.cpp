@@ -31,6 +31,7 @@
 #include "attn/autograd/node.h"
 #include "attn/core/error.h"
 #include "attn/core/threads.h"
+#include "ops/matmul_internal.h"
 #include "ops/matmul_primitive.h"
 #include "ops/quantize_internal.h"
 #include "ops/thread_limit.h"
@@ -318,16 +319,8 @@ Tensor run_int8(const Tensor& x, QuantizedWeight& w, const Tensor& bias) {
 }
 
 void check_operands(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
-  ATTN_CHECK(x.defined() && weight.defined(), ValueError, "{}: undefined operand", op);
-  ATTN_CHECK(weight.dim() == 2, ShapeError, "{}: expected a weight (out, in), got {}", op,
-             shape_str(weight.shape()));
-  const std::int64_t N = weight.size(0), K = weight.size(1);
-  ATTN_CHECK(x.dim() >= 1 && x.size(-1) == K, ShapeError,
-             "{}: expected input (..., {}) for weight {}, got {}", op, K, shape_str(weight.shape()),
-             shape_str(x.shape()));
-  ATTN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == N), ShapeError,
-             "{}: expected a bias ({}) for weight {}, got {}", op, N, shape_str(weight.shape()),
-             shape_str(bias.shape()));
+  detail::check_linear_shapes(x, weight, bias, op);
+  const std::int64_t K = weight.size(1);
   ATTN_CHECK(x.dtype() == DType::f32 && weight.dtype() == DType::f32 &&
                  (!bias.defined() || bias.dtype() == DType::f32),
              DTypeError, "{}: expected f32 tensors, got x {}, weight {}{}", op,
