@@ -104,11 +104,9 @@ void DecoderState::select_rows(const Tensor& rows, const Tensor& encoder_rows) {
                    shape_str(buf.shape()), steps);
         buf = select_leading_rows(buf, index, steps * buf.size(2) * buf.size(3), true);
       }
-  // The cross-attention keys and values are the state's own; enc_outputs and
-  // enc_valid_lens are the caller's until a first selection copies them.
   if (hidden.defined())
     hidden = index_select(hidden, 1, from_vector(index, {static_cast<std::int64_t>(index.size())}));
-  if (shares_encoder_rows) {
+  if (shares_encoder_rows) {  // the encoder side stays; only the index changes
     std::vector<std::int64_t> map(enc_index.size());
     const std::int64_t* old =
         encoder_index.defined() ? encoder_index.data<std::int64_t>() : nullptr;
@@ -116,6 +114,8 @@ void DecoderState::select_rows(const Tensor& rows, const Tensor& encoder_rows) {
     encoder_index = from_vector(map, {static_cast<std::int64_t>(map.size())});
     return;
   }
+  // The cross-attention keys and values are the state's own; enc_outputs and
+  // enc_valid_lens are the caller's until a first selection copies them.
   auto whole_row = [](const Tensor& t) { return t.numel() / std::max<std::int64_t>(t.size(0), 1); };
   for (auto* cache : {&cross_k, &cross_v})
     for (Tensor& t : *cache)

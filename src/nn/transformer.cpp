@@ -149,7 +149,8 @@ Tensor append_to_cache(Tensor& buf, const Tensor& x, std::int64_t len) {
 }
 }  // namespace
 
-Tensor DecoderBlock::forward_cached(const Tensor& X, DecoderState& state) {
+Tensor DecoderBlock::forward_cached(const Tensor& X, DecoderState& state,
+                                    const Tensor& cross_lens) {
   auto [k, v] = attention1->project_kv(X, X);
   Tensor K = append_to_cache(state.self_k[i], k, state.steps);
   Tensor V = append_to_cache(state.self_v[i], v, state.steps);
@@ -163,12 +164,8 @@ Tensor DecoderBlock::forward_cached(const Tensor& X, DecoderState& state) {
   }
   // The encoder side is read through state.encoder_index (rows of the
   // sentences, not of the beams) once select_rows has set it.
-  const Tensor& rows = state.encoder_index;
-  Tensor lens = rows.defined() && state.enc_valid_lens.defined()
-                    ? index_select(state.enc_valid_lens, 0, rows)
-                    : state.enc_valid_lens;
-  Tensor Z = addnorm2->forward(
-      Y, attention2->attend(Y, state.cross_k[i], state.cross_v[i], lens, false, rows));
+  Tensor Z = addnorm2->forward(Y, attention2->attend(Y, state.cross_k[i], state.cross_v[i],
+                                                     cross_lens, false, state.encoder_index));
   return addnorm3->forward(Z, ffn->forward(Z));
 }
 
@@ -216,7 +213,11 @@ Tensor TransformerDecoder::step(const Tensor& X, DecoderState& state) {
   // The new tokens sit at positions steps, steps + 1, ... (d2l adds position
   // 0's encoding at every inference step; see docs/design.md).
   Tensor H = embed(*embedding, *pos_encoding, X, num_hiddens, state.steps);
-  for (auto& blk : blks->blocks) H = blk->forward_cached(H, state);
+  const Tensor& rows = state.encoder_index;
+  const Tensor cross_lens = rows.defined() && state.enc_valid_lens.defined()
+                                ? index_select(state.enc_valid_lens, 0, rows)
+                                : state.enc_valid_lens;
+  for (auto& blk : blks->blocks) H = blk->forward_cached(H, state, cross_lens);
   state.steps += X.size(1);
   return dense->forward(H);
 }

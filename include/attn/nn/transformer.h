@@ -96,7 +96,9 @@ class DecoderBlock : public Module {
   Tensor forward(const Tensor& X, const Tensor& enc_outputs, const Tensor& enc_valid_lens);
   // Incremental: X holds the new tokens only; self-attention keys and values
   // of X are appended to the cache and the queries attend to the whole cache.
-  Tensor forward_cached(const Tensor& X, DecoderState& state);
+  // cross_lens: the source's valid length of each row of X (the state's
+  // enc_valid_lens read through its encoder_index).
+  Tensor forward_cached(const Tensor& X, DecoderState& state, const Tensor& cross_lens);
 
   std::int64_t i;
   std::shared_ptr<MultiHeadAttention> attention1, attention2;
