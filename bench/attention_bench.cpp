@@ -3,6 +3,7 @@
 //
 //   Fused/<n>/<causal>          scaled_dot_product_attention, forward
 //   FusedFwdBwd/<n>/<causal>    forward + backward (q, k, v require grad)
+//   FusedBf16/..., FusedBf16FwdBwd/...   the same in a bf16 PrecisionScope
 //   Reference/..., ReferenceFwdBwd/...   bmm, masked softmax, bmm (autograd)
 //   SgemmAttention/<n>          the two products of unfused attention, one
 //                               dnnl_sgemm per head each: S = Q K^T, O = S V
@@ -22,6 +23,7 @@
 
 #include "attn/attn.h"
 #include "attn/ops/attention.h"
+#include "attn/ops/precision.h"
 
 using namespace attn;
 
@@ -78,6 +80,18 @@ void forward_backward(benchmark::State& state, AttentionFn fn) {
 
 void BM_Fused(benchmark::State& state) { forward(state, scaled_dot_product_attention); }
 void BM_FusedFwdBwd(benchmark::State& state) {
+  forward_backward(state, scaled_dot_product_attention);
+}
+// The same in a bf16 PrecisionScope: the tiled forward on AVX-512 BF16
+// (attention_forward_bf16); the backward stays f32.
+void BM_FusedBf16(benchmark::State& state) {
+  if (!bf16_supported()) return state.SkipWithError("this CPU has no AVX-512 BF16");
+  PrecisionScope scope(Precision::bf16);
+  forward(state, scaled_dot_product_attention);
+}
+void BM_FusedBf16FwdBwd(benchmark::State& state) {
+  if (!bf16_supported()) return state.SkipWithError("this CPU has no AVX-512 BF16");
+  PrecisionScope scope(Precision::bf16);
   forward_backward(state, scaled_dot_product_attention);
 }
 void BM_Reference(benchmark::State& state) {
@@ -183,6 +197,8 @@ void sizes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Fused)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_FusedFwdBwd)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_FusedBf16)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_FusedBf16FwdBwd)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Reference)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ReferenceFwdBwd)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SgemmAttention)

@@ -109,6 +109,94 @@ struct FlashAttention {
     return s;
   }
 
+  // The key limits of query lanes q0 .. q0 + brp - 1 of head n (padded lanes,
+  // r >= br, see every key with score 0): lim, zero (1 for a row of length
+  // 0), and over the lanes the largest and smallest limit and whether a row
+  // has length 0.
+  struct TileLimits {
+    i64 lmax = 0, lmin = 0;
+    bool any_zero = false;
+  };
+  static TileLimits tile_limits(const AttnArgs<T>& a, i64 b, i64 q0, i64 br, i64 brp, i64* lim,
+                                T* zero) {
+    TileLimits t{0, a.K, false};
+    for (i64 r = 0; r < brp; ++r) {
+      i64 L = r < br ? a.mask.len(b, q0 + r) : a.K;
+      zero[r] = L == 0 ? T(1) : T(0);
+      t.any_zero = t.any_zero || L == 0;
+      if (L == 0) L = a.K;
+      lim[r] = L;
+      t.lmax = std::max(t.lmax, L);
+      t.lmin = std::min(t.lmin, L);
+    }
+    return t;
+  }
+
+  // The running max m = -inf and sum l = 0 of brp lanes; O^T (Dv x brp) = 0.
+  static void start_tile(i64 Dv, i64 brp, T* m, T* l, T* ot) {
+    for (i64 r = 0; r < brp; r += W) {
+      V::store(m + r, V::set1(-std::numeric_limits<T>::infinity()));
+      V::store(l + r, V::zero());
+    }
+    std::fill(ot, ot + Dv * brp, T(0));
+  }
+
+  // One key tile of the online softmax on S^T (bc x brp), vectors along the
+  // queries: st becomes exp(S^T - m_new), l and m are updated, alpha =
+  // exp(m_old - m_new) is what O^T must be multiplied by. Two chains per
+  // reduction hide the latency of max and add.
+  static void softmax_tile(T* st, i64 bc, i64 brp, T* m, T* l, T* alpha) {
+    for (i64 j = 0; j < brp; j += W) {
+      const R mo = V::load(m + j);
+      R m0 = mo, m1 = mo;
+      i64 c = 0;
+      for (; c + 2 <= bc; c += 2) {
+        m0 = V::max(m0, V::load(st + c * brp + j));
+        m1 = V::max(m1, V::load(st + (c + 1) * brp + j));
+      }
+      if (c < bc) m0 = V::max(m0, V::load(st + c * brp + j));
+      const R mx = V::max(m0, m1);
+      const R al = V::exp(V::sub(mo, mx));
+      R s0 = V::zero(), s1 = V::zero();
+      for (c = 0; c + 2 <= bc; c += 2) {
+        const R p0 = V::exp(V::sub(V::load(st + c * brp + j), mx));
+        const R p1 = V::exp(V::sub(V::load(st + (c + 1) * brp + j), mx));
+        V::store(st + c * brp + j, p0);
+        V::store(st + (c + 1) * brp + j, p1);
+        s0 = V::add(s0, p0);
+        s1 = V::add(s1, p1);
+      }
+      if (c < bc) {
+        const R p0 = V::exp(V::sub(V::load(st + c * brp + j), mx));
+        V::store(st + c * brp + j, p0);
+        s0 = V::add(s0, p0);
+      }
+      V::store(l + j, V::fma(V::load(l + j), al, V::add(s0, s1)));
+      V::store(m + j, mx);
+      V::store(alpha + j, al);
+    }
+  }
+
+  // O^T (Dv x brp) *= alpha, lane by lane.
+  static void rescale_tile(T* ot, i64 Dv, i64 brp, const T* alpha) {
+    for (i64 d = 0; d < Dv; ++d)
+      for (i64 j = 0; j < brp; j += W)
+        V::store(ot + d * brp + j, V::mul(V::load(ot + d * brp + j), V::load(alpha + j)));
+  }
+
+  // Writes out = O^T / l of queries q0 .. q0 + br - 1 of head n, and their
+  // log-sum-exp m + log l when a.lse is set.
+  static void finish_tile(const AttnArgs<T>& a, i64 n, i64 q0, i64 br, i64 brp, const T* ot,
+                          const T* m, const T* l) {
+    const i64 b = n / a.H, h = n % a.H;
+    for (i64 r = 0; r < br; ++r) {
+      const T inv = T(1) / l[r];
+      T* orow = a.o.row(b, h, q0 + r);
+      for (i64 d = 0; d < a.Dv; ++d) orow[d] = ot[d * brp + r] * inv;
+      if (a.lse) a.lse[n * a.Q + q0 + r] = m[r] + std::log(l[r]);
+    }
+  }
+
   // Unnormalized attention of queries q0 .. q0 + br - 1 of head n over its
   // packed keys kp and values vp: leaves O^T (Dv x brp), the running max m and
   // the sum l in s.
@@ -118,72 +206,25 @@ struct FlashAttention {
     const i64 brp = round_up(br, W), Bc = g.Bc;
     const i64 D = a.D, Dv = a.Dv;
     const T scale = static_cast<T>(a.scale);
-    // Limits per query lane; padded lanes see every key with score 0.
-    i64 lmax = 0, lmin = a.K;
-    bool any_zero = false;
-    for (i64 r = 0; r < brp; ++r) {
-      i64 L = r < br ? a.mask.len(b, q0 + r) : a.K;
-      s.zero[r] = L == 0 ? T(1) : T(0);
-      any_zero = any_zero || L == 0;
-      if (L == 0) L = a.K;
-      s.lim[r] = L;
-      lmax = std::max(lmax, L);
-      lmin = std::min(lmin, L);
-    }
+    const TileLimits t = tile_limits(a, b, q0, br, brp, s.lim, s.zero);
     // q^T scaled, zero in the padded lanes.
+    for (i64 r = 0; r < std::min(br, kPrefetchRows); ++r) prefetch_span(a.q.row(b, h, q0 + r), D);
     for (i64 r = 0; r < brp; ++r) {
+      if (r + kPrefetchRows < br) prefetch_span(a.q.row(b, h, q0 + r + kPrefetchRows), D);
       const T* qr = r < br ? a.q.row(b, h, q0 + r) : nullptr;
       for (i64 d = 0; d < D; ++d) s.qt[d * brp + r] = qr ? qr[d] * scale : T(0);
     }
-    for (i64 r = 0; r < brp; r += W) {
-      V::store(s.m + r, V::set1(-std::numeric_limits<T>::infinity()));
-      V::store(s.l + r, V::zero());
-    }
-    std::fill(s.ot, s.ot + Dv * brp, T(0));
+    start_tile(Dv, brp, s.m, s.l, s.ot);
     const std::uint64_t row0 = static_cast<std::uint64_t>(n * a.Q + q0);
-    for (i64 c0 = 0; c0 < lmax; c0 += Bc) {
-      const i64 bc = std::min(Bc, lmax - c0);
+    for (i64 c0 = 0; c0 < t.lmax; c0 += Bc) {
+      const i64 bc = std::min(Bc, t.lmax - c0);
       // S^T (bc x brp) = k_j (bc x D) q^T (D x brp)
       Gemm::gemm(bc, brp, D, s.kp + c0 * g.ldk, g.ldk, 1, s.qt, brp, s.st, brp, false);
-      if (any_zero || c0 + bc > lmin) mask_tile(s.st, bc, brp, c0, s.lim, s.zero);
-      // Online softmax, vectors along the queries; two chains per reduction
-      // to hide the latency of max and add.
-      for (i64 j = 0; j < brp; j += W) {
-        const R mo = V::load(s.m + j);
-        R m0 = mo, m1 = mo;
-        i64 c = 0;
-        for (; c + 2 <= bc; c += 2) {
-          m0 = V::max(m0, V::load(s.st + c * brp + j));
-          m1 = V::max(m1, V::load(s.st + (c + 1) * brp + j));
-        }
-        if (c < bc) m0 = V::max(m0, V::load(s.st + c * brp + j));
-        const R mx = V::max(m0, m1);
-        const R al = V::exp(V::sub(mo, mx));
-        R s0 = V::zero(), s1 = V::zero();
-        for (c = 0; c + 2 <= bc; c += 2) {
-          const R p0 = V::exp(V::sub(V::load(s.st + c * brp + j), mx));
-          const R p1 = V::exp(V::sub(V::load(s.st + (c + 1) * brp + j), mx));
-          V::store(s.st + c * brp + j, p0);
-          V::store(s.st + (c + 1) * brp + j, p1);
-          s0 = V::add(s0, p0);
-          s1 = V::add(s1, p1);
-        }
-        if (c < bc) {
-          const R p0 = V::exp(V::sub(V::load(s.st + c * brp + j), mx));
-          V::store(s.st + c * brp + j, p0);
-          s0 = V::add(s0, p0);
-        }
-        V::store(s.l + j, V::fma(V::load(s.l + j), al, V::add(s0, s1)));
-        V::store(s.m + j, mx);
-        V::store(s.alpha + j, al);
-      }
+      if (t.any_zero || c0 + bc > t.lmin) mask_tile(s.st, bc, brp, c0, s.lim, s.zero);
+      softmax_tile(s.st, bc, brp, s.m, s.l, s.alpha);
       if (a.drop.on)
         dropout_tile(a.drop, row0, a.K, c0, br, brp, bc, s.st, nullptr, nullptr, s.words);
-      if (c0 != 0) {
-        for (i64 d = 0; d < Dv; ++d)
-          for (i64 j = 0; j < brp; j += W)
-            V::store(s.ot + d * brp + j, V::mul(V::load(s.ot + d * brp + j), V::load(s.alpha + j)));
-      }
+      if (c0 != 0) rescale_tile(s.ot, Dv, brp, s.alpha);
       // O^T (Dv x brp) += v_j^T (Dv x bc) P^T (bc x brp); v_j^T(d, c) = vp[(c0 + c) * ldv + d].
       Gemm::gemm(Dv, brp, bc, s.vp + c0 * g.ldv, 1, g.ldv, s.st, brp, s.ot, brp, true);
     }
@@ -192,14 +233,7 @@ struct FlashAttention {
   static void forward_tile(const AttnArgs<T>& a, const FwdGeom& g, i64 n, i64 q0, i64 br,
                            const FwdSlice& s) {
     attend_tile(a, g, n, q0, br, s);
-    const i64 b = n / a.H, h = n % a.H;
-    const i64 brp = round_up(br, W);
-    for (i64 r = 0; r < br; ++r) {
-      const T inv = T(1) / s.l[r];
-      T* orow = a.o.row(b, h, q0 + r);
-      for (i64 d = 0; d < a.Dv; ++d) orow[d] = s.ot[d * brp + r] * inv;
-      if (a.lse) a.lse[n * a.Q + q0 + r] = s.m[r] + std::log(s.l[r]);
-    }
+    finish_tile(a, n, q0, br, round_up(br, W), s.ot, s.m, s.l);
   }
 
   // Requires K >= 1 and Q >= 1.
@@ -307,7 +341,8 @@ struct FlashAttention {
         if (r < Q) {
           const T* qr = a.q.row(b, h, r);
           const T* gr = a.dout.row(b, h, r);
-          for (i64 d = 0; d < D; ++d) qt[d * Br] = qr[d] * scale;
+          for (i64 d = 0; d < D; ++d)
+            qt[d * Br] = (a.round_bf16 ? round_bf16(qr[d]) : qr[d]) * scale;
           for (i64 d = 0; d < Dv; ++d) dot[d * Br] = gr[d];
         } else {
           for (i64 d = 0; d < D; ++d) qt[d * Br] = T(0);
@@ -319,6 +354,11 @@ struct FlashAttention {
     const i64 k_first = kt_begin * Bc, k_last = std::min(K, kt_end * Bc);
     Gemm::pack_rows(a.k.row(b, h, k_first), a.k.st, k_last - k_first, D, g.ldk, s.krows);
     Gemm::pack_rows(a.v.row(b, h, k_first), a.v.st, k_last - k_first, Dv, g.ldv, s.vrows);
+    if (a.round_bf16) {
+      round_bf16_span(s.qrows, Q * g.ldq);
+      round_bf16_span(s.krows, (k_last - k_first) * g.ldk);
+      round_bf16_span(s.vrows, (k_last - k_first) * g.ldv);
+    }
     for (i64 r = 0; r < Qp; ++r) {
       if (r < Q) {
         const T* gr = a.dout.row(b, h, r);

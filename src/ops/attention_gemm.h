@@ -5,16 +5,30 @@
 // Every tile product is C (M x N) (+)= A (M x K) B (K x N) by one
 // register-blocked micro-kernel (kMR x kNV registers of C held while K runs):
 // A read by scalar broadcasts at any strides, B and C by vectors along N.
+// A and B hold V::Op where V names one (attention_bf16.cpp: 32-bit words of
+// two bf16, multiplied pairwise into f32 sums), else T, like C.
 #pragma once
+
+#include <type_traits>
 
 #include "ops/attention_common.h"
 
 namespace attn::detail {
 namespace {
 
+template <class V, class = void>
+struct TileOperand {
+  using type = typename V::T;
+};
+template <class V>
+struct TileOperand<V, std::void_t<typename V::Op>> {
+  using type = typename V::Op;
+};
+
 template <class V>
 struct TileGemm {
   using T = typename V::T;
+  using Op = typename TileOperand<V>::type;
   using R = typename V::R;
   static constexpr int W = V::W;
   static constexpr int MR = V::kMR;
@@ -23,8 +37,8 @@ struct TileGemm {
   // C (MRk x NVk*W) (+)= A (MRk x K) B (K x NVk*W), A(m, k) = A[m * ars + k * acs],
   // B(k, :) = B + k * ldb, C(m, :) = C + m * ldc. The block stays in registers.
   template <int MRk, int NVk>
-  static inline void micro(i64 K, const T* A, i64 ars, i64 acs, const T* B, i64 ldb, T* C, i64 ldc,
-                           bool accumulate) {
+  static inline void micro(i64 K, const Op* A, i64 ars, i64 acs, const Op* B, i64 ldb, T* C,
+                           i64 ldc, bool accumulate) {
     R c[MRk][NVk];
     if (accumulate) {
 #pragma GCC unroll 32
@@ -38,14 +52,14 @@ struct TileGemm {
         for (int j = 0; j < NVk; ++j) c[m][j] = V::zero();
     }
     for (i64 k = 0; k < K; ++k) {
-      const T* b = B + k * ldb;
-      const T* a = A + k * acs;
-      R bv[NVk];
+      const Op* b = B + k * ldb;
+      const Op* a = A + k * acs;
+      decltype(V::load(b)) bv[NVk];
 #pragma GCC unroll 8
       for (int j = 0; j < NVk; ++j) bv[j] = V::load(b + j * W);
 #pragma GCC unroll 32
       for (int m = 0; m < MRk; ++m) {
-        R av = V::set1(a[m * ars]);
+        const auto av = V::set1(a[m * ars]);
 #pragma GCC unroll 8
         for (int j = 0; j < NVk; ++j) c[m][j] = V::fma(av, bv[j], c[m][j]);
       }
@@ -59,8 +73,8 @@ struct TileGemm {
   // One column panel (NVk registers wide), all M rows: full MR blocks, then
   // the remaining rows with the micro-kernel of that height.
   template <int NVk>
-  static void panel(i64 M, i64 K, const T* A, i64 ars, i64 acs, const T* B, i64 ldb, T* C, i64 ldc,
-                    bool accumulate) {
+  static void panel(i64 M, i64 K, const Op* A, i64 ars, i64 acs, const Op* B, i64 ldb, T* C,
+                    i64 ldc, bool accumulate) {
     i64 i = 0;
     for (; i + MR <= M; i += MR)
       micro<MR, NVk>(K, A + i * ars, ars, acs, B, ldb, C + i * ldc, ldc, accumulate);
@@ -77,7 +91,7 @@ struct TileGemm {
   }
 
   // C (M x N) (+)= A (M x K) B (K x N), N a multiple of W.
-  static void gemm(i64 M, i64 N, i64 K, const T* A, i64 ars, i64 acs, const T* B, i64 ldb, T* C,
+  static void gemm(i64 M, i64 N, i64 K, const Op* A, i64 ars, i64 acs, const Op* B, i64 ldb, T* C,
                    i64 ldc, bool accumulate) {
     if (M <= 0 || N <= 0) return;
     const i64 nvec = N / W;
@@ -115,7 +129,9 @@ struct TileGemm {
 
   // Copies rows (rows x d, row stride ld) into dst (rows x ldp), zero padded.
   static void pack_rows(const T* src, i64 ld, i64 rows, i64 d, i64 ldp, T* dst) {
+    for (i64 r = 0; r < std::min(rows, kPrefetchRows); ++r) prefetch_span(src + r * ld, d);
     for (i64 r = 0; r < rows; ++r) {
+      if (r + kPrefetchRows < rows) prefetch_span(src + (r + kPrefetchRows) * ld, d);
       T* o = dst + r * ldp;
       copy_row(src + r * ld, d, o);
       for (i64 j = d; j < ldp; ++j) o[j] = T(0);

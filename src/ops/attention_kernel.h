@@ -55,6 +55,9 @@ struct AttnArgs {
   const std::int64_t* kv_rows = nullptr;
   AttnDropout drop;
   double scale = 1.0;
+  // Tiled backward only: the forward ran in bf16 (attention_forward_bf16), so
+  // q, k and v are read rounded to bf16, as it read them.
+  bool round_bf16 = false;
   // backward
   HeadView<const T> dout;
   HeadView<T> dq, dk, dv;
@@ -114,6 +117,14 @@ struct AttnKernelTable {
   void (*backward_small)(const AttnArgs<T>&);
   void (*decode)(const AttnArgs<T>&);
 };
+
+// The tiled forward in bf16 (attention_bf16.cpp): q, k, v and the softmax
+// weights rounded to bf16, their products summed in f32 by AVX-512 BF16, the
+// softmax in f32; the f32 tiled backward with AttnArgs::round_bf16 is its
+// backward. Null where the build lacks it; run it only where
+// attn::bf16_supported().
+using AttnForwardFn = void (*)(const AttnArgs<float>&, AttnTiles);
+AttnForwardFn attention_forward_bf16();
 
 // The kernels per instruction set; null where the build cannot provide them.
 const AttnKernelTable<float>* attention_kernels_avx512();

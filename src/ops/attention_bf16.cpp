@@ -1,0 +1,285 @@
+// The tiled attention forward in bf16 (attention_kernel.h,
+// attention_forward_bf16): FlashAttention<VecAvx512>'s algorithm
+// (attention_flash.h) with its two tile products on AVX-512 BF16.
+//
+//   S^T = k_j q_i^T     k and q rounded to bf16, scale applied to the f32 sums
+//   O^T += v_j^T P^T    v and the tile's exp(S - m) rounded to bf16
+//
+// VDPBF16PS multiplies 16 pairs of bf16 and adds each lane's two products to
+// an f32 sum, so both operands are read as 32-bit words of two bf16 that are
+// adjacent along the reduction: keys as their own rows (pairs of head
+// dimensions), the query tile transposed with each lane holding a pair of its
+// row, values packed two keys to a word, and P^T two keys to a word per
+// query lane. Masks, the online softmax, dropout, the sums l and the output's
+// normalization stay in f32, as in the f32 kernel. Only the CPU's AVX-512
+// BF16 runs this; attention.cpp asks bf16_supported() first.
+//
+// Headers first, for the baseline target; then the target pragma.
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+#include "ops/attention_kernel.h"
+#include "ops/philox_inline.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw,avx512bf16,avx2,fma")
+// GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include "ops/attention_flash.h"
+#include "ops/attention_vec_avx512.h"
+
+namespace attn::detail {
+namespace {
+
+using u32 = std::uint32_t;
+
+// TileGemm's V for bf16 operands: A and B are words of two bf16 (Op), C is
+// f32; fma(a, b, c) = c + a.lo * b.lo + a.hi * b.hi in each lane.
+struct VecBf16Pairs {
+  using T = float;
+  using Op = u32;
+  using R = __m512;
+  static constexpr int W = 16;
+  static constexpr int kMR = 6, kNV = 4;
+  static R zero() { return _mm512_setzero_ps(); }
+  static R load(const float* p) { return _mm512_loadu_ps(p); }
+  static __m512bh load(const u32* p) { return (__m512bh)_mm512_loadu_si512(p); }
+  static void store(float* p, R x) { _mm512_storeu_ps(p, x); }
+  static __m512bh set1(u32 pair) { return (__m512bh)_mm512_set1_epi32(static_cast<int>(pair)); }
+  static R fma(__m512bh a, __m512bh b, R c) { return _mm512_dpbf16_ps(c, a, b); }
+};
+
+struct FlashBf16 {
+  using V = VecAvx512;
+  using F = FlashAttention<V>;
+  using Gemm = TileGemm<VecBf16Pairs>;
+  static constexpr int W = 16;
+
+  // n floats from x rounded to bf16 into out (16 at a time, the tail masked).
+  static void row_to_bf16(const float* x, i64 n, std::uint16_t* out) {
+    for (i64 i = 0; i < n; i += W) {
+      const __mmask16 m = static_cast<__mmask16>((1u << std::min<i64>(W, n - i)) - 1u);
+      _mm256_mask_storeu_epi16(out + i, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + i)));
+    }
+  }
+
+  // 16 words, word j = (a[j], b[j]) rounded to bf16.
+  static __m512i pairs(__m512 a, __m512 b) {
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
+                                         8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    // a's 16 bf16 in 16-bit elements 0..15, b's in 16..31; interleaved.
+    return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(b, a));
+  }
+
+  // Words w with w[j] = (lo[j], hi[j]) rounded to bf16, j < n; hi null: zeros.
+  static void interleave_to_bf16(const float* lo, const float* hi, i64 n, u32* w) {
+    for (i64 j = 0; j < n; j += W) {
+      const __mmask16 m = static_cast<__mmask16>((1u << std::min<i64>(W, n - j)) - 1u);
+      const __m512 a = _mm512_maskz_loadu_ps(m, lo + j);
+      const __m512 b = hi ? _mm512_maskz_loadu_ps(m, hi + j) : _mm512_setzero_ps();
+      _mm512_mask_storeu_epi32(w + j, m, pairs(a, b));
+    }
+  }
+
+  // FlashAttention::softmax_tile on scale * S^T (scale > 0, so that the
+  // masks' -inf stay -inf), writing exp(scale S^T - m) as P^T's pairs of keys
+  // (pt, ceil(bc / 2) x brp words) instead of back into st.
+  static void softmax_to_pairs(const float* st, i64 bc, i64 brp, float scale, float* m, float* l,
+                               float* alpha, u32* pt) {
+    const __m512 sc = _mm512_set1_ps(scale);
+    for (i64 j = 0; j < brp; j += W) {
+      const __m512 mo = _mm512_loadu_ps(m + j);
+      __m512 m0 = mo, m1 = mo;
+      i64 c = 0;
+      for (; c + 2 <= bc; c += 2) {
+        m0 = _mm512_max_ps(m0, _mm512_mul_ps(_mm512_loadu_ps(st + c * brp + j), sc));
+        m1 = _mm512_max_ps(m1, _mm512_mul_ps(_mm512_loadu_ps(st + (c + 1) * brp + j), sc));
+      }
+      if (c < bc) m0 = _mm512_max_ps(m0, _mm512_mul_ps(_mm512_loadu_ps(st + c * brp + j), sc));
+      const __m512 mx = _mm512_max_ps(m0, m1);
+      const __m512 al = V::exp(_mm512_sub_ps(mo, mx));
+      __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+      for (c = 0; c + 2 <= bc; c += 2) {
+        const __m512 p0 = V::exp(_mm512_fmsub_ps(_mm512_loadu_ps(st + c * brp + j), sc, mx));
+        const __m512 p1 = V::exp(_mm512_fmsub_ps(_mm512_loadu_ps(st + (c + 1) * brp + j), sc, mx));
+        _mm512_storeu_si512(pt + c / 2 * brp + j, pairs(p0, p1));
+        s0 = _mm512_add_ps(s0, p0);
+        s1 = _mm512_add_ps(s1, p1);
+      }
+      if (c < bc) {
+        const __m512 p0 = V::exp(_mm512_fmsub_ps(_mm512_loadu_ps(st + c * brp + j), sc, mx));
+        _mm512_storeu_si512(pt + c / 2 * brp + j, pairs(p0, _mm512_setzero_ps()));
+        s0 = _mm512_add_ps(s0, p0);
+      }
+      _mm512_storeu_ps(l + j, _mm512_fmadd_ps(_mm512_loadu_ps(l + j), al, _mm512_add_ps(s0, s1)));
+      _mm512_storeu_ps(m + j, mx);
+      _mm512_storeu_ps(alpha + j, al);
+    }
+  }
+
+  struct Slice {
+    u32 *kp, *vp, *qt, *pt;
+    std::uint16_t* qrow;
+    float *st, *ot, *m, *l, *alpha, *zero;
+    i64* lim;
+    u32* words;
+  };
+
+  // Br query lanes by Bc keys (even); D2 = words per key row (D / 2 rounded
+  // up); K2 = key pairs.
+  struct Geom {
+    i64 Br, Bc, D2, K2;
+  };
+
+  static Slice carve(Carver& cv, const AttnArgs<float>& a, const Geom& g) {
+    Slice s{};
+    s.kp = cv.take<u32>(a.K * g.D2);
+    s.vp = cv.take<u32>(g.K2 * std::max<i64>(a.Dv, 1));
+    s.qt = cv.take<u32>(g.D2 * g.Br);
+    s.pt = cv.take<u32>(g.Bc / 2 * g.Br);
+    s.qrow = cv.take<std::uint16_t>(2 * g.D2);
+    s.st = cv.take<float>(g.Bc * g.Br);
+    s.ot = cv.take<float>(std::max<i64>(a.Dv, 1) * g.Br);
+    s.m = cv.take<float>(g.Br);
+    s.l = cv.take<float>(g.Br);
+    s.alpha = cv.take<float>(g.Br);
+    s.zero = cv.take<float>(g.Br);
+    s.lim = cv.take<i64>(g.Br);
+    s.words = cv.take<u32>(g.Bc + 8);
+    return s;
+  }
+
+  // Head n's keys as rows of D2 words, its values as K2 rows of Dv words
+  // (keys 2c and 2c + 1 in word (c, d); a missing last key is 0).
+  static void pack_head(const AttnArgs<float>& a, const Geom& g, i64 n, const Slice& s) {
+    const i64 b = n / a.H, h = n % a.H;
+    for (i64 c = 0; c < std::min(a.K, kPrefetchRows); ++c) prefetch_span(a.k.row(b, h, c), a.D);
+    for (i64 c = 0; c < 2 * std::min(g.K2, kPrefetchRows); ++c)
+      if (c < a.K) prefetch_span(a.v.row(b, h, c), a.Dv);
+    for (i64 c = 0; c < a.K; ++c) {
+      if (c + kPrefetchRows < a.K) prefetch_span(a.k.row(b, h, c + kPrefetchRows), a.D);
+      auto* row = reinterpret_cast<std::uint16_t*>(s.kp + c * g.D2);
+      row[2 * g.D2 - 1] = 0;
+      row_to_bf16(a.k.row(b, h, c), a.D, row);
+    }
+    for (i64 c2 = 0; c2 < g.K2; ++c2) {
+      for (i64 c = 2 * (c2 + kPrefetchRows); c < std::min(a.K, 2 * (c2 + kPrefetchRows + 1)); ++c)
+        prefetch_span(a.v.row(b, h, c), a.Dv);
+      const float* hi = 2 * c2 + 1 < a.K ? a.v.row(b, h, 2 * c2 + 1) : nullptr;
+      interleave_to_bf16(a.v.row(b, h, 2 * c2), hi, a.Dv, s.vp + c2 * a.Dv);
+    }
+  }
+
+  static void forward_tile(const AttnArgs<float>& a, const Geom& g, i64 n, i64 q0, i64 br,
+                           const Slice& s) {
+    const i64 b = n / a.H, h = n % a.H;
+    const i64 brp = round_up(br, W), Dv = a.Dv;
+    const auto t = F::tile_limits(a, b, q0, br, brp, s.lim, s.zero);
+    // q^T: word (d2, r) = the pair d2 of query r; zero in the padded lanes.
+    for (i64 r = 0; r < std::min(br, kPrefetchRows); ++r) prefetch_span(a.q.row(b, h, q0 + r), a.D);
+    for (i64 r = 0; r < brp; ++r) {
+      if (r + kPrefetchRows < br) prefetch_span(a.q.row(b, h, q0 + r + kPrefetchRows), a.D);
+      if (r < br) {
+        s.qrow[2 * g.D2 - 1] = 0;
+        row_to_bf16(a.q.row(b, h, q0 + r), a.D, s.qrow);
+      }
+      for (i64 d2 = 0; d2 < g.D2; ++d2) {
+        u32 w = 0;
+        if (r < br) std::memcpy(&w, s.qrow + 2 * d2, sizeof w);
+        s.qt[d2 * brp + r] = w;
+      }
+    }
+    F::start_tile(Dv, brp, s.m, s.l, s.ot);
+    const float scale = static_cast<float>(a.scale);
+    const std::uint64_t row0 = static_cast<std::uint64_t>(n * a.Q + q0);
+    for (i64 c0 = 0; c0 < t.lmax; c0 += g.Bc) {
+      const i64 bc = std::min(g.Bc, t.lmax - c0), bc2 = ceil_div(bc, 2);
+      Gemm::gemm(bc, brp, g.D2, s.kp + c0 * g.D2, g.D2, 1, s.qt, brp, s.st, brp, false);
+      const bool masked = t.any_zero || c0 + bc > t.lmin;
+      if (scale > 0 && !a.drop.on) {
+        if (masked) F::mask_tile(s.st, bc, brp, c0, s.lim, s.zero);
+        softmax_to_pairs(s.st, bc, brp, scale, s.m, s.l, s.alpha, s.pt);
+      } else {
+        const __m512 sc = _mm512_set1_ps(scale);
+        for (i64 i = 0; i < bc * brp; i += W)
+          _mm512_storeu_ps(s.st + i, _mm512_mul_ps(_mm512_loadu_ps(s.st + i), sc));
+        if (masked) F::mask_tile(s.st, bc, brp, c0, s.lim, s.zero);
+        F::softmax_tile(s.st, bc, brp, s.m, s.l, s.alpha);
+        if (a.drop.on)
+          F::dropout_tile(a.drop, row0, a.K, c0, br, brp, bc, s.st, nullptr, nullptr, s.words);
+        // P^T two keys to a word per query lane; an odd last key pairs with 0.
+        for (i64 c2 = 0; c2 < bc2; ++c2) {
+          const float* hi = 2 * c2 + 1 < bc ? s.st + (2 * c2 + 1) * brp : nullptr;
+          interleave_to_bf16(s.st + 2 * c2 * brp, hi, brp, s.pt + c2 * brp);
+        }
+      }
+      if (c0 != 0) F::rescale_tile(s.ot, Dv, brp, s.alpha);
+      // O^T (Dv x brp) += v_j^T P^T; A(d, c2) = vp[(c0 / 2 + c2) * Dv + d].
+      Gemm::gemm(Dv, brp, bc2, s.vp + c0 / 2 * Dv, 1, Dv, s.pt, brp, s.ot, brp, true);
+    }
+    F::finish_tile(a, n, q0, br, brp, s.ot, s.m, s.l);
+  }
+
+  // As FlashAttention::forward: heads one after the other, each thread
+  // packing a head once, the last query tiles of a head first.
+  static void forward(const AttnArgs<float>& a, AttnTiles tiles) {
+    const i64 N = a.B * a.H;
+    Geom g{};
+    g.Br = round_up(std::max<i64>(tiles.br, W), W);
+    g.Bc = round_up(std::max<i64>(tiles.bc, 2), 2);
+    g.D2 = ceil_div(a.D, 2);
+    g.K2 = ceil_div(a.K, 2);
+    const i64 nqt = ceil_div(a.Q, g.Br);
+    const i64 units = N * nqt;
+    Carver count(nullptr);
+    carve(count, a, g);
+    const std::size_t slice = count.used();
+    i64 work = N * a.Q * a.K * (a.D + a.Dv);
+    if (a.mask.causal) work /= 2;
+    const int threads = static_cast<int>(std::min<i64>(team_size(work), units));
+    std::byte* ws = tls_workspace.get(slice * static_cast<std::size_t>(threads));
+#pragma omp parallel num_threads(threads) if (threads > 1 && fork_ok())
+    {
+      Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
+      const Slice s = carve(cv, a, g);
+      i64 packed = -1;
+#pragma omp for schedule(dynamic, 1)
+      for (i64 u = 0; u < units; ++u) {
+        const i64 n = u / nqt, i = nqt - 1 - u % nqt;
+        if (n != packed) {
+          pack_head(a, g, n, s);
+          packed = n;
+        }
+        forward_tile(a, g, n, i * g.Br, std::min(g.Br, a.Q - i * g.Br), s);
+      }
+    }
+    tls_workspace.trim();
+  }
+};
+
+}  // namespace
+
+AttnForwardFn attention_forward_bf16() { return &FlashBf16::forward; }
+
+}  // namespace attn::detail
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#else
+namespace attn::detail {
+AttnForwardFn attention_forward_bf16() { return nullptr; }
+}  // namespace attn::detail
+#endif
