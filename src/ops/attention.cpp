@@ -138,8 +138,9 @@ struct Launch {
   const AttnKernelTable<T>* kernels = nullptr;
   AttnTiles tiles;
   AttnPath path = AttnPath::tiled;
-  // The tiled forward runs in bf16 (attention_forward_bf16): f32 inputs in a
-  // bf16 PrecisionScope on the AVX-512 kernels (and so a CPU with AVX-512 BF16).
+  // The tiled kernels run in bf16 (attention_forward_bf16, _backward_bf16):
+  // f32 inputs in a bf16 PrecisionScope on the AVX-512 kernels (and so a CPU
+  // with AVX-512 BF16).
   bool bf16 = false;
 };
 
@@ -447,11 +448,16 @@ Grads fused_backward(const Problem& p, const detail::AttnDropout& drop, const Te
   a.dk = head_view<T>(dk, p.four_d);
   a.dv = head_view<T>(dv, p.four_d);
   a.saved = saved.defined() ? saved.data<T>() : nullptr;
-  a.round_bf16 = l.bf16;
-  if (l.path == AttnPath::small)
+  if (l.path == AttnPath::small) {
     l.kernels->backward_small(a);
-  else
+  } else if constexpr (std::is_same_v<T, float>) {
+    if (l.bf16)
+      detail::attention_backward_bf16()(a, l.tiles);
+    else
+      l.kernels->backward(a, l.tiles);
+  } else {
     l.kernels->backward(a, l.tiles);
+  }
   return {dq, dk, dv};
 }
 

@@ -76,6 +76,16 @@ struct FlashBf16 {
     }
   }
 
+  // Row r of x (rows x n, row stride ldx) rounded to bf16 into words w + r *
+  // ldw, two consecutive elements to a word, an odd last one with 0.
+  static void rows_to_pairs(const float* x, i64 ldx, i64 rows, i64 n, u32* w, i64 ldw) {
+    for (i64 r = 0; r < rows; ++r) {
+      auto* out = reinterpret_cast<std::uint16_t*>(w + r * ldw);
+      out[2 * ceil_div(n, 2) - 1] = 0;
+      row_to_bf16(x + r * ldx, n, out);
+    }
+  }
+
   // 16 words, word j = (a[j], b[j]) rounded to bf16.
   static __m512i pairs(__m512 a, __m512 b) {
     const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
@@ -268,11 +278,187 @@ struct FlashBf16 {
     }
     tls_workspace.trim();
   }
+
+  // ---- backward ----
+  //
+  // FlashAttention::backward_unit's algorithm, its five products on bf16
+  // pairs along each one's reduction:
+  //   S^T  = k_j q_i^T     keys as rows (pairs along D), q^T per tile
+  //   dP^T = v_j dO_i^T    values as rows (pairs along Dv), dO^T per tile
+  //   dV_j += W^T dO_i     W^T's rows (pairs of queries), dO two rows a word
+  //   dK_j += dS^T q_i     dS^T's rows (pairs of queries), q two rows a word
+  //   dQ_i += dS k_j       dS^T two keys a word per query lane, k two rows a word
+  // P, dP, dS, the statistics and every sum stay f32.
+
+  struct BwdSlice {
+    u32 *qt, *dot, *qpairs, *dopairs, *krows, *vrows, *kpairs, *w16, *ds16, *dsp;
+    std::uint16_t* row;
+    float *dqacc, *di, *lse, *zero, *pt, *dpt, *wt, *dkacc, *dvacc;
+    i64 *lim, *tmax, *tmin;
+    unsigned char* tzero;
+    u32* words;
+  };
+
+  struct BwdGeom {
+    i64 Br, Bc, Qp, D2, Dv2, Dp, Dvp, nqt, nkt;
+  };
+
+  static BwdSlice carve_bwd(Carver& cv, const AttnArgs<float>& a, const BwdGeom& g, i64 nkc) {
+    BwdSlice s{};
+    const i64 kr = round_up(std::min(a.K, ceil_div(g.nkt, nkc) * g.Bc), 2);
+    s.qt = cv.take<u32>(g.nqt * g.D2 * g.Br);
+    s.dot = cv.take<u32>(g.nqt * g.Dv2 * g.Br);
+    s.qpairs = cv.take<u32>(g.Qp / 2 * g.Dp);
+    s.dopairs = cv.take<u32>(g.Qp / 2 * g.Dvp);
+    s.krows = cv.take<u32>(kr * g.D2);
+    s.vrows = cv.take<u32>(kr * g.Dv2);
+    s.kpairs = cv.take<u32>(kr / 2 * g.Dp);
+    s.w16 = cv.take<u32>(g.Bc * g.Br / 2);
+    s.ds16 = cv.take<u32>(g.Bc * g.Br / 2);
+    s.dsp = cv.take<u32>(g.Bc / 2 * g.Br);
+    s.row = cv.take<std::uint16_t>(2 * std::max(g.D2, g.Dv2));
+    s.dqacc = cv.take<float>(a.Q * g.Dp);
+    s.di = cv.take<float>(g.Qp);
+    s.lse = cv.take<float>(g.Qp);
+    s.zero = cv.take<float>(g.Qp);
+    s.lim = cv.take<i64>(g.Qp);
+    s.tmax = cv.take<i64>(g.nqt);
+    s.tmin = cv.take<i64>(g.nqt);
+    s.tzero = cv.take<unsigned char>(g.nqt);
+    s.pt = cv.take<float>(g.Bc * g.Br);
+    s.dpt = cv.take<float>(g.Bc * g.Br);
+    s.wt = a.drop.on ? cv.take<float>(g.Bc * g.Br) : nullptr;
+    s.dkacc = cv.take<float>(g.Bc * g.Dp);
+    s.dvacc = cv.take<float>(g.Bc * g.Dvp);
+    s.words = cv.take<u32>(g.Bc + 8);
+    return s;
+  }
+
+  // Rows [0, rows) of x (b, h; d wide) as transposed pairs per query tile:
+  // word (tile i, d2, lane rl) = the pair d2 of row i * Br + rl, 0 past rows.
+  static void transpose_pairs(const HeadView<const float>& x, i64 b, i64 h, i64 rows, i64 d,
+                              const BwdGeom& g, std::uint16_t* row, u32* out) {
+    const i64 d2n = ceil_div(d, 2);
+    for (i64 i = 0; i < g.nqt; ++i)
+      for (i64 rl = 0; rl < g.Br; ++rl) {
+        const i64 r = i * g.Br + rl;
+        if (r < rows) {
+          if (r + kPrefetchRows < rows) prefetch_span(x.row(b, h, r + kPrefetchRows), d);
+          row[2 * d2n - 1] = 0;
+          row_to_bf16(x.row(b, h, r), d, row);
+        }
+        for (i64 d2 = 0; d2 < d2n; ++d2) {
+          u32 w = 0;
+          if (r < rows) std::memcpy(&w, row + 2 * d2, sizeof w);
+          out[(i * d2n + d2) * g.Br + rl] = w;
+        }
+      }
+  }
+
+  // Rows [r0, r0 + rows) of x two to a word: word (r2, j) = (x[r0 + 2 r2][j],
+  // x[r0 + 2 r2 + 1][j]), j < d, in rows of ld words; a missing row is 0.
+  static void pair_rows(const HeadView<const float>& x, i64 b, i64 h, i64 r0, i64 rows, i64 d,
+                        i64 ld, u32* out) {
+    for (i64 r2 = 0; r2 < ceil_div(rows, 2); ++r2) {
+      const float* hi = 2 * r2 + 1 < rows ? x.row(b, h, r0 + 2 * r2 + 1) : nullptr;
+      interleave_to_bf16(x.row(b, h, r0 + 2 * r2), hi, d, out + r2 * ld);
+      std::fill(out + r2 * ld + d, out + (r2 + 1) * ld, u32{0});
+    }
+  }
+
+  static const float* backward_unit(const AttnArgs<float>& a, const BwdGeom& g, i64 n,
+                                    i64 kt_begin, i64 kt_end, const BwdSlice& s) {
+    const i64 b = n / a.H, h = n % a.H;
+    const i64 Q = a.Q, K = a.K, Br = g.Br, Bc = g.Bc, Dp = g.Dp, Dvp = g.Dvp;
+    const float scale = static_cast<float>(a.scale);
+    transpose_pairs(a.q, b, h, Q, a.D, g, s.row, s.qt);
+    transpose_pairs(a.dout, b, h, Q, a.Dv, g, s.row, s.dot);
+    pair_rows(a.q, b, h, 0, Q, a.D, Dp, s.qpairs);
+    pair_rows(a.dout, b, h, 0, Q, a.Dv, Dvp, s.dopairs);
+    std::fill(s.qpairs + ceil_div(Q, 2) * Dp, s.qpairs + g.Qp / 2 * Dp, u32{0});
+    std::fill(s.dopairs + ceil_div(Q, 2) * Dvp, s.dopairs + g.Qp / 2 * Dvp, u32{0});
+    const i64 k_first = kt_begin * Bc, k_last = std::min(K, kt_end * Bc), kr = k_last - k_first;
+    rows_to_pairs(a.k.row(b, h, k_first), a.k.st, kr, a.D, s.krows, g.D2);
+    rows_to_pairs(a.v.row(b, h, k_first), a.v.st, kr, a.Dv, s.vrows, g.Dv2);
+    pair_rows(a.k, b, h, k_first, kr, a.D, Dp, s.kpairs);
+    F::head_stats(a, n, Br, g.nqt, g.Qp,
+                  typename F::HeadStats{s.di, s.lse, s.zero, s.lim, s.tmax, s.tmin, s.tzero});
+    std::fill(s.dqacc, s.dqacc + Q * Dp, 0.0f);
+    const __m512 sc = _mm512_set1_ps(scale);
+    for (i64 kt = kt_begin; kt < kt_end; ++kt) {
+      const i64 c0 = kt * Bc, bc = std::min(Bc, K - c0);
+      std::fill(s.dkacc, s.dkacc + bc * Dp, 0.0f);
+      std::fill(s.dvacc, s.dvacc + bc * Dvp, 0.0f);
+      for (i64 i = 0; i < g.nqt; ++i) {
+        if (s.tmax[i] <= c0) continue;  // no query of this tile sees these keys
+        const i64 q0 = i * Br, br = std::min(Br, Q - q0), brp = round_up(br, W);
+        const i64 br2 = ceil_div(br, 2), bce = std::min(bc, s.tmax[i] - c0);
+        const i64 bce2 = ceil_div(bce, 2);
+        // P^T = exp(scale S^T - lse)
+        Gemm::gemm(bce, brp, g.D2, s.krows + (c0 - k_first) * g.D2, g.D2, 1,
+                   s.qt + i * g.D2 * Br, Br, s.pt, brp, false);
+        for (i64 e = 0; e < bce * brp; e += W)
+          _mm512_storeu_ps(s.pt + e, _mm512_mul_ps(_mm512_loadu_ps(s.pt + e), sc));
+        if (s.tzero[i] || c0 + bce > s.tmin[i])
+          F::mask_tile(s.pt, bce, brp, c0, s.lim + q0, s.zero + q0);
+        F::exp_tile(s.pt, bce, brp, s.lse + q0);
+        // dP^T = v_j dO_i^T
+        Gemm::gemm(bce, brp, g.Dv2, s.vrows + (c0 - k_first) * g.Dv2, g.Dv2, 1,
+                   s.dot + i * g.Dv2 * Br, Br, s.dpt, brp, false);
+        const float* wt = s.pt;
+        if (a.drop.on) {
+          F::dropout_tile(a.drop, static_cast<std::uint64_t>(n * Q + q0), K, c0, br, brp, bce,
+                          s.pt, s.wt, s.dpt, s.words);
+          wt = s.wt;
+        }
+        // dV_j += W^T dO_i
+        rows_to_pairs(wt, brp, bce, brp, s.w16, brp / 2);
+        Gemm::gemm(bce, Dvp, br2, s.w16, brp / 2, 1, s.dopairs + q0 / 2 * Dvp, Dvp, s.dvacc, Dvp,
+                   true);
+        F::ds_tile(s.pt, s.dpt, bce, br, brp, s.di + q0, s.tzero[i] ? s.zero + q0 : nullptr,
+                   scale);
+        // dK_j += dS^T q_i ; dQ_i += dS k_j
+        rows_to_pairs(s.dpt, brp, bce, brp, s.ds16, brp / 2);
+        Gemm::gemm(bce, Dp, br2, s.ds16, brp / 2, 1, s.qpairs + q0 / 2 * Dp, Dp, s.dkacc, Dp,
+                   true);
+        for (i64 c2 = 0; c2 < bce2; ++c2) {
+          const float* hi = 2 * c2 + 1 < bce ? s.dpt + (2 * c2 + 1) * brp : nullptr;
+          interleave_to_bf16(s.dpt + 2 * c2 * brp, hi, brp, s.dsp + c2 * brp);
+        }
+        Gemm::gemm(br, Dp, bce2, s.dsp, 1, brp, s.kpairs + (c0 - k_first) / 2 * Dp, Dp,
+                   s.dqacc + q0 * Dp, Dp, true);
+      }
+      for (i64 c = 0; c < bc; ++c) {
+        F::Gemm::copy_row(s.dkacc + c * Dp, a.D, a.dk.row(b, h, c0 + c));
+        F::Gemm::copy_row(s.dvacc + c * Dvp, a.Dv, a.dv.row(b, h, c0 + c));
+      }
+    }
+    return s.dqacc;
+  }
+
+  static void backward(const AttnArgs<float>& a, AttnTiles tiles) {
+    BwdGeom g{};
+    g.Br = round_up(std::max<i64>(tiles.br, W), W);
+    g.Bc = round_up(std::max<i64>(tiles.bc, 2), 2);
+    g.Qp = round_up(a.Q, W);
+    g.D2 = ceil_div(a.D, 2);
+    g.Dv2 = ceil_div(a.Dv, 2);
+    g.Dp = round_up(a.D, W);
+    g.Dvp = round_up(a.Dv, W);
+    g.nqt = ceil_div(a.Q, g.Br);
+    g.nkt = ceil_div(a.K, g.Bc);
+    F::backward_units(
+        a, g.nkt, g.Dp, [&](Carver& cv, i64 nkc) { return carve_bwd(cv, a, g, nkc); },
+        [&](i64 n, i64 kt_begin, i64 kt_end, const BwdSlice& s) {
+          return backward_unit(a, g, n, kt_begin, kt_end, s);
+        });
+  }
 };
 
 }  // namespace
 
-AttnForwardFn attention_forward_bf16() { return &FlashBf16::forward; }
+AttnTiledFn attention_forward_bf16() { return &FlashBf16::forward; }
+AttnTiledFn attention_backward_bf16() { return &FlashBf16::backward; }
 
 }  // namespace attn::detail
 
@@ -280,6 +466,7 @@ AttnForwardFn attention_forward_bf16() { return &FlashBf16::forward; }
 #pragma GCC pop_options
 #else
 namespace attn::detail {
-AttnForwardFn attention_forward_bf16() { return nullptr; }
+AttnTiledFn attention_forward_bf16() { return nullptr; }
+AttnTiledFn attention_backward_bf16() { return nullptr; }
 }  // namespace attn::detail
 #endif

@@ -28,7 +28,6 @@
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <type_traits>
 #include <utility>
 
 #include "attn/core/threads.h"
@@ -108,35 +107,6 @@ inline void prefetch_span(const T* x, i64 n) {
 
 // Rows kept this far ahead by the packing loops.
 constexpr i64 kPrefetchRows = 8;
-
-// ---- bf16 operands ----
-
-// x rounded to the nearest bf16 and widened back (ties to even, subnormals to
-// zero, NaN kept): attn::to_bf16_reference's rule, and what VCVTNEPS2BF16
-// gives. The tiled backward reads q, k and v so when the forward ran in bf16
-// (AttnArgs::round_bf16): its scores are then the forward's.
-inline float round_bf16(float x) {
-  std::uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  const std::uint32_t mag = u & 0x7fffffffu;
-  if (mag > 0x7f800000u) {
-    u |= 0x00400000u;
-  } else if (mag < 0x00800000u) {
-    u &= 0x80000000u;
-  } else {
-    u += 0x7fffu + ((u >> 16) & 1u);
-  }
-  u &= 0xffff0000u;
-  std::memcpy(&x, &u, sizeof u);
-  return x;
-}
-inline double round_bf16(double x) { return x; }  // f64 never runs in bf16
-
-template <class T>
-void round_bf16_span(T* p, i64 n) {
-  if constexpr (std::is_same_v<T, float>)
-    for (i64 i = 0; i < n; ++i) p[i] = round_bf16(p[i]);
-}
 
 // ---- dropout mask (Philox: ops/philox_inline.h) ----
 

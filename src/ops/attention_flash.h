@@ -275,6 +275,76 @@ struct FlashAttention {
     tls_workspace.trim();
   }
 
+  // ---- backward pieces (attention_bf16.cpp's backward uses them too) ----
+
+  // Per head n: D_i = rowsum(dO o O), the forward's lse and the key limits
+  // per query (Qp lanes; the padded ones 0, 0 and K), and per query tile of
+  // Br the largest and smallest limit and whether a row has length 0.
+  struct HeadStats {
+    T *di, *lse, *zero;
+    i64 *lim, *tmax, *tmin;
+    unsigned char* tzero;
+  };
+  static void head_stats(const AttnArgs<T>& a, i64 n, i64 Br, i64 nqt, i64 Qp, const HeadStats& s) {
+    const i64 b = n / a.H, h = n % a.H, Q = a.Q, K = a.K;
+    for (i64 r = 0; r < Qp; ++r) {
+      if (r < Q) {
+        const T* gr = a.dout.row(b, h, r);
+        const T* orow = a.o.row(b, h, r);
+        T acc = 0;
+        for (i64 d = 0; d < a.Dv; ++d) acc += gr[d] * orow[d];
+        s.di[r] = acc;
+        s.lse[r] = a.lse[n * Q + r];
+        i64 L = a.mask.len(b, r);
+        s.zero[r] = L == 0 ? T(1) : T(0);
+        s.lim[r] = L == 0 ? K : L;
+      } else {
+        s.di[r] = 0;
+        s.lse[r] = 0;
+        s.zero[r] = 0;
+        s.lim[r] = K;
+      }
+    }
+    for (i64 i = 0; i < nqt; ++i) {
+      i64 lmax = 0, lmin = K;
+      bool z = false;
+      for (i64 r = i * Br; r < std::min(Q, (i + 1) * Br); ++r) {
+        lmax = std::max(lmax, s.lim[r]);
+        lmin = std::min(lmin, s.lim[r]);
+        z = z || s.zero[r] != T(0);
+      }
+      s.tmax[i] = lmax;
+      s.tmin[i] = lmin;
+      s.tzero[i] = z;
+    }
+  }
+
+  // P^T = exp(S^T - lse) in place (bce x brp), lse per query lane.
+  static void exp_tile(T* pt, i64 bce, i64 brp, const T* lse) {
+    for (i64 c = 0; c < bce; ++c)
+      for (i64 j = 0; j < brp; j += W) {
+        T* p = pt + c * brp + j;
+        V::store(p, V::exp(V::sub(V::load(p), V::load(lse + j))));
+      }
+  }
+
+  // dS^T = P^T o (dP^T - D_i) * scale into dpt (bce x brp); 0 in the query
+  // lanes r < br with zero[r] set (rows of length 0) when zero is given.
+  static void ds_tile(const T* pt, T* dpt, i64 bce, i64 br, i64 brp, const T* di, const T* zero,
+                      T scale) {
+    const R sc = V::set1(scale);
+    for (i64 c = 0; c < bce; ++c)
+      for (i64 j = 0; j < brp; j += W) {
+        T* dp = dpt + c * brp + j;
+        V::store(dp, V::mul(V::mul(V::load(pt + c * brp + j), V::sub(V::load(dp), V::load(di + j))),
+                            sc));
+      }
+    if (zero)
+      for (i64 c = 0; c < bce; ++c)
+        for (i64 r = 0; r < br; ++r)
+          if (zero[r] != T(0)) dpt[c * brp + r] = T(0);
+  }
+
   // ---- backward ----
 
   struct BwdSlice {
@@ -341,8 +411,7 @@ struct FlashAttention {
         if (r < Q) {
           const T* qr = a.q.row(b, h, r);
           const T* gr = a.dout.row(b, h, r);
-          for (i64 d = 0; d < D; ++d)
-            qt[d * Br] = (a.round_bf16 ? round_bf16(qr[d]) : qr[d]) * scale;
+          for (i64 d = 0; d < D; ++d) qt[d * Br] = qr[d] * scale;
           for (i64 d = 0; d < Dv; ++d) dot[d * Br] = gr[d];
         } else {
           for (i64 d = 0; d < D; ++d) qt[d * Br] = T(0);
@@ -354,41 +423,7 @@ struct FlashAttention {
     const i64 k_first = kt_begin * Bc, k_last = std::min(K, kt_end * Bc);
     Gemm::pack_rows(a.k.row(b, h, k_first), a.k.st, k_last - k_first, D, g.ldk, s.krows);
     Gemm::pack_rows(a.v.row(b, h, k_first), a.v.st, k_last - k_first, Dv, g.ldv, s.vrows);
-    if (a.round_bf16) {
-      round_bf16_span(s.qrows, Q * g.ldq);
-      round_bf16_span(s.krows, (k_last - k_first) * g.ldk);
-      round_bf16_span(s.vrows, (k_last - k_first) * g.ldv);
-    }
-    for (i64 r = 0; r < Qp; ++r) {
-      if (r < Q) {
-        const T* gr = a.dout.row(b, h, r);
-        const T* orow = a.o.row(b, h, r);
-        T acc = 0;
-        for (i64 d = 0; d < Dv; ++d) acc += gr[d] * orow[d];
-        s.di[r] = acc;
-        s.lse[r] = a.lse[n * Q + r];
-        i64 L = a.mask.len(b, r);
-        s.zero[r] = L == 0 ? T(1) : T(0);
-        s.lim[r] = L == 0 ? K : L;
-      } else {
-        s.di[r] = 0;
-        s.lse[r] = 0;
-        s.zero[r] = 0;
-        s.lim[r] = K;
-      }
-    }
-    for (i64 i = 0; i < g.nqt; ++i) {
-      i64 lmax = 0, lmin = K;
-      bool z = false;
-      for (i64 r = i * Br; r < std::min(Q, (i + 1) * Br); ++r) {
-        lmax = std::max(lmax, s.lim[r]);
-        lmin = std::min(lmin, s.lim[r]);
-        z = z || s.zero[r] != T(0);
-      }
-      s.tmax[i] = lmax;
-      s.tmin[i] = lmin;
-      s.tzero[i] = z;
-    }
+    head_stats(a, n, Br, g.nqt, Qp, HeadStats{s.di, s.lse, s.zero, s.lim, s.tmax, s.tmin, s.tzero});
     std::fill(s.dqacc, s.dqacc + Q * Dp, T(0));
     for (i64 kt = kt_begin; kt < kt_end; ++kt) {
       const i64 c0 = kt * Bc, bc = std::min(Bc, K - c0);
@@ -404,11 +439,7 @@ struct FlashAttention {
         Gemm::gemm(bce, brp, D, kj, g.ldk, 1, s.qt + i * D * Br, Br, s.pt, brp, false);
         if (s.tzero[i] || c0 + bce > s.tmin[i])
           mask_tile(s.pt, bce, brp, c0, s.lim + q0, s.zero + q0);
-        for (i64 c = 0; c < bce; ++c)
-          for (i64 j = 0; j < brp; j += W) {
-            T* p = s.pt + c * brp + j;
-            V::store(p, V::exp(V::sub(V::load(p), V::load(s.lse + q0 + j))));
-          }
+        exp_tile(s.pt, bce, brp, s.lse + q0);
         // dP^T = v_j dO_i^T
         Gemm::gemm(bce, brp, Dv, vj, g.ldv, 1, s.dot + i * Dv * Br, Br, s.dpt, brp, false);
         const T* wt = s.pt;
@@ -419,20 +450,7 @@ struct FlashAttention {
         }
         // dV_j += W^T dO_i
         Gemm::gemm(bce, Dvp, br, wt, brp, 1, s.dorows + q0 * g.ldo, g.ldo, s.dvacc, Dvp, true);
-        // dS^T = P^T o (dP^T - D_i) * scale, 0 on rows of length 0
-        const R sc = V::set1(scale);
-        for (i64 c = 0; c < bce; ++c)
-          for (i64 j = 0; j < brp; j += W) {
-            T* dp = s.dpt + c * brp + j;
-            const R ds = V::mul(
-                V::mul(V::load(s.pt + c * brp + j), V::sub(V::load(dp), V::load(s.di + q0 + j))),
-                sc);
-            V::store(dp, ds);
-          }
-        if (s.tzero[i])
-          for (i64 c = 0; c < bce; ++c)
-            for (i64 r = 0; r < br; ++r)
-              if (s.zero[q0 + r] != T(0)) s.dpt[c * brp + r] = T(0);
+        ds_tile(s.pt, s.dpt, bce, br, brp, s.di + q0, s.tzero[i] ? s.zero + q0 : nullptr, scale);
         // dK_j += dS^T q_i ; dQ_i += dS k_j
         Gemm::gemm(bce, Dp, br, s.dpt, brp, 1, s.qrows + q0 * g.ldq, g.ldq, s.dkacc, Dp, true);
         Gemm::gemm(br, Dp, bce, s.dpt, 1, brp, kj, g.ldk, s.dqacc + q0 * Dp, Dp, true);
@@ -444,9 +462,62 @@ struct FlashAttention {
     }
   }
 
+  // The backward's units and threads, for this kernel and the bf16 one: a
+  // unit is head n's key tiles [kt_begin, kt_end) of nkt. With fewer heads
+  // than threads each head's keys are split into nkc chunks, each leaving a
+  // partial dQ that a last pass sums. `carve(cv, nkc)` takes a thread's
+  // slice, `unit(n, kt_begin, kt_end, slice)` runs a unit and returns its dQ
+  // rows (Q rows Dp apart).
+  template <class Carve, class Unit>
+  static void backward_units(const AttnArgs<T>& a, i64 nkt, i64 Dp, Carve carve, Unit unit) {
+    const i64 N = a.B * a.H;
+    i64 work = N * a.Q * a.K * (a.D + a.Dv) * 5 / 2;
+    if (a.mask.causal) work /= 2;
+    const int max_threads = team_size(work);
+    const i64 nkc = N >= max_threads ? 1 : std::min(nkt, ceil_div(4 * max_threads, N));
+    const i64 units = N * nkc;
+    const int threads = static_cast<int>(std::min<i64>(max_threads, units));
+    Carver count(nullptr);
+    carve(count, nkc);
+    const std::size_t slice = count.used();
+    const std::size_t partial_bytes =
+        nkc > 1 ? static_cast<std::size_t>(units * a.Q * Dp) * sizeof(T) : 0;
+    std::byte* ws =
+        tls_workspace.get(slice * static_cast<std::size_t>(threads) + partial_bytes + 64);
+    T* partial = reinterpret_cast<T*>(ws + slice * static_cast<std::size_t>(threads));
+#pragma omp parallel num_threads(threads) if (threads > 1 && fork_ok())
+    {
+      Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
+      const auto s = carve(cv, nkc);
+#pragma omp for schedule(dynamic, 1)
+      for (i64 u = 0; u < units; ++u) {
+        const i64 n = u / nkc, kc = u % nkc;
+        const T* dq = unit(n, kc * nkt / nkc, (kc + 1) * nkt / nkc, s);
+        const i64 b = n / a.H, h = n % a.H;
+        if (nkc == 1) {
+          for (i64 r = 0; r < a.Q; ++r) Gemm::copy_row(dq + r * Dp, a.D, a.dq.row(b, h, r));
+        } else {
+          std::copy(dq, dq + a.Q * Dp, partial + u * a.Q * Dp);
+        }
+      }
+      if (nkc > 1) {
+#pragma omp for schedule(static)
+        for (i64 nr = 0; nr < N * a.Q; ++nr) {
+          const i64 n = nr / a.Q, r = nr % a.Q;
+          T* dst = a.dq.row(n / a.H, n % a.H, r);
+          for (i64 d = 0; d < a.D; ++d) {
+            T acc = 0;
+            for (i64 kc = 0; kc < nkc; ++kc) acc += partial[((n * nkc + kc) * a.Q + r) * Dp + d];
+            dst[d] = acc;
+          }
+        }
+      }
+    }
+    tls_workspace.trim();
+  }
+
   // Requires K >= 1 and Q >= 1.
   static void backward(const AttnArgs<T>& a, AttnTiles t) {
-    const i64 N = a.B * a.H;
     BwdGeom g{};
     g.Br = round_up(std::max<i64>(t.br, W), W);
     g.Bc = std::max<i64>(t.bc, 1);
@@ -459,50 +530,17 @@ struct FlashAttention {
     g.ldk = Gemm::packed_ld(a.D);
     g.ldo = Gemm::packed_ld(a.Dv);
     g.ldv = Gemm::packed_ld(a.Dv);
-    i64 work = N * a.Q * a.K * (a.D + a.Dv) * 5 / 2;
-    if (a.mask.causal) work /= 2;
-    const int max_threads = team_size(work);
-    // Few heads: split each head's keys into chunks, each with a partial dQ.
-    g.nkc = N >= max_threads ? 1 : std::min(g.nkt, ceil_div(4 * max_threads, N));
-    const i64 units = N * g.nkc, nkc = g.nkc;
-    const int threads = static_cast<int>(std::min<i64>(max_threads, units));
-    Carver count(nullptr);
-    carve_bwd(count, a, g);
-    const std::size_t slice = count.used();
-    const std::size_t partial_bytes =
-        nkc > 1 ? static_cast<std::size_t>(units * a.Q * g.Dp) * sizeof(T) : 0;
-    std::byte* ws =
-        tls_workspace.get(slice * static_cast<std::size_t>(threads) + partial_bytes + 64);
-    T* partial = reinterpret_cast<T*>(ws + slice * static_cast<std::size_t>(threads));
-#pragma omp parallel num_threads(threads) if (threads > 1 && fork_ok())
-    {
-      Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
-      const BwdSlice s = carve_bwd(cv, a, g);
-#pragma omp for schedule(dynamic, 1)
-      for (i64 u = 0; u < units; ++u) {
-        const i64 n = u / nkc, kc = u % nkc;
-        backward_unit(a, g, n, kc * g.nkt / nkc, (kc + 1) * g.nkt / nkc, s);
-        const i64 b = n / a.H, h = n % a.H;
-        if (nkc == 1) {
-          for (i64 r = 0; r < a.Q; ++r) Gemm::copy_row(s.dqacc + r * g.Dp, a.D, a.dq.row(b, h, r));
-        } else {
-          std::copy(s.dqacc, s.dqacc + a.Q * g.Dp, partial + u * a.Q * g.Dp);
-        }
-      }
-      if (nkc > 1) {
-#pragma omp for schedule(static)
-        for (i64 nr = 0; nr < N * a.Q; ++nr) {
-          const i64 n = nr / a.Q, r = nr % a.Q;
-          T* dst = a.dq.row(n / a.H, n % a.H, r);
-          for (i64 d = 0; d < a.D; ++d) {
-            T acc = 0;
-            for (i64 kc = 0; kc < nkc; ++kc) acc += partial[((n * nkc + kc) * a.Q + r) * g.Dp + d];
-            dst[d] = acc;
-          }
-        }
-      }
-    }
-    tls_workspace.trim();
+    backward_units(
+        a, g.nkt, g.Dp,
+        [&](Carver& cv, i64 nkc) {
+          BwdGeom gc = g;
+          gc.nkc = nkc;
+          return carve_bwd(cv, a, gc);
+        },
+        [&](i64 n, i64 kt_begin, i64 kt_end, const BwdSlice& s) {
+          backward_unit(a, g, n, kt_begin, kt_end, s);
+          return static_cast<const T*>(s.dqacc);
+        });
   }
 };
 

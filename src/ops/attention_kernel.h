@@ -55,9 +55,6 @@ struct AttnArgs {
   const std::int64_t* kv_rows = nullptr;
   AttnDropout drop;
   double scale = 1.0;
-  // Tiled backward only: the forward ran in bf16 (attention_forward_bf16), so
-  // q, k and v are read rounded to bf16, as it read them.
-  bool round_bf16 = false;
   // backward
   HeadView<const T> dout;
   HeadView<T> dq, dk, dv;
@@ -118,13 +115,14 @@ struct AttnKernelTable {
   void (*decode)(const AttnArgs<T>&);
 };
 
-// The tiled forward in bf16 (attention_bf16.cpp): q, k, v and the softmax
-// weights rounded to bf16, their products summed in f32 by AVX-512 BF16, the
-// softmax in f32; the f32 tiled backward with AttnArgs::round_bf16 is its
-// backward. Null where the build lacks it; run it only where
+// The tiled kernels in bf16 (attention_bf16.cpp): every product's operands
+// (q, k, v, dO and the tiles of P, W and dS) rounded to bf16 and multiplied
+// pairwise into f32 sums by AVX-512 BF16; softmax, statistics and
+// accumulators in f32. Null where the build lacks them; run them only where
 // attn::bf16_supported().
-using AttnForwardFn = void (*)(const AttnArgs<float>&, AttnTiles);
-AttnForwardFn attention_forward_bf16();
+using AttnTiledFn = void (*)(const AttnArgs<float>&, AttnTiles);
+AttnTiledFn attention_forward_bf16();
+AttnTiledFn attention_backward_bf16();
 
 // The kernels per instruction set; null where the build cannot provide them.
 const AttnKernelTable<float>* attention_kernels_avx512();

@@ -1,7 +1,7 @@
-// The tiled attention forward in bf16 (src/ops/attention_bf16.cpp) against
-// the materialized reference on the inputs rounded to bf16, on odd sizes with
-// every mask kind and dropout; its backward (the f32 kernel reading q, k, v
-// rounded) against the reference's gradients; and the paths that stay f32.
+// The tiled attention kernels in bf16 (src/ops/attention_bf16.cpp), forward
+// and backward, against the materialized reference on the inputs rounded to
+// bf16, on odd sizes with every mask kind and dropout; and the paths that
+// stay f32.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -103,7 +103,7 @@ double worst(const Tensor& a, const Tensor& b, double bound) {
 // 2^-8 max|v| / (1 - p) of the reference on the rounded inputs (twice the
 // bound; accumulation order adds ~1e-6). The rounding of the inputs moves the
 // f32 result by more than 1e-4: bf16 really ran.
-TEST_F(AttentionBf16, ForwardEqualsReferenceOnRoundedInputs) {
+TEST_F(AttentionBf16, ForwardAndBackwardAgainstReferenceOnRoundedInputs) {
   std::uint64_t seed = 1;
   for (const Case& c : kCases) {
     SCOPED_TRACE(name(c));
@@ -125,14 +125,15 @@ TEST_F(AttentionBf16, ForwardEqualsReferenceOnRoundedInputs) {
     EXPECT_LE(worst(bf[0], ref[0], bound), 1.0);
     // bf16 ran: the f32 kernel is within ~1e-6 of its reference, this far off it.
     EXPECT_GT(rel_diff(bf[0], f32[0]), 1e-4);
-    // Gradients: the f32 backward on the rounded inputs, with the forward's
-    // output and log-sum-exp; relative to each gradient's largest element.
-    // dq and dk see the output's rounding through rowsum(dO o O) (measured
-    // up to 3.5e-3); dv = P^T dO only the accumulation order (1.1e-6): were
-    // the backward to read q and k unrounded it would be off by ~3e-3.
-    EXPECT_LT(rel_diff(bf[1], ref[1]), 1e-2);
-    EXPECT_LT(rel_diff(bf[2], ref[2]), 1e-2);
-    EXPECT_LT(rel_diff(bf[3], ref[3]), 1e-5);
+    // Gradients: the bf16 backward rounds dO and the tiles of P, W and dS as
+    // well (relative 2^-9 each): within 2e-2 of each reference gradient's
+    // largest element. Measured: 1.8e-3 to 4e-3, and 9.6e-3 for dq with head
+    // dimension 1; the f32 gradients on the unrounded inputs are 1.3e-3 to
+    // 8.2e-3 away from the same references.
+    for (int i = 1; i < 4; ++i) {
+      SCOPED_TRACE(fmt::format("gradient {}", i));
+      EXPECT_LT(rel_diff(bf[i], ref[i]), 2e-2);
+    }
   }
 }
 
