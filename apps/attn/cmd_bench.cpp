@@ -8,7 +8,8 @@
 // once to warm up, then --repeats times; the median is reported. FLOPs follow
 // the FlashAttention convention: forward 4 B H T^2 D (halved when causal),
 // backward 2.5 times that. --isa and --no-small-path pick the f32 kernels
-// (attn/ops/attention.h, AttentionKernelConfig), to compare them.
+// (attn/ops/attention.h, AttentionKernelConfig), to compare them; --precision
+// bf16 runs the call in a bf16 PrecisionScope (attn/ops/precision.h).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -23,6 +24,7 @@
 
 #include "attn/attn.h"
 #include "attn/ops/attention.h"
+#include "attn/ops/precision.h"
 #include "commands.h"
 #include "rss.h"
 
@@ -33,6 +35,7 @@ struct AttentionBenchOptions {
   std::int64_t len = 1024, heads = 8, dim = 64, batch = 1;
   bool causal = false, backward = false, reference = false, json = false;
   std::string isa;  // "": the default (ATTN_ISA, else the best this CPU has)
+  std::string precision = "f32";
   bool no_small_path = false;
   int threads = 0;  // 0: the global setting
   int repeats = 5;
@@ -78,6 +81,13 @@ void configure_kernels(const AttentionBenchOptions& o) {
 int run_attention(const AttentionBenchOptions& o) {
   if (o.threads > 0) set_num_threads(o.threads);
   configure_kernels(o);
+  Precision precision = parse_precision(o.precision);
+  if (precision == Precision::bf16 && !bf16_supported()) {
+    fmt::print(stderr,
+               "attn: warning: --precision bf16: this CPU has no AVX-512 BF16; timing f32\n");
+    precision = Precision::f32;
+  }
+  PrecisionScope precision_scope(precision);
   const AttentionKernelConfig kernels = attention_kernel_config();
   const Shape shape{o.batch, o.len, o.heads, o.dim};
   Generator gen(1);
@@ -114,6 +124,7 @@ int run_attention(const AttentionBenchOptions& o) {
                                 {"causal", o.causal},
                                 {"isa", kernels.isa},
                                 {"small_path", kernels.small_path},
+                                {"precision", precision_name(precision)},
                                 {"threads", get_num_threads()},
                                 {"repeats", o.repeats},
                                 {"fwd_ms", fwd_ms},
@@ -128,9 +139,9 @@ int run_attention(const AttentionBenchOptions& o) {
     fmt::print("{}\n", j.dump());
     return 0;
   }
-  fmt::print("attention ({}): batch {}, {} heads, length {}, head dim {}, {}, {} threads\n",
-             o.reference ? "materialized reference" : "fused", o.batch, o.heads, o.len, o.dim,
-             o.causal ? "causal" : "no mask", get_num_threads());
+  fmt::print("attention ({}, {}): batch {}, {} heads, length {}, head dim {}, {}, {} threads\n",
+             o.reference ? "materialized reference" : "fused", precision_name(precision), o.batch,
+             o.heads, o.len, o.dim, o.causal ? "causal" : "no mask", get_num_threads());
   fmt::print("kernels: {}, small path {}\n", kernels.isa, kernels.small_path ? "on" : "off");
   fmt::print("forward           {:10.3f} ms  {:8.1f} GFLOP/s  (median of {})\n", fwd_ms, gflops,
              o.repeats);
@@ -172,6 +183,13 @@ void setup_bench_attention(CLI::App& parent, Context& ctx) {
          "Instruction set of the f32 kernels (default: ATTN_ISA, else the best this CPU has)")
       ->check(CLI::IsMember({"avx512", "avx2", "portable"}))
       ->option_text("avx512|avx2|portable");
+  sub->add_option("--precision", o->precision,
+                  "f32, or bf16: the tiled kernels (and the reference's products) on bf16 "
+                  "operands with f32 sums, on AVX-512 BF16 (the small path, the decode kernel and "
+                  "the AVX2 and portable kernels stay f32; without AVX-512 BF16, f32 with a "
+                  "warning)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   sub->add_flag("--no-small-path", o->no_small_path,
                 "Run small problems (<= 64 queries and keys per head) on the tiled kernels too, "
                 "not several heads at a time across the vector lanes");
@@ -183,7 +201,7 @@ void setup_bench_attention(CLI::App& parent, Context& ctx) {
       ->capture_default_str();
   sub->add_flag("--json", o->json,
                 "One JSON line: fwd_ms, fwdbwd_ms (null without --backward), gflops (forward), "
-                "fwdbwd_gflops, peak_rss_mib");
+                "fwdbwd_gflops, peak_rss_mib, and the settings (isa, small_path, precision, ...)");
   set_action(sub, ctx, [o](const Context&) { return run_attention(*o); });
 }
 

@@ -14,14 +14,19 @@ by masked_softmax to the full score matrix. FLOPs follow the FlashAttention
 convention (forward 4 B H T^2 D, halved when causal; backward 2.5 times that),
 the same count for both sides whatever each computes. With --json, one line
 with the keys fwd_ms, fwdbwd_ms (null without --backward), gflops (forward),
-fwdbwd_gflops and peak_rss_mib (ru_maxrss of this process).
+fwdbwd_gflops and peak_rss_mib (ru_maxrss of this process). --precision bf16
+runs both under torch.autocast("cpu", dtype=torch.bfloat16) (PyTorch's CPU
+mixed precision: the bmm products in bf16 on oneDNN). glibc's malloc is told
+to keep freed memory (--malloc heap, the default; peer_malloc.py).
 Uses Debian's python3-torch; run it with OPENBLAS_CORETYPE=SKYLAKEX so that
 OpenBLAS uses its AVX-512 kernels on this CPU (see bench/README.md).
 """
-import argparse, json, math, resource, statistics, sys, time
+import argparse, contextlib, json, math, resource, statistics, sys, time
 
 import torch
 from torch import nn
+
+from peer_malloc import tune_malloc
 
 
 def masked_softmax(X, valid_lens):
@@ -80,7 +85,17 @@ def main():
     p.add_argument("--threads", type=positive, default=2)
     p.add_argument("--repeats", type=positive, default=5)
     p.add_argument("--json", action="store_true", help="one JSON line")
+    p.add_argument("--precision", choices=("f32", "bf16"), default="f32",
+                   help="bf16: under torch.autocast on the CPU")
+    p.add_argument("--malloc", choices=("heap", "default"), default="heap",
+                   help="heap: glibc keeps freed memory (peer_malloc.py)")
     a = p.parse_args()
+    malloc_tuned = tune_malloc() if a.malloc == "heap" else False
+
+    def precision():
+        if a.precision == "bf16":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
@@ -91,7 +106,7 @@ def main():
     flops = 4.0 * a.batch * a.heads * T * T * D / (2 if a.causal else 1)
 
     def forward():
-        with torch.no_grad():
+        with torch.no_grad(), precision():
             attention(q, k, v, valid_lens)
 
     fwd_ms = median_ms(a.repeats, forward)
@@ -101,7 +116,9 @@ def main():
             t.requires_grad_()
 
         def forward_backward():
-            attention(q, k, v, valid_lens).backward(g)
+            with precision():
+                out = attention(q, k, v, valid_lens)
+            out.backward(g.to(out.dtype))
             for t in (q, k, v):
                 t.grad = None
 
@@ -114,6 +131,8 @@ def main():
         "heads": a.heads,
         "dim": D,
         "causal": a.causal,
+        "precision": a.precision,
+        "malloc_tuned": malloc_tuned,
         "threads": torch.get_num_threads(),
         "repeats": a.repeats,
         "fwd_ms": fwd_ms,
@@ -125,7 +144,7 @@ def main():
     if a.json:
         print(json.dumps(result))
         return
-    print(f"attention (PyTorch {torch.__version__}, d2l formulation): batch {a.batch}, "
+    print(f"attention (PyTorch {torch.__version__}, d2l formulation, {a.precision}): batch {a.batch}, "
           f"{a.heads} heads, length {T}, head dim {D}, {'causal' if a.causal else 'no mask'}, "
           f"{result['threads']} threads")
     print(f"forward           {fwd_ms:10.3f} ms  {result['gflops']:8.1f} GFLOP/s  (median of {a.repeats})")

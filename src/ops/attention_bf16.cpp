@@ -72,7 +72,8 @@ struct FlashBf16 {
   static void row_to_bf16(const float* x, i64 n, std::uint16_t* out) {
     for (i64 i = 0; i < n; i += W) {
       const __mmask16 m = static_cast<__mmask16>((1u << std::min<i64>(W, n - i)) - 1u);
-      _mm256_mask_storeu_epi16(out + i, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + i)));
+      _mm256_mask_storeu_epi16(out + i, m,
+                               (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + i)));
     }
   }
 
@@ -366,8 +367,8 @@ struct FlashBf16 {
     }
   }
 
-  static const float* backward_unit(const AttnArgs<float>& a, const BwdGeom& g, i64 n,
-                                    i64 kt_begin, i64 kt_end, const BwdSlice& s) {
+  static const float* backward_unit(const AttnArgs<float>& a, const BwdGeom& g, i64 n, i64 kt_begin,
+                                    i64 kt_end, const BwdSlice& s) {
     const i64 b = n / a.H, h = n % a.H;
     const i64 Q = a.Q, K = a.K, Br = g.Br, Bc = g.Bc, Dp = g.Dp, Dvp = g.Dvp;
     const float scale = static_cast<float>(a.scale);
@@ -395,8 +396,8 @@ struct FlashBf16 {
         const i64 br2 = ceil_div(br, 2), bce = std::min(bc, s.tmax[i] - c0);
         const i64 bce2 = ceil_div(bce, 2);
         // P^T = exp(scale S^T - lse)
-        Gemm::gemm(bce, brp, g.D2, s.krows + (c0 - k_first) * g.D2, g.D2, 1,
-                   s.qt + i * g.D2 * Br, Br, s.pt, brp, false);
+        Gemm::gemm(bce, brp, g.D2, s.krows + (c0 - k_first) * g.D2, g.D2, 1, s.qt + i * g.D2 * Br,
+                   Br, s.pt, brp, false);
         for (i64 e = 0; e < bce * brp; e += W)
           _mm512_storeu_ps(s.pt + e, _mm512_mul_ps(_mm512_loadu_ps(s.pt + e), sc));
         if (s.tzero[i] || c0 + bce > s.tmin[i])
@@ -407,20 +408,18 @@ struct FlashBf16 {
                    s.dot + i * g.Dv2 * Br, Br, s.dpt, brp, false);
         const float* wt = s.pt;
         if (a.drop.on) {
-          F::dropout_tile(a.drop, static_cast<std::uint64_t>(n * Q + q0), K, c0, br, brp, bce,
-                          s.pt, s.wt, s.dpt, s.words);
+          F::dropout_tile(a.drop, static_cast<std::uint64_t>(n * Q + q0), K, c0, br, brp, bce, s.pt,
+                          s.wt, s.dpt, s.words);
           wt = s.wt;
         }
         // dV_j += W^T dO_i
         rows_to_pairs(wt, brp, bce, brp, s.w16, brp / 2);
         Gemm::gemm(bce, Dvp, br2, s.w16, brp / 2, 1, s.dopairs + q0 / 2 * Dvp, Dvp, s.dvacc, Dvp,
                    true);
-        F::ds_tile(s.pt, s.dpt, bce, br, brp, s.di + q0, s.tzero[i] ? s.zero + q0 : nullptr,
-                   scale);
+        F::ds_tile(s.pt, s.dpt, bce, br, brp, s.di + q0, s.tzero[i] ? s.zero + q0 : nullptr, scale);
         // dK_j += dS^T q_i ; dQ_i += dS k_j
         rows_to_pairs(s.dpt, brp, bce, brp, s.ds16, brp / 2);
-        Gemm::gemm(bce, Dp, br2, s.ds16, brp / 2, 1, s.qpairs + q0 / 2 * Dp, Dp, s.dkacc, Dp,
-                   true);
+        Gemm::gemm(bce, Dp, br2, s.ds16, brp / 2, 1, s.qpairs + q0 / 2 * Dp, Dp, s.dkacc, Dp, true);
         for (i64 c2 = 0; c2 < bce2; ++c2) {
           const float* hi = 2 * c2 + 1 < bce ? s.dpt + (2 * c2 + 1) * brp : nullptr;
           interleave_to_bf16(s.dpt + 2 * c2 * brp, hi, brp, s.dsp + c2 * brp);

@@ -35,9 +35,9 @@ struct Case {
 };
 
 const Case kCases[] = {
-    {2, 3, 67, 45, 19, 13, true, 0, 0.0},   {2, 3, 67, 45, 19, 13, true, 1, 0.0},
-    {1, 2, 70, 70, 64, 64, true, 2, 0.0},   {3, 1, 33, 95, 73, 37, false, 3, 0.0},
-    {2, 2, 130, 99, 8, 5, true, 1, 0.25},   {1, 4, 41, 200, 96, 80, true, 2, 0.1},
+    {2, 3, 67, 45, 19, 13, true, 0, 0.0}, {2, 3, 67, 45, 19, 13, true, 1, 0.0},
+    {1, 2, 70, 70, 64, 64, true, 2, 0.0}, {3, 1, 33, 95, 73, 37, false, 3, 0.0},
+    {2, 2, 130, 99, 8, 5, true, 1, 0.25}, {1, 4, 41, 200, 96, 80, true, 2, 0.1},
     {2, 1, 17, 129, 1, 3, false, 0, 0.0},
 };
 
@@ -92,9 +92,7 @@ std::vector<Tensor> run(Tensor (*fn)(const Tensor&, const Tensor&, const Tensor&
 }
 
 // Max over elements of |a - b| / bound; a value <= 1 means within the bound.
-double worst(const Tensor& a, const Tensor& b, double bound) {
-  return max_abs_diff(a, b) / bound;
-}
+double worst(const Tensor& a, const Tensor& b, double bound) { return max_abs_diff(a, b) / bound; }
 
 }  // namespace
 

@@ -82,6 +82,11 @@ Tensor attention_limits(const Tensor& valid_lens, bool causal, std::int64_t B, s
 //           log-sum-exp saved for the backward (FlashAttention-2, ref: Dao,
 //           arXiv 2307.08691).
 // The three agree to rounding (the order of floating-point sums differs).
+// In a bf16 PrecisionScope (attn/ops/precision.h) with the AVX-512 kernels,
+// the tiled kernel's products, forward and backward, take bf16 operands (q,
+// k, v, the output's gradient and the weight tiles rounded to bf16) with f32
+// sums; the softmax and its statistics stay f32. The small and decode
+// kernels stay f32.
 // Memory O(N Q + N K) besides the inputs and output. Differentiable in q, k, v.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& opt = {});

@@ -6,9 +6,11 @@
 // multiplies them with oneDNN's AVX-512 BF16 kernels, accumulating in f32 into
 // an f32 result: the products of two bf16 numbers are exact in f32, so the
 // only differences from f32 are the rounding of the inputs (a relative 2^-9
-// each) and the order of the f32 sums. Everything else stays f32: the
-// weights the optimizer updates (master weights), its state, the gradients,
-// reductions, layer norm, softmax, the loss and the fused attention kernels.
+// each) and the order of the f32 sums. The fused attention's tiled kernels
+// (attn/ops/attention.h) run their products in bf16 the same way. Everything
+// else stays f32: the weights the optimizer updates (master weights), its
+// state, the gradients, reductions, layer norm, softmax, the loss and the
+// small and decode attention kernels.
 // This is PyTorch's autocast for CPU matrix products, and what mixed-precision
 // training means in Micikevicius et al. (2018), less the loss scaling that bf16's
 // f32-sized exponent does not need.
