@@ -73,10 +73,14 @@ enum class AttnPath {
   decode,  // one query row per task, long caches split over keys (attention_decode.h)
 };
 
-// The small path's range: a few queries and keys per head (d2l's Transformer).
-inline bool attention_small_problem(std::int64_t Q, std::int64_t K, std::int64_t D,
-                                    std::int64_t Dv) {
-  return Q <= 64 && K <= 64 && Q * K <= 1024 && D <= 64 && Dv <= 64;
+// The small path's range: a few queries and keys per head (d2l's
+// Transformer), at head dims where it beats the tiled kernels (measured in
+// docs/design.md, "Attention"): up to 32 with a gradient, up to 8 without
+// (the kernel itself takes up to 64).
+inline bool attention_small_problem(std::int64_t Q, std::int64_t K, std::int64_t D, std::int64_t Dv,
+                                    bool need_grad) {
+  const std::int64_t dmax = need_grad ? 32 : 8;
+  return Q <= 64 && K <= 64 && Q * K <= 1024 && D <= dmax && Dv <= dmax;
 }
 
 // The decode kernel serves inference with at most this many queries (a KV
@@ -90,7 +94,7 @@ inline AttnPath choose_attention_path(std::int64_t Q, std::int64_t K, std::int64
                                       std::int64_t Dv, bool need_grad, bool dropout,
                                       bool small_allowed) {
   if (!need_grad && !dropout && Q <= kDecodeMaxQueries) return AttnPath::decode;
-  if (small_allowed && attention_small_problem(Q, K, D, Dv)) return AttnPath::small;
+  if (small_allowed && attention_small_problem(Q, K, D, Dv, need_grad)) return AttnPath::small;
   return AttnPath::tiled;
 }
 

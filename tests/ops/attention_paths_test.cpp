@@ -89,13 +89,18 @@ TEST(AttentionPath, OneChoiceBetweenDecodeSmallAndTiled) {
   EXPECT_EQ(choose_attention_path(8, 10, 8, 8, false, true, true), AttnPath::small);
   EXPECT_EQ(choose_attention_path(9, 10, 8, 8, false, false, true), AttnPath::small);
   EXPECT_EQ(choose_attention_path(10, 10, 8, 8, true, false, false), AttnPath::tiled);
-  // The small path's edges: Q, K, D, Dv <= 64 and Q K <= 1024.
-  EXPECT_EQ(choose_attention_path(64, 16, 64, 64, true, false, true), AttnPath::small);
+  // The small path's edges: Q, K <= 64 and Q K <= 1024; head dims D, Dv <=
+  // 32 with a gradient, <= 8 without.
+  EXPECT_EQ(choose_attention_path(64, 16, 32, 32, true, false, true), AttnPath::small);
   EXPECT_EQ(choose_attention_path(65, 8, 8, 8, true, false, true), AttnPath::tiled);
   EXPECT_EQ(choose_attention_path(8, 65, 8, 8, true, false, true), AttnPath::tiled);
   EXPECT_EQ(choose_attention_path(33, 32, 8, 8, true, false, true), AttnPath::tiled);
-  EXPECT_EQ(choose_attention_path(10, 10, 65, 8, true, false, true), AttnPath::tiled);
-  EXPECT_EQ(choose_attention_path(10, 10, 8, 65, true, false, true), AttnPath::tiled);
+  EXPECT_EQ(choose_attention_path(10, 10, 33, 8, true, false, true), AttnPath::tiled);
+  EXPECT_EQ(choose_attention_path(10, 10, 8, 33, true, false, true), AttnPath::tiled);
+  EXPECT_EQ(choose_attention_path(10, 10, 8, 8, false, false, true), AttnPath::small);
+  EXPECT_EQ(choose_attention_path(10, 10, 9, 8, false, false, true), AttnPath::tiled);
+  EXPECT_EQ(choose_attention_path(10, 10, 8, 9, false, true, true), AttnPath::tiled);
+  EXPECT_EQ(choose_attention_path(10, 10, 32, 32, true, true, true), AttnPath::small);
 }
 
 // The fused op makes that choice itself: without a gradient, 8 queries run

@@ -76,8 +76,9 @@ Tensor attention_limits(const Tensor& valid_lens, bool causal, std::int64_t B, s
 // (Q x K) weights:
 //   decode  no gradient (nothing requires one, or a no-grad guard), no active
 //           dropout, and at most 8 queries: attention_decode below.
-//   small   at most 64 queries and keys (and Q K <= 1024), head dims <= 64:
-//           several heads at a time, one per vector lane.
+//   small   at most 64 queries and keys (and Q K <= 1024), head dims <= 32
+//           with a gradient, <= 8 without: several heads at a time, one per
+//           vector lane.
 //   tiled   otherwise: online softmax over key tiles, the per-row
 //           log-sum-exp saved for the backward (FlashAttention-2, ref: Dao,
 //           arXiv 2307.08691).
