@@ -82,7 +82,7 @@ struct FlashBf16 {
   static void rows_to_pairs(const float* x, i64 ldx, i64 rows, i64 n, u32* w, i64 ldw) {
     for (i64 r = 0; r < rows; ++r) {
       auto* out = reinterpret_cast<std::uint16_t*>(w + r * ldw);
-      out[2 * ceil_div(n, 2) - 1] = 0;
+      if (n % 2) out[n] = 0;
       row_to_bf16(x + r * ldx, n, out);
     }
   }
@@ -183,7 +183,7 @@ struct FlashBf16 {
     for (i64 c = 0; c < a.K; ++c) {
       if (c + kPrefetchRows < a.K) prefetch_span(a.k.row(b, h, c + kPrefetchRows), a.D);
       auto* row = reinterpret_cast<std::uint16_t*>(s.kp + c * g.D2);
-      row[2 * g.D2 - 1] = 0;
+      if (a.D % 2) row[a.D] = 0;
       row_to_bf16(a.k.row(b, h, c), a.D, row);
     }
     for (i64 c2 = 0; c2 < g.K2; ++c2) {
@@ -204,7 +204,7 @@ struct FlashBf16 {
     for (i64 r = 0; r < brp; ++r) {
       if (r + kPrefetchRows < br) prefetch_span(a.q.row(b, h, q0 + r + kPrefetchRows), a.D);
       if (r < br) {
-        s.qrow[2 * g.D2 - 1] = 0;
+        if (a.D % 2) s.qrow[a.D] = 0;
         row_to_bf16(a.q.row(b, h, q0 + r), a.D, s.qrow);
       }
       for (i64 d2 = 0; d2 < g.D2; ++d2) {
@@ -345,7 +345,7 @@ struct FlashBf16 {
         const i64 r = i * g.Br + rl;
         if (r < rows) {
           if (r + kPrefetchRows < rows) prefetch_span(x.row(b, h, r + kPrefetchRows), d);
-          row[2 * d2n - 1] = 0;
+          if (d % 2) row[d] = 0;
           row_to_bf16(x.row(b, h, r), d, row);
         }
         for (i64 d2 = 0; d2 < d2n; ++d2) {
