@@ -138,10 +138,11 @@ struct Launch {
   const AttnKernelTable<T>* kernels = nullptr;
   AttnTiles tiles;
   AttnPath path = AttnPath::tiled;
-  // The tiled kernels run in bf16 (attention_forward_bf16, _backward_bf16):
-  // f32 inputs in a bf16 PrecisionScope on the AVX-512 kernels (and so a CPU
-  // with AVX-512 BF16).
-  bool bf16 = false;
+  // The tiled kernels: the table's, or in bf16 (attention_forward_bf16,
+  // _backward_bf16) for f32 inputs in a bf16 PrecisionScope on the AVX-512
+  // kernels (and so a CPU with AVX-512 BF16).
+  void (*tiled_forward)(const AttnArgs<T>&, AttnTiles) = nullptr;
+  void (*tiled_backward)(const AttnArgs<T>&, AttnTiles) = nullptr;
 };
 
 // The one place a dtype (and for f32 the instruction set) picks a kernel
@@ -159,10 +160,15 @@ Launch<T> kernels_for(std::int64_t Q, std::int64_t K, std::int64_t D, std::int64
   if (std::int64_t br = s.tile_br.load()) l.tiles.br = br;
   if (std::int64_t bc = s.tile_bc.load()) l.tiles.bc = bc;
   l.path = detail::choose_attention_path(Q, K, D, Dv, need_grad, dropout, s.small_path.load());
-  if constexpr (std::is_same_v<T, float>)
-    l.bf16 = l.path == AttnPath::tiled && matmul_precision() == Precision::bf16 &&
-             std::string_view(l.kernels->name) == "avx512" &&
-             detail::attention_forward_bf16() != nullptr;
+  l.tiled_forward = l.kernels->forward;
+  l.tiled_backward = l.kernels->backward;
+  if constexpr (std::is_same_v<T, float>) {
+    if (l.path == AttnPath::tiled && matmul_precision() == Precision::bf16 &&
+        std::string_view(l.kernels->name) == "avx512" && detail::attention_forward_bf16()) {
+      l.tiled_forward = detail::attention_forward_bf16();
+      l.tiled_backward = detail::attention_backward_bf16();
+    }
+  }
   return l;
 }
 
@@ -448,16 +454,10 @@ Grads fused_backward(const Problem& p, const detail::AttnDropout& drop, const Te
   a.dk = head_view<T>(dk, p.four_d);
   a.dv = head_view<T>(dv, p.four_d);
   a.saved = saved.defined() ? saved.data<T>() : nullptr;
-  if (l.path == AttnPath::small) {
+  if (l.path == AttnPath::small)
     l.kernels->backward_small(a);
-  } else if constexpr (std::is_same_v<T, float>) {
-    if (l.bf16)
-      detail::attention_backward_bf16()(a, l.tiles);
-    else
-      l.kernels->backward(a, l.tiles);
-  } else {
-    l.kernels->backward(a, l.tiles);
-  }
+  else
+    l.tiled_backward(a, l.tiles);
   return {dq, dk, dv};
 }
 
@@ -481,13 +481,8 @@ Tensor run_fused(const Problem& p, const DropoutDraw& drop, const Launch<T>& l, 
         a.saved = saved.data<T>();
       }
       l.kernels->forward_small(a);
-    } else if constexpr (std::is_same_v<T, float>) {
-      if (l.bf16)
-        detail::attention_forward_bf16()(a, l.tiles);
-      else
-        l.kernels->forward(a, l.tiles);
     } else {
-      l.kernels->forward(a, l.tiles);
+      l.tiled_forward(a, l.tiles);
     }
   }
   if (!need_grad) return out;

@@ -244,40 +244,16 @@ struct FlashBf16 {
     F::finish_tile(a, n, q0, br, brp, s.ot, s.m, s.l);
   }
 
-  // As FlashAttention::forward: heads one after the other, each thread
-  // packing a head once, the last query tiles of a head first.
   static void forward(const AttnArgs<float>& a, AttnTiles tiles) {
-    const i64 N = a.B * a.H;
     Geom g{};
     g.Br = round_up(std::max<i64>(tiles.br, W), W);
     g.Bc = round_up(std::max<i64>(tiles.bc, 2), 2);
     g.D2 = ceil_div(a.D, 2);
     g.K2 = ceil_div(a.K, 2);
-    const i64 nqt = ceil_div(a.Q, g.Br);
-    const i64 units = N * nqt;
-    Carver count(nullptr);
-    carve(count, a, g);
-    const std::size_t slice = count.used();
-    i64 work = N * a.Q * a.K * (a.D + a.Dv);
-    if (a.mask.causal) work /= 2;
-    const int threads = static_cast<int>(std::min<i64>(team_size(work), units));
-    std::byte* ws = tls_workspace.get(slice * static_cast<std::size_t>(threads));
-#pragma omp parallel num_threads(threads) if (threads > 1 && fork_ok())
-    {
-      Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
-      const Slice s = carve(cv, a, g);
-      i64 packed = -1;
-#pragma omp for schedule(dynamic, 1)
-      for (i64 u = 0; u < units; ++u) {
-        const i64 n = u / nqt, i = nqt - 1 - u % nqt;
-        if (n != packed) {
-          pack_head(a, g, n, s);
-          packed = n;
-        }
-        forward_tile(a, g, n, i * g.Br, std::min(g.Br, a.Q - i * g.Br), s);
-      }
-    }
-    tls_workspace.trim();
+    F::forward_units(
+        a, g.Br, [&](Carver& cv) { return carve(cv, a, g); },
+        [&](i64 n, const Slice& s) { pack_head(a, g, n, s); },
+        [&](i64 n, i64 q0, i64 br, const Slice& s) { forward_tile(a, g, n, q0, br, s); });
   }
 
   // ---- backward ----

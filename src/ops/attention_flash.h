@@ -236,18 +236,18 @@ struct FlashAttention {
     finish_tile(a, n, q0, br, round_up(br, W), s.ot, s.m, s.l);
   }
 
-  // Requires K >= 1 and Q >= 1.
-  static void forward(const AttnArgs<T>& a, AttnTiles t) {
+  // The forward's units and threads, for this kernel and the bf16 one: a
+  // unit is one query tile of Br of head n. Heads run one after the other
+  // (each thread packs a head once, `pack(n, slice)`), in a head the last
+  // query tiles first: under a causal mask they are the longest.
+  // `carve(cv)` takes a thread's slice; `tile(n, q0, br, slice)` runs a unit.
+  template <class Carve, class Pack, class Tile>
+  static void forward_units(const AttnArgs<T>& a, i64 Br, Carve carve, Pack pack, Tile tile) {
     const i64 N = a.B * a.H;
-    FwdGeom g{};
-    g.Br = round_up(std::max<i64>(t.br, W), W);
-    g.Bc = std::max<i64>(t.bc, 1);
-    g.ldk = Gemm::packed_ld(a.D);
-    g.ldv = Gemm::packed_ld(a.Dv);
-    const i64 nqt = ceil_div(a.Q, g.Br);
+    const i64 nqt = ceil_div(a.Q, Br);
     const i64 units = N * nqt;
     Carver count(nullptr);
-    carve_fwd(count, a, g);
+    carve(count);
     const std::size_t slice = count.used();
     i64 work = N * a.Q * a.K * (a.D + a.Dv);
     if (a.mask.causal) work /= 2;
@@ -256,23 +256,36 @@ struct FlashAttention {
 #pragma omp parallel num_threads(threads) if (threads > 1 && fork_ok())
     {
       Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
-      const FwdSlice s = carve_fwd(cv, a, g);
-      i64 packed = -1;  // the head whose keys and values s.kp, s.vp hold
-      // Heads one after the other (each thread packs a head once), in a head
-      // the last query tiles first: under a causal mask they are the longest.
+      const auto s = carve(cv);
+      i64 packed = -1;  // the head the slice holds
 #pragma omp for schedule(dynamic, 1)
       for (i64 u = 0; u < units; ++u) {
         const i64 n = u / nqt, i = nqt - 1 - u % nqt;
         if (n != packed) {
-          const i64 b = n / a.H, h = n % a.H;
-          Gemm::pack_rows(a.k.row(b, h, 0), a.k.st, a.K, a.D, g.ldk, s.kp);
-          Gemm::pack_rows(a.v.row(b, h, 0), a.v.st, a.K, a.Dv, g.ldv, s.vp);
+          pack(n, s);
           packed = n;
         }
-        forward_tile(a, g, n, i * g.Br, std::min(g.Br, a.Q - i * g.Br), s);
+        tile(n, i * Br, std::min(Br, a.Q - i * Br), s);
       }
     }
     tls_workspace.trim();
+  }
+
+  // Requires K >= 1 and Q >= 1.
+  static void forward(const AttnArgs<T>& a, AttnTiles t) {
+    FwdGeom g{};
+    g.Br = round_up(std::max<i64>(t.br, W), W);
+    g.Bc = std::max<i64>(t.bc, 1);
+    g.ldk = Gemm::packed_ld(a.D);
+    g.ldv = Gemm::packed_ld(a.Dv);
+    forward_units(
+        a, g.Br, [&](Carver& cv) { return carve_fwd(cv, a, g); },
+        [&](i64 n, const FwdSlice& s) {
+          const i64 b = n / a.H, h = n % a.H;
+          Gemm::pack_rows(a.k.row(b, h, 0), a.k.st, a.K, a.D, g.ldk, s.kp);
+          Gemm::pack_rows(a.v.row(b, h, 0), a.v.st, a.K, a.Dv, g.ldv, s.vp);
+        },
+        [&](i64 n, i64 q0, i64 br, const FwdSlice& s) { forward_tile(a, g, n, q0, br, s); });
   }
 
   // ---- backward pieces (attention_bf16.cpp's backward uses them too) ----
