@@ -1,9 +1,12 @@
-// The tiled attention forward in bf16 (attention_kernel.h,
-// attention_forward_bf16): FlashAttention<VecAvx512>'s algorithm
-// (attention_flash.h) with its two tile products on AVX-512 BF16.
+// The tiled attention kernels in bf16 (attention_kernel.h,
+// attention_forward_bf16 and attention_backward_bf16): FlashAttention<VecAvx512>'s
+// algorithm (attention_flash.h, whose drivers and tile steps they share) with
+// every tile product on AVX-512 BF16. The forward's two:
 //
 //   S^T = k_j q_i^T     k and q rounded to bf16, scale applied to the f32 sums
 //   O^T += v_j^T P^T    v and the tile's exp(S - m) rounded to bf16
+//
+// and the backward's five (listed at FlashBf16's backward below).
 //
 // VDPBF16PS multiplies 16 pairs of bf16 and adds each lane's two products to
 // an f32 sum, so both operands are read as 32-bit words of two bf16 that are
@@ -12,7 +15,8 @@
 // row, values packed two keys to a word, and P^T two keys to a word per
 // query lane. Masks, the online softmax, dropout, the sums l and the output's
 // normalization stay in f32, as in the f32 kernel. Only the CPU's AVX-512
-// BF16 runs this; attention.cpp asks bf16_supported() first.
+// BF16 runs this; attention.cpp opens it only in a bf16 PrecisionScope, which
+// such a CPU alone allows.
 //
 // Headers first, for the baseline target; then the target pragma.
 #include <immintrin.h>
