@@ -145,12 +145,9 @@ struct FlashBf16 {
     }
   }
 
-  struct Slice {
+  struct Slice : F::FwdTiles {
     u32 *kp, *vp, *qt, *pt;
     std::uint16_t* qrow;
-    float *st, *ot, *m, *l, *alpha, *zero;
-    i64* lim;
-    u32* words;
   };
 
   // Br query lanes by Bc keys (even); D2 = words per key row (D / 2 rounded
@@ -166,14 +163,7 @@ struct FlashBf16 {
     s.qt = cv.take<u32>(g.D2 * g.Br);
     s.pt = cv.take<u32>(g.Bc / 2 * g.Br);
     s.qrow = cv.take<std::uint16_t>(2 * g.D2);
-    s.st = cv.take<float>(g.Bc * g.Br);
-    s.ot = cv.take<float>(std::max<i64>(a.Dv, 1) * g.Br);
-    s.m = cv.take<float>(g.Br);
-    s.l = cv.take<float>(g.Br);
-    s.alpha = cv.take<float>(g.Br);
-    s.zero = cv.take<float>(g.Br);
-    s.lim = cv.take<i64>(g.Br);
-    s.words = cv.take<u32>(g.Bc + 8);
+    static_cast<F::FwdTiles&>(s) = F::carve_fwd_tiles(cv, a, g.Br, g.Bc);
     return s;
   }
 
@@ -271,13 +261,9 @@ struct FlashBf16 {
   //   dQ_i += dS k_j       dS^T two keys a word per query lane, k two rows a word
   // P, dP, dS, the statistics and every sum stay f32.
 
-  struct BwdSlice {
+  struct BwdSlice : F::BwdTiles {
     u32 *qt, *dot, *qpairs, *dopairs, *krows, *vrows, *kpairs, *w16, *ds16, *dsp;
     std::uint16_t* row;
-    float *dqacc, *di, *lse, *zero, *pt, *dpt, *wt, *dkacc, *dvacc;
-    i64 *lim, *tmax, *tmin;
-    unsigned char* tzero;
-    u32* words;
   };
 
   struct BwdGeom {
@@ -298,20 +284,7 @@ struct FlashBf16 {
     s.ds16 = cv.take<u32>(g.Bc * g.Br / 2);
     s.dsp = cv.take<u32>(g.Bc / 2 * g.Br);
     s.row = cv.take<std::uint16_t>(2 * std::max(g.D2, g.Dv2));
-    s.dqacc = cv.take<float>(a.Q * g.Dp);
-    s.di = cv.take<float>(g.Qp);
-    s.lse = cv.take<float>(g.Qp);
-    s.zero = cv.take<float>(g.Qp);
-    s.lim = cv.take<i64>(g.Qp);
-    s.tmax = cv.take<i64>(g.nqt);
-    s.tmin = cv.take<i64>(g.nqt);
-    s.tzero = cv.take<unsigned char>(g.nqt);
-    s.pt = cv.take<float>(g.Bc * g.Br);
-    s.dpt = cv.take<float>(g.Bc * g.Br);
-    s.wt = a.drop.on ? cv.take<float>(g.Bc * g.Br) : nullptr;
-    s.dkacc = cv.take<float>(g.Bc * g.Dp);
-    s.dvacc = cv.take<float>(g.Bc * g.Dvp);
-    s.words = cv.take<u32>(g.Bc + 8);
+    static_cast<F::BwdTiles&>(s) = F::carve_tiles(cv, a, g.Qp, g.nqt, g.Br, g.Bc, g.Dp, g.Dvp);
     return s;
   }
 
@@ -362,8 +335,7 @@ struct FlashBf16 {
     rows_to_pairs(a.k.row(b, h, k_first), a.k.st, kr, a.D, s.krows, g.D2);
     rows_to_pairs(a.v.row(b, h, k_first), a.v.st, kr, a.Dv, s.vrows, g.Dv2);
     pair_rows(a.k, b, h, k_first, kr, a.D, Dp, s.kpairs);
-    F::head_stats(a, n, Br, g.nqt, g.Qp,
-                  typename F::HeadStats{s.di, s.lse, s.zero, s.lim, s.tmax, s.tmin, s.tzero});
+    F::head_stats(a, n, Br, g.nqt, g.Qp, s);
     std::fill(s.dqacc, s.dqacc + Q * Dp, 0.0f);
     const __m512 sc = _mm512_set1_ps(scale);
     for (i64 kt = kt_begin; kt < kt_end; ++kt) {

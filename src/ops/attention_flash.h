@@ -82,11 +82,30 @@ struct FlashAttention {
 
   // ---- forward ----
 
-  struct FwdSlice {
-    T *kp, *vp;  // the keys and values of one head, packed (K x ldk), (K x ldv)
-    T *qt, *st, *ot, *m, *l, *alpha, *zero;
+  // The f32 buffers of a thread's forward slice, whatever the products'
+  // operands: the score tile S^T (Bc x Br), O^T (Dv x Br), the running max,
+  // sum and rescaling per query lane, the limits, the dropout words.
+  struct FwdTiles {
+    T *st, *ot, *m, *l, *alpha, *zero;
     i64* lim;
     std::uint32_t* words;
+  };
+  static FwdTiles carve_fwd_tiles(Carver& cv, const AttnArgs<T>& a, i64 Br, i64 Bc) {
+    FwdTiles t{};
+    t.st = cv.take<T>(Bc * Br);
+    t.ot = cv.take<T>(std::max<i64>(a.Dv, 1) * Br);
+    t.m = cv.take<T>(Br);
+    t.l = cv.take<T>(Br);
+    t.alpha = cv.take<T>(Br);
+    t.zero = cv.take<T>(Br);
+    t.lim = cv.take<i64>(Br);
+    t.words = cv.take<std::uint32_t>(Bc + 8);
+    return t;
+  }
+
+  struct FwdSlice : FwdTiles {
+    T *kp, *vp;  // the keys and values of one head, packed (K x ldk), (K x ldv)
+    T* qt;
   };
 
   struct FwdGeom {
@@ -98,14 +117,7 @@ struct FlashAttention {
     s.kp = cv.take<T>(a.K * g.ldk);
     s.vp = cv.take<T>(a.K * g.ldv);
     s.qt = cv.take<T>(a.D * g.Br);
-    s.st = cv.take<T>(g.Bc * g.Br);
-    s.ot = cv.take<T>(std::max<i64>(a.Dv, 1) * g.Br);
-    s.m = cv.take<T>(g.Br);
-    s.l = cv.take<T>(g.Br);
-    s.alpha = cv.take<T>(g.Br);
-    s.zero = cv.take<T>(g.Br);
-    s.lim = cv.take<i64>(g.Br);
-    s.words = cv.take<std::uint32_t>(g.Bc + 8);
+    static_cast<FwdTiles&>(s) = carve_fwd_tiles(cv, a, g.Br, g.Bc);
     return s;
   }
 
@@ -290,15 +302,40 @@ struct FlashAttention {
 
   // ---- backward pieces (attention_bf16.cpp's backward uses them too) ----
 
+  // The f32 buffers of a thread's backward slice, whatever the products'
+  // operands: dQ's rows (Q x Dp), the per-query statistics (Qp lanes), the
+  // per-query-tile limits (nqt), the P, dP / dS and W tiles (Bc x Br), dK's
+  // and dV's rows of a key tile, the dropout words.
+  struct BwdTiles {
+    T *dqacc, *di, *lse, *zero, *pt, *dpt, *wt, *dkacc, *dvacc;
+    i64 *lim, *tmax, *tmin;
+    unsigned char* tzero;
+    std::uint32_t* words;
+  };
+  static BwdTiles carve_tiles(Carver& cv, const AttnArgs<T>& a, i64 Qp, i64 nqt, i64 Br, i64 Bc,
+                              i64 Dp, i64 Dvp) {
+    BwdTiles t{};
+    t.dqacc = cv.take<T>(a.Q * Dp);
+    t.di = cv.take<T>(Qp);
+    t.lse = cv.take<T>(Qp);
+    t.zero = cv.take<T>(Qp);
+    t.lim = cv.take<i64>(Qp);
+    t.tmax = cv.take<i64>(nqt);
+    t.tmin = cv.take<i64>(nqt);
+    t.tzero = cv.take<unsigned char>(nqt);
+    t.pt = cv.take<T>(Bc * Br);
+    t.dpt = cv.take<T>(Bc * Br);
+    t.wt = a.drop.on ? cv.take<T>(Bc * Br) : nullptr;
+    t.dkacc = cv.take<T>(Bc * Dp);
+    t.dvacc = cv.take<T>(Bc * std::max<i64>(Dvp, W));
+    t.words = cv.take<std::uint32_t>(Bc + 8);
+    return t;
+  }
+
   // Per head n: D_i = rowsum(dO o O), the forward's lse and the key limits
   // per query (Qp lanes; the padded ones 0, 0 and K), and per query tile of
   // Br the largest and smallest limit and whether a row has length 0.
-  struct HeadStats {
-    T *di, *lse, *zero;
-    i64 *lim, *tmax, *tmin;
-    unsigned char* tzero;
-  };
-  static void head_stats(const AttnArgs<T>& a, i64 n, i64 Br, i64 nqt, i64 Qp, const HeadStats& s) {
+  static void head_stats(const AttnArgs<T>& a, i64 n, i64 Br, i64 nqt, i64 Qp, const BwdTiles& s) {
     const i64 b = n / a.H, h = n % a.H, Q = a.Q, K = a.K;
     for (i64 r = 0; r < Qp; ++r) {
       if (r < Q) {
@@ -360,12 +397,8 @@ struct FlashAttention {
 
   // ---- backward ----
 
-  struct BwdSlice {
-    T *qt, *dot, *qrows, *dorows, *krows, *vrows, *dqacc, *di, *lse, *zero;
-    T *pt, *dpt, *wt, *dkacc, *dvacc;
-    i64 *lim, *tmax, *tmin;
-    unsigned char* tzero;
-    std::uint32_t* words;
+  struct BwdSlice : BwdTiles {
+    T *qt, *dot, *qrows, *dorows, *krows, *vrows;
   };
 
   struct BwdGeom {
@@ -386,20 +419,7 @@ struct FlashAttention {
     s.dorows = cv.take<T>(a.Q * g.ldo);
     s.krows = cv.take<T>(kr * g.ldk);
     s.vrows = cv.take<T>(kr * g.ldv);
-    s.dqacc = cv.take<T>(a.Q * g.Dp);
-    s.di = cv.take<T>(g.Qp);
-    s.lse = cv.take<T>(g.Qp);
-    s.zero = cv.take<T>(g.Qp);
-    s.lim = cv.take<i64>(g.Qp);
-    s.tmax = cv.take<i64>(g.nqt);
-    s.tmin = cv.take<i64>(g.nqt);
-    s.tzero = cv.take<unsigned char>(g.nqt);
-    s.pt = cv.take<T>(g.Bc * g.Br);
-    s.dpt = cv.take<T>(g.Bc * g.Br);
-    s.wt = a.drop.on ? cv.take<T>(g.Bc * g.Br) : nullptr;
-    s.dkacc = cv.take<T>(g.Bc * g.Dp);
-    s.dvacc = cv.take<T>(g.Bc * std::max<i64>(g.Dvp, W));
-    s.words = cv.take<std::uint32_t>(g.Bc + 8);
+    static_cast<BwdTiles&>(s) = carve_tiles(cv, a, g.Qp, g.nqt, g.Br, g.Bc, g.Dp, g.Dvp);
     return s;
   }
 
@@ -436,7 +456,7 @@ struct FlashAttention {
     const i64 k_first = kt_begin * Bc, k_last = std::min(K, kt_end * Bc);
     Gemm::pack_rows(a.k.row(b, h, k_first), a.k.st, k_last - k_first, D, g.ldk, s.krows);
     Gemm::pack_rows(a.v.row(b, h, k_first), a.v.st, k_last - k_first, Dv, g.ldv, s.vrows);
-    head_stats(a, n, Br, g.nqt, Qp, HeadStats{s.di, s.lse, s.zero, s.lim, s.tmax, s.tmin, s.tzero});
+    head_stats(a, n, Br, g.nqt, Qp, s);
     std::fill(s.dqacc, s.dqacc + Q * Dp, T(0));
     for (i64 kt = kt_begin; kt < kt_end; ++kt) {
       const i64 c0 = kt * Bc, bc = std::min(Bc, K - c0);
