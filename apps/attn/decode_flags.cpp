@@ -61,8 +61,7 @@ std::unique_ptr<PrecisionScope> DecodeFlags::precision_scope(
                "attn: warning: --precision bf16: this CPU has no AVX-512 BF16; decoding in f32\n");
     p = Precision::f32;
   }
-  return std::make_unique<PrecisionScope>(
-      p, p == Precision::bf16 ? parameters : std::vector<Tensor>{});
+  return std::make_unique<PrecisionScope>(p, parameters);
 }
 
 std::unique_ptr<QuantizeScope> DecodeFlags::quantize_scope(

@@ -7,7 +7,9 @@
 //
 // The product is matmul's (one GEMM over the rows of x); the bias and the
 // activation are one pass over its rows. Inside a QuantizeScope, frozen
-// weights run in int8 (ops/quantize.h), which adds the bias itself.
+// weights run in int8 (ops/quantize.h), which adds the bias itself; inside a
+// PrecisionScope given frozen weights, on their packed copies
+// (ops/packed_linear.cpp), whose kernel adds the bias and applies the ReLU.
 #include <omp.h>
 
 #include "attn/autograd/node.h"
@@ -16,6 +18,7 @@
 #include "attn/ops/reduce.h"
 #include "ops/kernels.h"
 #include "ops/matmul_internal.h"
+#include "ops/precision_internal.h"
 #include "ops/quantize_internal.h"
 
 namespace attn {
@@ -65,6 +68,7 @@ Tensor affine_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
     });
     return y;
   }
+  if (auto p = detail::packed_linear(x, weight, bias, relu)) return *p;
   const bool vector_in = x.dim() == 1;
   Tensor y = detail::product(vector_in ? x.unsqueeze(0) : x, weight.transpose(0, 1), op);
   if (vector_in) y = y.squeeze(0);

@@ -140,14 +140,15 @@ Int8Primitive* int8_primitive(std::int64_t M, std::int64_t K, std::int64_t N) {
   return it->second.get();
 }
 
-dnnl::memory pack_int8_weights(const std::int8_t* q, std::int64_t K, std::int64_t N,
-                               const dnnl::memory::desc& layout) {
-  using dt = dnnl::memory::data_type;
+dnnl::memory pack_weights(dnnl::memory::data_type t, const void* w, std::int64_t K, std::int64_t N,
+                          const dnnl::memory::dims& strides, const dnnl::memory::desc& layout,
+                          void* buffer) {
   const dnnl::engine& engine = cpu_engine();
   try {
-    dnnl::memory::desc plain({K, N}, dt::s8, dnnl::memory::dims{1, K});
-    dnnl::memory src(plain, engine, const_cast<std::int8_t*>(q));
-    dnnl::memory dst(layout, engine);
+    dnnl::memory::desc plain({K, N}, t, strides);
+    dnnl::memory src(plain, engine, const_cast<void*>(w));
+    dnnl::memory dst =
+        buffer != nullptr ? dnnl::memory(layout, engine, buffer) : dnnl::memory(layout, engine);
     dnnl::reorder(src, dst).execute(thread_stream(), src, dst);
     thread_stream().wait();
     return dst;
@@ -168,6 +169,83 @@ bool run_int8_primitive(Int8Primitive& p, const std::uint8_t* a, const dnnl::mem
       {DNNL_ARG_SRC, p.a.get()}, {DNNL_ARG_WEIGHTS, b.get()}, {DNNL_ARG_DST, p.c.get()}};
   dnnl::stream& stream = thread_stream();
   return dnnl_primitive_execute(p.prim.get(), stream.get(), 3, args) == dnnl_success &&
+         dnnl_stream_wait(stream.get()) == dnnl_success;
+}
+
+// ---- frozen Linear weights ----
+
+namespace {
+
+std::unique_ptr<LinearPrimitive> build_linear_primitive(dnnl::memory::data_type ab, std::int64_t M,
+                                                        std::int64_t K, std::int64_t N,
+                                                        std::int64_t lda, bool bias, bool relu) {
+  using dt = dnnl::memory::data_type;
+  const dnnl::engine& engine = cpu_engine();
+  try {
+    dnnl::memory::desc a({M, K}, ab, dnnl::memory::dims{lda, 1});
+    dnnl::memory::desc b({K, N}, ab, dnnl::memory::format_tag::any);
+    dnnl::memory::desc c({M, N}, dt::f32, dnnl::memory::dims{N, 1});
+    dnnl::memory::desc bd({1, N}, dt::f32, dnnl::memory::dims{N, 1});
+    dnnl::primitive_attr attr;
+    if (relu) {
+      dnnl::post_ops ops;
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      attr.set_post_ops(ops);
+    }
+    dnnl::matmul::primitive_desc pd(
+        bias ? dnnl::matmul::desc(a, b, bd, c) : dnnl::matmul::desc(a, b, c), attr, engine);
+    const std::string_view impl = pd.impl_info_str();
+    if (impl.starts_with("ref")) return nullptr;
+    auto p = std::make_unique<LinearPrimitive>();
+    p->impl = std::string(impl);
+    p->prim = dnnl::matmul(pd);
+    p->weights = pd.weights_desc();
+    p->a = dnnl::memory(a, engine, DNNL_MEMORY_NONE);
+    if (bias) p->bias = dnnl::memory(bd, engine, DNNL_MEMORY_NONE);
+    p->c = dnnl::memory(c, engine, DNNL_MEMORY_NONE);
+    return p;
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+}
+
+}  // namespace
+
+LinearPrimitive* linear_primitive(dnnl::memory::data_type ab, std::int64_t M, std::int64_t K,
+                                  std::int64_t N, std::int64_t lda, bool bias, bool relu) {
+  const std::array<std::int64_t, 8> key = {omp_in_parallel() ? 1 : omp_get_max_threads(),
+                                           static_cast<std::int64_t>(ab),
+                                           M,
+                                           K,
+                                           N,
+                                           lda,
+                                           bias,
+                                           relu};
+  thread_local std::map<std::array<std::int64_t, 8>, std::unique_ptr<LinearPrimitive>> cache;
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    if (cache.size() >= 512) cache.clear();
+    it = cache.emplace(key, build_linear_primitive(ab, M, K, N, lda, bias, relu)).first;
+  }
+  return it->second.get();
+}
+
+bool run_linear_primitive(LinearPrimitive& p, const void* a, const dnnl::memory& b,
+                          const float* bias, float* c) {
+  try {
+    p.a.set_data_handle(const_cast<void*>(a));
+    p.c.set_data_handle(c);
+    if (bias != nullptr) p.bias.set_data_handle(const_cast<float*>(bias));
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, p.a.get()},
+                                  {DNNL_ARG_WEIGHTS, b.get()},
+                                  {DNNL_ARG_DST, p.c.get()},
+                                  {DNNL_ARG_BIAS, bias != nullptr ? p.bias.get() : nullptr}};
+  dnnl::stream& stream = thread_stream();
+  return dnnl_primitive_execute(p.prim.get(), stream.get(), bias != nullptr ? 4 : 3, args) ==
+             dnnl_success &&
          dnnl_stream_wait(stream.get()) == dnnl_success;
 }
 

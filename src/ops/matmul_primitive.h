@@ -35,13 +35,38 @@ struct Int8Primitive {
 // offers no AVX-512 VNNI (or AMX) kernel for it.
 Int8Primitive* int8_primitive(std::int64_t M, std::int64_t K, std::int64_t N);
 
-// q (N x K, s8, row-major: b transposed) packed into a new memory of
-// `layout`; an empty memory when oneDNN refuses.
-dnnl::memory pack_int8_weights(const std::int8_t* q, std::int64_t K, std::int64_t N,
-                               const dnnl::memory::desc& layout);
+// A weight w (K x N, of type `t`, element (k, n) at k * strides[0] + n *
+// strides[1]) packed into a new memory of `layout`; an empty memory when
+// oneDNN refuses. The memory is `buffer` (layout.get_size() bytes) when
+// given, else oneDNN's own. The int8 weights and the frozen Linear weights
+// (ops/packed_linear.cpp) are packed this way.
+dnnl::memory pack_weights(dnnl::memory::data_type t, const void* w, std::int64_t K, std::int64_t N,
+                          const dnnl::memory::dims& strides, const dnnl::memory::desc& layout,
+                          void* buffer = nullptr);
 
 // Runs p; false when oneDNN fails.
 bool run_int8_primitive(Int8Primitive& p, const std::uint8_t* a, const dnnl::memory& b,
                         std::int32_t* c);
+
+// ---- frozen Linear weights (ops/packed_linear.cpp) ----
+//
+// c (M x N, f32, dense) = a (M x K, type `ab`, rows `lda` apart) @ b (K x N,
+// `ab`, packed in `weights`) + bias (N, f32; when `bias`), then max(c, 0)
+// when `relu`: the bias and the ReLU applied by the kernel as it stores c.
+// One per geometry and thread count, kept per thread like the others.
+struct LinearPrimitive {
+  std::string impl;  // oneDNN's implementation name
+  dnnl::matmul prim;
+  dnnl::memory::desc weights;  // the layout b must be packed in
+  dnnl::memory a, bias, c;
+};
+
+// The cached primitive; null when oneDNN offers only its reference kernel.
+LinearPrimitive* linear_primitive(dnnl::memory::data_type ab, std::int64_t M, std::int64_t K,
+                                  std::int64_t N, std::int64_t lda, bool bias, bool relu);
+
+// Runs p (bias null when p has none); false when oneDNN fails.
+bool run_linear_primitive(LinearPrimitive& p, const void* a, const dnnl::memory& b,
+                          const float* bias, float* c);
 
 }  // namespace attn::detail

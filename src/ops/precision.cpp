@@ -24,13 +24,14 @@ namespace {
 
 thread_local Precision t_precision = Precision::f32;
 
-// The bf16 copies of frozen parameters, owned by the outermost scope that was
-// given them (on this thread).
+// The bf16 copies and packed layouts of frozen parameters, owned by the
+// outermost scope that was given them (on this thread).
 struct FrozenCache {
   std::set<const void*> storages;  // the frozen parameters' storages
   std::vector<Tensor> keep;  // keeps those storages (and their addresses) alive
   std::map<std::tuple<const void*, const float*, std::int64_t>, std::vector<std::uint16_t>>
       copies;  // (storage, first element, span) -> bits
+  std::shared_ptr<detail::PackedStore> packed;  // made by packed_linear.cpp on first use
 };
 thread_local FrozenCache* t_frozen = nullptr;
 
@@ -81,7 +82,7 @@ PrecisionScope::PrecisionScope(Precision p, const std::vector<Tensor>& frozen)
     : previous_(t_precision) {
   ATTN_CHECK(p != Precision::bf16 || bf16_supported(), ValueError,
              "bf16 precision needs a CPU with AVX-512 BF16, which this one lacks");
-  if (p == Precision::bf16 && !frozen.empty() && t_frozen == nullptr) {
+  if (!frozen.empty() && t_frozen == nullptr) {
     auto cache = std::make_unique<FrozenCache>();
     for (const Tensor& t : frozen) {
       if (!t.defined() || t.dtype() != DType::f32) continue;
@@ -150,6 +151,14 @@ std::int64_t storage_span(const Tensor& x) {
     span += (x.shape()[d] - 1) * x.strides()[d];
   }
   return span;
+}
+
+bool frozen_parameter(const Tensor& x) {
+  return t_frozen != nullptr && t_frozen->storages.count(x.storage().get()) > 0;
+}
+
+std::shared_ptr<PackedStore>* frozen_packed_store() {
+  return t_frozen != nullptr ? &t_frozen->packed : nullptr;
 }
 
 const std::uint16_t* bf16_span(const Tensor& x, std::int64_t span,

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "attn/core/tensor.h"
@@ -17,5 +19,24 @@ std::int64_t storage_span(const Tensor& x);
 // (grown as needed) filled now.
 const std::uint16_t* bf16_span(const Tensor& x, std::int64_t span,
                                std::vector<std::uint16_t>& scratch);
+
+// Whether x's storage is one of the open PrecisionScope's frozen parameters.
+bool frozen_parameter(const Tensor& x);
+
+// The packed weights of the open scope's frozen parameters (ops/packed_linear.cpp
+// makes and fills it); destroyed with the scope. Null when no scope was given
+// frozen parameters.
+struct PackedStore;
+std::shared_ptr<PackedStore>* frozen_packed_store();
+
+// y = x @ weight^T + bias (then max(y, 0) when `relu`) on the weight's packed
+// copy, when weight is one of the open scope's frozen parameters, nothing
+// records a gradient, the tensors are f32 and the product is not tiny
+// (ops/packed_linear.cpp); otherwise nothing, and linear() computes it
+// unpacked. Shapes are checked by linear() first.
+std::optional<Tensor> packed_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                    bool relu);
+// How many packed copies the open scope holds (0 without one). For tests.
+std::int64_t packed_copies();
 
 }  // namespace attn::detail

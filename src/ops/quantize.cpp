@@ -69,7 +69,8 @@ struct QuantizedWeight {
   const dnnl::memory* packed_for(const dnnl::memory::desc& layout) {
     for (auto& [d, m] : packed)
       if (d == layout) return &m;
-    dnnl::memory m = detail::pack_int8_weights(q.data(), K, N, layout);
+    dnnl::memory m = detail::pack_weights(dnnl::memory::data_type::s8, q.data(), K, N,
+                                          dnnl::memory::dims{1, K}, layout);
     if (!m) return nullptr;
     packed.emplace_back(layout, std::move(m));
     return &packed.back().second;

@@ -23,7 +23,13 @@
 // Frozen weights (inference): converting a weight costs one pass over it per
 // product, which dominates a decoding step of a few rows. A scope given the
 // model's parameters, promising that they do not change while it is open,
-// converts each of them once, on first use, and reuses the bf16 copy.
+// converts each of them once, on first use, and reuses the bf16 copy. In
+// either precision, a Linear layer whose weight is frozen and whose product
+// records no gradient (and is not tiny) multiplies by a copy of the weight
+// packed once in the layout oneDNN's kernel reads (bf16 in a bf16 scope),
+// with the bias and ReLU applied as the kernel stores its result
+// (ops/packed_linear.cpp): the same products as the unpacked path, summed in
+// another order.
 #pragma once
 
 #include <cstdint>
@@ -49,8 +55,9 @@ bool bf16_supported();
 Precision matmul_precision();
 
 // Sets this thread's precision until the scope ends (scopes nest). With
-// `frozen` parameters (bf16 only): their bf16 copies are made once and kept
-// until the scope ends; they must not change meanwhile.
+// `frozen` parameters: their bf16 copies and packed layouts are made once and
+// kept until the scope ends; they must not change meanwhile. The outermost
+// scope given frozen parameters owns them; inner scopes' lists are ignored.
 class PrecisionScope {
  public:
   explicit PrecisionScope(Precision p, const std::vector<Tensor>& frozen = {});
