@@ -238,8 +238,16 @@ TensorMap materialize(const std::vector<Entry>& entries, const Metadata& metadat
 
 }  // namespace
 
-std::string serialize_safetensors(const TensorMap& tensors, const Metadata& metadata,
-                                  bool with_digest) {
+namespace {
+
+// A file's header (the length and the JSON) and its tensors, contiguous, in
+// name order: what is written after the header, one after another.
+struct Layout {
+  std::string head;
+  std::vector<Tensor> data;
+};
+
+Layout layout(const TensorMap& tensors, const Metadata& metadata, bool with_digest) {
   ATTN_CHECK(!metadata.count(kDigestKey), ValueError,
              "save_safetensors: metadata key '{}' is reserved for the content digest", kDigestKey);
   Metadata meta = metadata;
@@ -269,18 +277,40 @@ std::string serialize_safetensors(const TensorMap& tensors, const Metadata& meta
   std::string json = header.dump();
   while ((8 + json.size()) % 8 != 0) json += ' ';
   std::uint64_t n = json.size();
-  std::string out(8, '\0');
-  std::memcpy(out.data(), &n, 8);
-  out.reserve(8 + json.size() + offset);
-  out += json;
-  for (const auto& [name, c] : order)
-    out.append(static_cast<const char*>(c.raw_data()), c.numel() * dtype_size(c.dtype()));
+  Layout out;
+  out.head.assign(8, '\0');
+  std::memcpy(out.head.data(), &n, 8);
+  out.head += json;
+  for (auto& [name, c] : order) out.data.push_back(std::move(c));
+  return out;
+}
+
+std::string_view bytes_of(const Tensor& c) {
+  return {static_cast<const char*>(c.raw_data()),
+          static_cast<std::size_t>(c.numel()) * dtype_size(c.dtype())};
+}
+
+}  // namespace
+
+std::string serialize_safetensors(const TensorMap& tensors, const Metadata& metadata,
+                                  bool with_digest) {
+  Layout l = layout(tensors, metadata, with_digest);
+  std::size_t size = l.head.size();
+  for (const Tensor& c : l.data) size += bytes_of(c).size();
+  std::string out = std::move(l.head);
+  out.reserve(size);
+  for (const Tensor& c : l.data) out += bytes_of(c);
   return out;
 }
 
 void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata,
                       bool with_digest) {
-  write_file_atomic(path, serialize_safetensors(tensors, metadata, with_digest));
+  // Streamed from the tensors: no copy of the whole file in memory.
+  const Layout l = layout(tensors, metadata, with_digest);
+  AtomicFile f(path);
+  f.write(l.head);
+  for (const Tensor& c : l.data) f.write(bytes_of(c));
+  f.commit();
 }
 
 TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Metadata* metadata) {

@@ -66,17 +66,29 @@ std::uint64_t data_fingerprint(const data::NmtData& d) {
   return h.h;
 }
 
-std::string checkpoint_bytes(const nn::Seq2SeqModel& net, const RunSpec& run, const TrainState& s) {
+namespace {
+
+// A checkpoint's tensors and metadata. With `copy`, the parameters and Adam's
+// moments are copies (a snapshot the training can go on from); without, the
+// tensors themselves.
+struct Contents {
+  io::TensorMap tensors;
+  io::Metadata metadata;
+};
+
+Contents checkpoint_contents(const nn::Seq2SeqModel& net, const RunSpec& run, const TrainState& s,
+                             bool copy) {
   auto named = net.named_parameters();
   ATTN_CHECK(s.exp_avg.size() == named.size() && s.exp_avg_sq.size() == named.size(), ValueError,
              "save_checkpoint: {} and {} Adam moments for {} parameters", s.exp_avg.size(),
              s.exp_avg_sq.size(), named.size());
   io::TensorMap tensors;
+  auto kept = [copy](const Tensor& t) { return copy ? t.detach().clone() : t.detach(); };
   for (std::size_t k = 0; k < named.size(); ++k) {
     const auto& [name, p] = named[k];
-    tensors.emplace(name, p.detach());
-    tensors.emplace(kExpAvg + name, s.exp_avg[k]);
-    tensors.emplace(kExpAvgSq + name, s.exp_avg_sq[k]);
+    tensors.emplace(name, kept(p));
+    tensors.emplace(kExpAvg + name, kept(s.exp_avg[k]));
+    tensors.emplace(kExpAvgSq + name, kept(s.exp_avg_sq[k]));
   }
   tensors.emplace(kStepLoss, from_vector(s.step_loss));
   tensors.emplace(kStepTokens, from_vector(s.step_tokens));
@@ -111,15 +123,22 @@ std::string checkpoint_bytes(const nn::Seq2SeqModel& net, const RunSpec& run, co
   // A corpus path that is not UTF-8 is stored with U+FFFD in place of its bad
   // bytes (a resume then needs --data).
   std::string text = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-  // With the content digest: an edit of the metadata (a hyperparameter) or of
-  // a weight is refused when the checkpoint is read.
-  return io::serialize_safetensors(tensors, {{"format", kFormat}, {"checkpoint", text}},
-                                   /*with_digest=*/true);
+  return {std::move(tensors), {{"format", kFormat}, {"checkpoint", text}}};
+}
+
+}  // namespace
+
+// With the content digest: an edit of the metadata (a hyperparameter) or of a
+// weight is refused when the checkpoint is read.
+std::string checkpoint_bytes(const nn::Seq2SeqModel& net, const RunSpec& run, const TrainState& s) {
+  const Contents c = checkpoint_contents(net, run, s, /*copy=*/false);
+  return io::serialize_safetensors(c.tensors, c.metadata, /*with_digest=*/true);
 }
 
 void save_checkpoint(const std::string& path, const nn::Seq2SeqModel& net, const RunSpec& run,
                      const TrainState& state) {
-  io::write_file_atomic(path, checkpoint_bytes(net, run, state));
+  const Contents c = checkpoint_contents(net, run, state, /*copy=*/false);
+  io::save_safetensors(path, c.tensors, c.metadata, /*with_digest=*/true);
 }
 
 CheckpointWriter::~CheckpointWriter() {
@@ -129,9 +148,13 @@ CheckpointWriter::~CheckpointWriter() {
 void CheckpointWriter::write(const nn::Seq2SeqModel& net, const RunSpec& run,
                              const TrainState& state) {
   finish();
-  auto bytes = std::make_shared<const std::string>(checkpoint_bytes(net, run, state));
-  pending_ = std::async(std::launch::async,
-                        [path = path_, bytes] { io::write_file_atomic(path, *bytes); });
+  // The training thread only copies the state (a memory copy); the digest,
+  // the serialization and the write happen on the background thread.
+  auto contents =
+      std::make_shared<const Contents>(checkpoint_contents(net, run, state, /*copy=*/true));
+  pending_ = std::async(std::launch::async, [path = path_, contents] {
+    io::save_safetensors(path, contents->tensors, contents->metadata, /*with_digest=*/true);
+  });
 }
 
 void CheckpointWriter::finish() {

@@ -169,6 +169,13 @@ TEST(Safetensors, SerializeIsWhatSaveWritesAndParseReadsBack) {
   EXPECT_EQ(meta.at("format"), "pt");
   EXPECT_EQ(to_vector<double>(r.at("w")), to_vector<double>(m.at("w")));
   EXPECT_THROW(serialize_safetensors({{"", m.at("w")}}), ValueError);
+  // Streamed with a digest, and from a view that is not contiguous: the same
+  // bytes as serialized.
+  m["t"] = arange(0.0, 12.0, 1.0, DType::f32).reshape({3, 4}).transpose(0, 1);
+  save_safetensors(path, m, {{"format", "pt"}}, /*with_digest=*/true);
+  EXPECT_EQ(attn::testing::read_file(path),
+            serialize_safetensors(m, {{"format", "pt"}}, /*with_digest=*/true));
+  EXPECT_NO_THROW(load_safetensors(path));
 }
 
 TEST(Safetensors, LoadNamesTheFileForEveryReadError) {

@@ -47,7 +47,8 @@ inline constexpr const char* kDigestKey = "sha256";
 std::string serialize_safetensors(const TensorMap& tensors, const Metadata& metadata = {},
                                   bool with_digest = false);
 
-// serialize_safetensors, written atomically.
+// The bytes serialize_safetensors makes, written atomically, streamed from
+// the tensors (no copy of the whole file in memory).
 void save_safetensors(const std::string& path, const TensorMap& tensors,
                       const Metadata& metadata = {}, bool with_digest = false);
 

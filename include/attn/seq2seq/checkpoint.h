@@ -57,12 +57,13 @@ void save_checkpoint(const std::string& path, const nn::Seq2SeqModel& net, const
 std::string checkpoint_bytes(const nn::Seq2SeqModel& net, const RunSpec& run,
                              const TrainState& state);
 
-// Writes checkpoints off the training thread. write() makes the checkpoint's
-// bytes at once (a copy of every tensor, so training may go on changing
-// them) and leaves writing the file (temp file, fsync, rename) to a
-// background thread. It first waits for the write before it and throws that
-// write's error, if any; finish() waits for the last one and throws its
-// error. The destructor waits too but drops an error: call finish() to see it.
+// Writes checkpoints off the training thread. write() copies the state at
+// once (every tensor, so training may go on changing them: a memory copy,
+// into blocks the allocator keeps for the next checkpoint) and leaves the
+// content digest, the serialization and the file (temp file, fsync, rename)
+// to a background thread, which streams the copies to the file. It first waits for the write before
+// it and throws that write's error, if any; finish() waits for the last one and throws its error.
+// The destructor waits too but drops an error: call finish() to see it.
 class CheckpointWriter {
  public:
   explicit CheckpointWriter(std::string path) : path_(std::move(path)) {}
