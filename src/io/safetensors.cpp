@@ -305,11 +305,25 @@ std::string serialize_safetensors(const TensorMap& tensors, const Metadata& meta
 
 void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata,
                       bool with_digest) {
-  // Streamed from the tensors: no copy of the whole file in memory.
-  const Layout l = layout(tensors, metadata, with_digest);
+  // Streamed from the tensors: no copy of the whole file in memory. Small
+  // tensors are gathered into writes of up to 1 MiB (a model has hundreds).
+  constexpr std::size_t kGather = std::size_t(1) << 20;
+  Layout l = layout(tensors, metadata, with_digest);
   AtomicFile f(path);
-  f.write(l.head);
-  for (const Tensor& c : l.data) f.write(bytes_of(c));
+  std::string gathered = std::move(l.head);
+  for (const Tensor& c : l.data) {
+    const std::string_view b = bytes_of(c);
+    if (gathered.size() + b.size() > kGather && !gathered.empty()) {
+      f.write(gathered);
+      gathered.clear();
+    }
+    if (b.size() >= kGather) {
+      f.write(b);
+    } else {
+      gathered += b;
+    }
+  }
+  if (!gathered.empty()) f.write(gathered);
   f.commit();
 }
 

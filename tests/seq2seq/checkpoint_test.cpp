@@ -66,6 +66,7 @@ std::map<std::string, std::vector<float>> params_of(const nn::EncoderDecoder& ne
 
 class CheckpointTest : public attn::testing::TempDirTest {
  protected:
+  void background_writer_writes_the_state_of_its_step();
   std::string path(const std::string& name = seq2seq::kCheckpointFile) const {
     return (dir_ / name).string();
   }
@@ -235,7 +236,18 @@ TEST_F(CheckpointTest, ScheduleAndFinalState) {
 // CheckpointWriter: each write() copies the checkpoint at once and the file
 // is written while training goes on changing the weights, so the file holds
 // exactly what save_checkpoint would have written at that step.
+// Both ways: serialized on the training thread (small states) and copied,
+// then serialized on the background thread (large ones, forced here).
 TEST_F(CheckpointTest, BackgroundWriterWritesTheStateOfItsStep) {
+  for (const std::int64_t from : {std::int64_t(64) << 20, std::int64_t(0)}) {
+    SCOPED_TRACE(from);
+    const std::int64_t saved = seq2seq::detail::set_checkpoint_snapshot_bytes(from);
+    background_writer_writes_the_state_of_its_step();
+    seq2seq::detail::set_checkpoint_snapshot_bytes(saved);
+  }
+}
+
+void CheckpointTest::background_writer_writes_the_state_of_its_step() {
   const auto run = tiny_run(1);  // 8 steps
   auto net = fresh_net(run, 7);
   seq2seq::CheckpointWriter writer(path());

@@ -57,13 +57,14 @@ void save_checkpoint(const std::string& path, const nn::Seq2SeqModel& net, const
 std::string checkpoint_bytes(const nn::Seq2SeqModel& net, const RunSpec& run,
                              const TrainState& state);
 
-// Writes checkpoints off the training thread. write() copies the state at
-// once (every tensor, so training may go on changing them: a memory copy,
-// into blocks the allocator keeps for the next checkpoint) and leaves the
-// content digest, the serialization and the file (temp file, fsync, rename)
-// to a background thread, which streams the copies to the file. It first waits for the write before
-// it and throws that write's error, if any; finish() waits for the last one and throws its error.
-// The destructor waits too but drops an error: call finish() to see it.
+// Writes checkpoints off the training thread. write() takes the state at
+// once, so training may go on changing it, and leaves the file (temp file,
+// fsync, rename) to a background thread. A large state (64 MiB or more) is
+// copied (a memory copy, into blocks the allocator keeps for the next
+// checkpoint) and the background thread computes the content digest and
+// streams the copies to the file; a small one is serialized at once. It first waits for the write
+// before it and throws that write's error, if any; finish() waits for the last one and throws its
+// error. The destructor waits too but drops an error: call finish() to see it.
 class CheckpointWriter {
  public:
   explicit CheckpointWriter(std::string path) : path_(std::move(path)) {}
@@ -78,6 +79,13 @@ class CheckpointWriter {
   std::string path_;
   std::future<void> pending_;
 };
+
+namespace detail {
+// The size from which CheckpointWriter copies the state rather than
+// serializing it on the calling thread (64 MiB); returns the previous value.
+// For tests.
+std::int64_t set_checkpoint_snapshot_bytes(std::int64_t bytes);
+}  // namespace detail
 
 // Reads a checkpoint and checks it before anything is built from it: the file
 // (as io::load_safetensors), the format, every metadata key (present, of its
