@@ -22,8 +22,8 @@ namespace {
 
 // K x N = 131 x 257: above the packing threshold (2^14 weights), odd sizes.
 constexpr std::int64_t kK = 131, kN = 257;
-// Runs: 1..15 rows; multiples of 16; 16 + 1; multiples of 128 from 1024;
-// 4096 and a tail.
+// Fewer than 16 rows (unpacked); then runs of multiples of 16; 16 and a
+// tail of 1; multiples of 128 from 1024 and tails; 4096 and a tail.
 const std::int64_t kRows[] = {1, 15, 16, 17, 130, 1100, 4100};
 
 bool same_bits(const Tensor& a, const Tensor& b) {
@@ -81,8 +81,21 @@ TEST(PackedLinear, F32MatchesTheReference) {
     expect_linear(linear(x, w), x, w, Tensor(), false, false, 2e-6);
     expect_linear(linear_relu(x, w, b), x, w, b, true, false, 2e-6);
     expect_linear(linear_relu(x, w), x, w, Tensor(), true, false, 2e-6);
+    // Fewer than 16 rows do not pack a weight; from 16 on it is packed.
+    if (M < 16) {
+      EXPECT_EQ(detail::packed_copies(), 0) << M;
+    } else {
+      EXPECT_GT(detail::packed_copies(), 0) << M;
+    }
   }
-  EXPECT_GT(detail::packed_copies(), 0);
+  // Once packed, fewer rows use the copy too: changing the weight (which
+  // the scope forbids) does not change their product.
+  const Tensor before = w.detach().clone();
+  w.data<float>()[0] += 1.0f;
+  for (std::int64_t M : {1, 7}) {
+    Tensor x = rand32({M, kK}, 40 + static_cast<std::uint64_t>(M), -2.0, 2.0);
+    expect_linear(linear_relu(x, w, b), x, before, b, true, false, 2e-6);
+  }
 }
 
 // bf16: the product of the bf16-rounded operands (the bias stays f32).
@@ -102,8 +115,8 @@ TEST_F(Bf16Packed, Bf16MatchesTheRoundedReference) {
   EXPECT_GT(detail::packed_copies(), 0);
 }
 
-// x as a vector, as (B, T, K), and as a transposed view: the same bits as
-// the same rows given as a contiguous matrix.
+// x as (B, T, K), as a transposed view and as a vector (one row: unpacked):
+// the same bits as the same rows given as a contiguous matrix.
 TEST(PackedLinear, ShapesOfX) {
   Tensor w = rand32({kN, kK}, 5), b = rand32({kN}, 6);
   autograd::NoGradGuard no_grad;
