@@ -90,31 +90,38 @@ bool primitive_product(dnnl::memory::data_type ab, const void* pa, const dnnl::m
          dnnl_stream_wait(stream.get()) == dnnl_success;
 }
 
-// ---- int8 ----
+// ---- products on packed weights ----
 
 namespace {
 
-// Only kernels that multiply u8 by s8 without intermediate saturation: the
-// AVX-512 VNNI (VPDPBUSD) and AMX ones. oneDNN's plain AVX-512 int8 kernels
-// sum pairs of products in saturating 16 bits (VPMADDUBSW), which is not the
-// exact integer sum.
-std::unique_ptr<Int8Primitive> build_int8_primitive(std::int64_t M, std::int64_t K,
-                                                    std::int64_t N) {
+std::unique_ptr<PackedPrimitive> build_packed_primitive(dnnl::memory::data_type at,
+                                                        dnnl::memory::data_type bt,
+                                                        dnnl::memory::data_type ct, std::int64_t M,
+                                                        std::int64_t K, std::int64_t N, bool bias,
+                                                        bool relu) {
   using dt = dnnl::memory::data_type;
   const dnnl::engine& engine = cpu_engine();
   try {
-    dnnl::memory::desc a({M, K}, dt::u8, dnnl::memory::dims{K, 1});
-    dnnl::memory::desc b({K, N}, dt::s8, dnnl::memory::format_tag::any);
-    dnnl::memory::desc c({M, N}, dt::s32, dnnl::memory::dims{N, 1});
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine);
+    dnnl::memory::desc a({M, K}, at, dnnl::memory::dims{K, 1});
+    dnnl::memory::desc b({K, N}, bt, dnnl::memory::format_tag::any);
+    dnnl::memory::desc c({M, N}, ct, dnnl::memory::dims{N, 1});
+    dnnl::memory::desc bd({1, N}, dt::f32, dnnl::memory::dims{N, 1});
+    dnnl::primitive_attr attr;
+    if (relu) {
+      dnnl::post_ops ops;
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      attr.set_post_ops(ops);
+    }
+    dnnl::matmul::primitive_desc pd(
+        bias ? dnnl::matmul::desc(a, b, bd, c) : dnnl::matmul::desc(a, b, c), attr, engine);
     const std::string_view impl = pd.impl_info_str();
-    if (impl.find("vnni") == std::string_view::npos && impl.find("amx") == std::string_view::npos)
-      return nullptr;
-    auto p = std::make_unique<Int8Primitive>();
+    if (impl.starts_with("ref")) return nullptr;
+    auto p = std::make_unique<PackedPrimitive>();
     p->impl = std::string(impl);
     p->prim = dnnl::matmul(pd);
     p->weights = pd.weights_desc();
     p->a = dnnl::memory(a, engine, DNNL_MEMORY_NONE);
+    if (bias) p->bias = dnnl::memory(bd, engine, DNNL_MEMORY_NONE);
     p->c = dnnl::memory(c, engine, DNNL_MEMORY_NONE);
     return p;
   } catch (const dnnl::error&) {
@@ -129,15 +136,34 @@ dnnl::stream& thread_stream() {
 
 }  // namespace
 
-Int8Primitive* int8_primitive(std::int64_t M, std::int64_t K, std::int64_t N) {
-  const std::array<std::int64_t, 4> key = {omp_in_parallel() ? 1 : omp_get_max_threads(), M, K, N};
-  thread_local std::map<std::array<std::int64_t, 4>, std::unique_ptr<Int8Primitive>> cache;
+PackedPrimitive* packed_primitive(dnnl::memory::data_type at, dnnl::memory::data_type bt,
+                                  dnnl::memory::data_type ct, std::int64_t M, std::int64_t K,
+                                  std::int64_t N, bool bias, bool relu) {
+  const std::array<std::int64_t, 9> key = {omp_in_parallel() ? 1 : omp_get_max_threads(),
+                                           static_cast<std::int64_t>(at),
+                                           static_cast<std::int64_t>(bt),
+                                           static_cast<std::int64_t>(ct),
+                                           M,
+                                           K,
+                                           N,
+                                           bias,
+                                           relu};
+  thread_local std::map<std::array<std::int64_t, 9>, std::unique_ptr<PackedPrimitive>> cache;
   auto it = cache.find(key);
   if (it == cache.end()) {
-    if (cache.size() >= 256) cache.clear();
-    it = cache.emplace(key, build_int8_primitive(M, K, N)).first;
+    if (cache.size() >= 512) cache.clear();
+    it = cache.emplace(key, build_packed_primitive(at, bt, ct, M, K, N, bias, relu)).first;
   }
   return it->second.get();
+}
+
+PackedPrimitive* int8_primitive(std::int64_t M, std::int64_t K, std::int64_t N) {
+  using dt = dnnl::memory::data_type;
+  PackedPrimitive* p = packed_primitive(dt::u8, dt::s8, dt::s32, M, K, N);
+  if (p == nullptr) return nullptr;
+  const std::string& impl = p->impl;
+  return impl.find("vnni") != std::string::npos || impl.find("amx") != std::string::npos ? p
+                                                                                         : nullptr;
 }
 
 dnnl::memory pack_weights(dnnl::memory::data_type t, const void* w, std::int64_t K, std::int64_t N,
@@ -157,81 +183,8 @@ dnnl::memory pack_weights(dnnl::memory::data_type t, const void* w, std::int64_t
   }
 }
 
-bool run_int8_primitive(Int8Primitive& p, const std::uint8_t* a, const dnnl::memory& b,
-                        std::int32_t* c) {
-  try {
-    p.a.set_data_handle(const_cast<std::uint8_t*>(a));
-    p.c.set_data_handle(c);
-  } catch (const dnnl::error&) {
-    return false;
-  }
-  const dnnl_exec_arg_t args[] = {
-      {DNNL_ARG_SRC, p.a.get()}, {DNNL_ARG_WEIGHTS, b.get()}, {DNNL_ARG_DST, p.c.get()}};
-  dnnl::stream& stream = thread_stream();
-  return dnnl_primitive_execute(p.prim.get(), stream.get(), 3, args) == dnnl_success &&
-         dnnl_stream_wait(stream.get()) == dnnl_success;
-}
-
-// ---- frozen Linear weights ----
-
-namespace {
-
-std::unique_ptr<LinearPrimitive> build_linear_primitive(dnnl::memory::data_type ab, std::int64_t M,
-                                                        std::int64_t K, std::int64_t N,
-                                                        std::int64_t lda, bool bias, bool relu) {
-  using dt = dnnl::memory::data_type;
-  const dnnl::engine& engine = cpu_engine();
-  try {
-    dnnl::memory::desc a({M, K}, ab, dnnl::memory::dims{lda, 1});
-    dnnl::memory::desc b({K, N}, ab, dnnl::memory::format_tag::any);
-    dnnl::memory::desc c({M, N}, dt::f32, dnnl::memory::dims{N, 1});
-    dnnl::memory::desc bd({1, N}, dt::f32, dnnl::memory::dims{N, 1});
-    dnnl::primitive_attr attr;
-    if (relu) {
-      dnnl::post_ops ops;
-      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-      attr.set_post_ops(ops);
-    }
-    dnnl::matmul::primitive_desc pd(
-        bias ? dnnl::matmul::desc(a, b, bd, c) : dnnl::matmul::desc(a, b, c), attr, engine);
-    const std::string_view impl = pd.impl_info_str();
-    if (impl.starts_with("ref")) return nullptr;
-    auto p = std::make_unique<LinearPrimitive>();
-    p->impl = std::string(impl);
-    p->prim = dnnl::matmul(pd);
-    p->weights = pd.weights_desc();
-    p->a = dnnl::memory(a, engine, DNNL_MEMORY_NONE);
-    if (bias) p->bias = dnnl::memory(bd, engine, DNNL_MEMORY_NONE);
-    p->c = dnnl::memory(c, engine, DNNL_MEMORY_NONE);
-    return p;
-  } catch (const dnnl::error&) {
-    return nullptr;
-  }
-}
-
-}  // namespace
-
-LinearPrimitive* linear_primitive(dnnl::memory::data_type ab, std::int64_t M, std::int64_t K,
-                                  std::int64_t N, std::int64_t lda, bool bias, bool relu) {
-  const std::array<std::int64_t, 8> key = {omp_in_parallel() ? 1 : omp_get_max_threads(),
-                                           static_cast<std::int64_t>(ab),
-                                           M,
-                                           K,
-                                           N,
-                                           lda,
-                                           bias,
-                                           relu};
-  thread_local std::map<std::array<std::int64_t, 8>, std::unique_ptr<LinearPrimitive>> cache;
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    if (cache.size() >= 512) cache.clear();
-    it = cache.emplace(key, build_linear_primitive(ab, M, K, N, lda, bias, relu)).first;
-  }
-  return it->second.get();
-}
-
-bool run_linear_primitive(LinearPrimitive& p, const void* a, const dnnl::memory& b,
-                          const float* bias, float* c) {
+bool run_packed_primitive(PackedPrimitive& p, const void* a, const dnnl::memory& b,
+                          const float* bias, void* c) {
   try {
     p.a.set_data_handle(const_cast<void*>(a));
     p.c.set_data_handle(c);

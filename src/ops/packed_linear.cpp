@@ -169,12 +169,13 @@ std::optional<Tensor> packed_linear(const Tensor& x, const Tensor& weight, const
     if (omp_get_max_threads() > 1 && !omp_in_parallel() &&
         (rows * N * K < kSerialWork || !fork_ok()))
       alone.emplace(1);
-    LinearPrimitive* p = linear_primitive(type, rows, K, N, K, bc.defined(), relu);
+    PackedPrimitive* p =
+        packed_primitive(type, type, dnnl::memory::data_type::f32, rows, K, N, bc.defined(), relu);
     if (p == nullptr) return std::nullopt;
     const dnnl::memory* b = packed_weight(store, weight, bf16, p->weights);
     if (b == nullptr) return std::nullopt;
     const auto* a_rows = static_cast<const char*>(a) + static_cast<std::size_t>(row * K) * a_bytes;
-    if (!run_linear_primitive(*p, a_rows, *b, bc.defined() ? bc.data<float>() : nullptr,
+    if (!run_packed_primitive(*p, a_rows, *b, bc.defined() ? bc.data<float>() : nullptr,
                               y.data<float>() + row * N))
       return std::nullopt;
     row += rows;

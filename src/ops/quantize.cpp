@@ -252,9 +252,9 @@ bool int8_sums(const std::uint8_t* xq, std::int64_t M, QuantizedWeight& w, std::
     std::optional<ThreadLimit> alone;
     if (omp_get_max_threads() > 1 && !omp_in_parallel() && (M * N * K < kSerialWork || !fork_ok()))
       alone.emplace(1);
-    if (detail::Int8Primitive* p = detail::int8_primitive(primitive_rows(M), K, N)) {
+    if (detail::PackedPrimitive* p = detail::int8_primitive(primitive_rows(M), K, N)) {
       const dnnl::memory* b = w.packed_for(p->weights);
-      if (b != nullptr && detail::run_int8_primitive(*p, xq, *b, acc)) return true;
+      if (b != nullptr && detail::run_packed_primitive(*p, xq, *b, nullptr, acc)) return true;
     }
   }
 #pragma omp parallel for schedule(static) if (parallel_rows(M, N * K / 16))
@@ -489,7 +489,7 @@ Tensor int8_accumulators_reference(const Tensor& x, const Tensor& weight) {
 std::int64_t set_int8_loop_work(std::int64_t work) { return g_loop_work.exchange(work); }
 
 std::string int8_primitive_impl(std::int64_t M, std::int64_t K, std::int64_t N) {
-  const Int8Primitive* p = int8_primitive(primitive_rows(M), K, N);
+  const PackedPrimitive* p = int8_primitive(primitive_rows(M), K, N);
   return p ? p->impl : std::string();
 }
 
