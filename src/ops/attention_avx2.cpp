@@ -43,22 +43,6 @@ struct VecAvx2 {
   static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
   static R div(R a, R b) { return _mm256_div_ps(a, b); }
   static R max(R a, R b) { return _mm256_max_ps(a, b); }
-  static R gather(const float* p, const std::int64_t* idx) {
-    const __m128 lo =
-        _mm256_i64gather_ps(p, _mm256_load_si256(reinterpret_cast<const __m256i*>(idx)), 4);
-    const __m128 hi =
-        _mm256_i64gather_ps(p, _mm256_load_si256(reinterpret_cast<const __m256i*>(idx + 4)), 4);
-    return _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
-  }
-  static R gather(const float* p, const std::int32_t* idx) {
-    return _mm256_i32gather_ps(p, _mm256_load_si256(reinterpret_cast<const __m256i*>(idx)), 4);
-  }
-  template <class I>
-  static void scatter(float* p, const I* idx, R x) {
-    alignas(32) float t[8];
-    _mm256_store_ps(t, x);
-    for (int l = 0; l < 8; ++l) p[idx[l]] = t[l];
-  }
   static float hsum(R x) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));

@@ -16,7 +16,9 @@
 // V provides: T (element), R (register), W (lanes), kMR x kNV (the register
 // block of the GEMM micro-kernel: kMR rows by kNV registers), zero, set1,
 // load, store, fma(a, b, c) = a * b + c, add, sub, mul, div, max, exp, hsum,
-// and gather(p, idx) / scatter(p, idx, x): lane l reads / writes p[idx[l]].
+// and optionally interleave / deinterleave, W rows to lane-interleaved
+// vectors and back in registers (attention_small.h has scalar loops for a V
+// without them).
 #pragma once
 
 #include <omp.h>

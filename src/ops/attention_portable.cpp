@@ -42,16 +42,6 @@ struct VecPortable {
   static R mul(R a, R b) { return a * b; }
   static R div(R a, R b) { return a / b; }
   static R max(R a, R b) { return a > b ? a : b; }
-  template <class I>
-  static R gather(const T* p, const I* idx) {
-    R r;
-    for (int i = 0; i < W; ++i) r[i] = p[idx[i]];
-    return r;
-  }
-  template <class I>
-  static void scatter(T* p, const I* idx, R x) {
-    for (int i = 0; i < W; ++i) p[idx[i]] = x[i];
-  }
   static T hsum(R x) {
     T s = 0;
     for (int i = 0; i < W; ++i) s += x[i];

@@ -62,65 +62,55 @@ struct SmallAttention {
   }
 
   // The offset of each lane's head in x; lanes past the last head repeat
-  // lane 0 (their results are never written back). 32-bit offsets (one
-  // gather or scatter instruction per vector on AVX-512) when every offset
-  // fits, as it does for any tensor under 2^31 elements.
+  // lane 0 (their results are never written back).
   template <class U>
-  static bool lane_offsets(const HeadView<U>& x, const Group& g, i64* off, std::int32_t* off32) {
-    bool fits = true;
+  static void lane_offsets(const HeadView<U>& x, const Group& g, i64* off) {
     for (int lane = 0; lane < W; ++lane) {
       const int l = lane < g.lanes ? lane : 0;
       off[lane] = g.b[l] * x.sb + g.h[l] * x.sh;
-      fits = fits && off[lane] <= std::numeric_limits<std::int32_t>::max();
-      off32[lane] = static_cast<std::int32_t>(off[lane]);
     }
-    return fits;
   }
 
-  // buf[(t * d + i) * W + lane] = scale * x(head n0 + lane, t, i).
-  template <class I>
-  static void gather_rows(const HeadView<const T>& x, const I* off, i64 rows, i64 d, T scale,
-                          T* buf) {
-    const R sc = V::set1(scale);
-    for (i64 t = 0; t < rows; ++t)
-      for (i64 i = 0; i < d; ++i)
-        V::store(buf + (t * d + i) * W, V::mul(V::gather(x.ptr + t * x.st + i, off), sc));
-  }
+  // buf[(t * d + i) * W + lane] = scale * x(head n0 + lane, t, i): for each
+  // row t, W heads' rows (up to W elements at a time) transposed into
+  // lane-interleaved vectors, in registers where V has interleave (gathers
+  // and scatters cost several times more).
   static void gather(const HeadView<const T>& x, const Group& g, i64 rows, i64 d, T scale, T* buf) {
     alignas(64) i64 off[W];
-    alignas(64) std::int32_t off32[W];
-    if (lane_offsets(x, g, off, off32))
-      gather_rows(x, off32, rows, d, scale, buf);
-    else
-      gather_rows(x, off, rows, d, scale, buf);
-  }
-
-  // x(head n0 + lane, t, i) = scale * buf[(t * d + i) * W + lane] for the real lanes.
-  template <class I>
-  static void scatter_rows(const T* buf, const Group& g, const I* off, i64 rows, i64 d, T scale,
-                           const HeadView<T>& x) {
-    const R sc = V::set1(scale);
+    lane_offsets(x, g, off);
+    const T* src[W];
     for (i64 t = 0; t < rows; ++t)
-      for (i64 i = 0; i < d; ++i) {
-        const R v = V::mul(V::load(buf + (t * d + i) * W), sc);
-        T* base = x.ptr + t * x.st + i;
-        if (g.lanes == W) {
-          V::scatter(base, off, v);
+      for (i64 i0 = 0; i0 < d; i0 += W) {
+        const int n = static_cast<int>(std::min<i64>(W, d - i0));
+        for (int lane = 0; lane < W; ++lane) src[lane] = x.ptr + off[lane] + t * x.st + i0;
+        T* dst = buf + (t * d + i0) * W;
+        if constexpr (requires { V::interleave(src, n, scale, dst); }) {
+          V::interleave(src, n, scale, dst);
         } else {
-          alignas(64) T tmp[W];
-          V::store(tmp, v);
-          for (int lane = 0; lane < g.lanes; ++lane) base[off[lane]] = tmp[lane];
+          for (int j = 0; j < n; ++j)
+            for (int lane = 0; lane < W; ++lane) dst[j * W + lane] = src[lane][j] * scale;
         }
       }
   }
+
+  // x(head n0 + lane, t, i) = scale * buf[(t * d + i) * W + lane] for the real lanes.
   static void scatter(const T* buf, const Group& g, i64 rows, i64 d, T scale,
                       const HeadView<T>& x) {
     alignas(64) i64 off[W];
-    alignas(64) std::int32_t off32[W];
-    if (lane_offsets(x, g, off, off32))
-      scatter_rows(buf, g, off32, rows, d, scale, x);
-    else
-      scatter_rows(buf, g, off, rows, d, scale, x);
+    lane_offsets(x, g, off);
+    T* dst[W];
+    for (i64 t = 0; t < rows; ++t)
+      for (i64 i0 = 0; i0 < d; i0 += W) {
+        const int n = static_cast<int>(std::min<i64>(W, d - i0));
+        for (int lane = 0; lane < W; ++lane) dst[lane] = x.ptr + off[lane] + t * x.st + i0;
+        const T* src = buf + (t * d + i0) * W;
+        if constexpr (requires { V::deinterleave(src, n, scale, dst, g.lanes); }) {
+          V::deinterleave(src, n, scale, dst, g.lanes);
+        } else {
+          for (int lane = 0; lane < g.lanes; ++lane)
+            for (int j = 0; j < n; ++j) dst[lane][j] = src[j * W + lane] * scale;
+        }
+      }
   }
 
   // out[c] = sum_i x[i] y[c][i] over d, for c < rows, per lane; x and y
@@ -205,7 +195,7 @@ struct SmallAttention {
       s.vg = cv.take<T>(K * Dv * W);
     }
     s.s = cv.take<T>(K * W);
-    s.o = cv.take<T>(Dv * W);
+    s.o = cv.take<T>(Q * Dv * W);
     s.zero = cv.take<T>(W);
     s.keep = cv.take<T>(W);
     s.lim = cv.take<i64>(W);
@@ -338,11 +328,10 @@ struct SmallAttention {
           l = V::add(l, p);
         }
         if (a.drop.on) small_dropout(s.dkeep + q * K * W, K, s.s, nullptr, nullptr);
-        T* o = og ? og + q * Dv * W : s.o;
+        T* o = (og ? og : s.o) + q * Dv * W;
         weigh_rows(s.s, W, s.vg, K, Dv, o);
         const R inv = V::div(V::set1(T(1)), l);
         for (i64 d = 0; d < Dv; ++d) V::store(o + d * W, V::mul(V::load(o + d * W), inv));
-        scatter(o, g, 1, Dv, T(1), HeadView<T>{a.o.ptr + q * a.o.st, a.o.sb, a.o.sh, a.o.st});
         if (a.lse) {
           alignas(64) T lv[W], mv[W];
           V::store(lv, l);
@@ -351,6 +340,7 @@ struct SmallAttention {
             a.lse[(g.n0 + lane) * Q + q] = mv[lane] + std::log(lv[lane]);
         }
       }
+      scatter(og ? og : s.o, g, Q, Dv, T(1), a.o);
     });
   }
 

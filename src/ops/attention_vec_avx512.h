@@ -26,20 +26,49 @@ struct VecAvx512 {
   static R div(R a, R b) { return _mm512_div_ps(a, b); }
   static R max(R a, R b) { return _mm512_max_ps(a, b); }
   static float hsum(R x) { return _mm512_reduce_add_ps(x); }
-  static R gather(const float* p, const std::int64_t* idx) {
-    const __m256 lo = _mm512_i64gather_ps(_mm512_load_epi64(idx), p, 4);
-    const __m256 hi = _mm512_i64gather_ps(_mm512_load_epi64(idx + 8), p, 4);
-    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+  // Lane interleaving of one block of 16 rows, through a 16 x 16 transpose
+  // in registers (pairs of rows interleaved by 1, 2, 4 and 8 elements):
+  // dst[j * 16 + l] = scale * src[l][j] for l < 16, j < n <= 16. Masked
+  // loads read n elements of each row and nothing past them.
+  static void interleave(const float* const* src, int n, float scale, float* dst) {
+    const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
+    R r[16];
+    for (int l = 0; l < 16; ++l) r[l] = _mm512_maskz_loadu_ps(m, src[l]);
+    transpose16(r);
+    const R sc = set1(scale);
+    for (int j = 0; j < n; ++j) store(dst + j * 16, mul(r[j], sc));
   }
-  static void scatter(float* p, const std::int64_t* idx, R x) {
-    _mm512_i64scatter_ps(p, _mm512_load_epi64(idx), _mm512_castps512_ps256(x), 4);
-    _mm512_i64scatter_ps(p, _mm512_load_epi64(idx + 8), _mm512_extractf32x8_ps(x, 1), 4);
+  // The reverse for the first `lanes` rows: dst[l][j] = scale * src[j * 16 +
+  // l] for l < lanes, j < n <= 16; nothing else is written.
+  static void deinterleave(const float* src, int n, float scale, float* const* dst, int lanes) {
+    const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
+    R r[16];
+    for (int j = 0; j < 16; ++j) r[j] = j < n ? load(src + j * 16) : zero();
+    transpose16(r);
+    const R sc = set1(scale);
+    for (int l = 0; l < lanes; ++l) _mm512_mask_storeu_ps(dst[l], m, mul(r[l], sc));
   }
-  static R gather(const float* p, const std::int32_t* idx) {
-    return _mm512_i32gather_ps(_mm512_load_epi32(idx), p, 4);
-  }
-  static void scatter(float* p, const std::int32_t* idx, R x) {
-    _mm512_i32scatter_ps(p, _mm512_load_epi32(idx), x, 4);
+  static void transpose16(R* r) {
+    R t[16];
+    for (int i = 0; i < 16; i += 2) {
+      t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4)
+      for (int j = 0; j < 2; ++j) {
+        const __m512d a = _mm512_castps_pd(t[i + j]), b = _mm512_castps_pd(t[i + j + 2]);
+        r[i + 2 * j] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        r[i + 2 * j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+      }
+    for (int i = 0; i < 16; i += 8)
+      for (int j = 0; j < 4; ++j) {
+        t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+        t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xdd);
+      }
+    for (int j = 0; j < 8; ++j) {
+      r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+      r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+    }
   }
   // exp as vec_math.h's exp_simd<float> (Cephes expf: x = n ln2 + r, a degree-7
   // polynomial for e^r), with 2^n applied by scalef; x < -86.9 (and -inf) gives 0.
