@@ -5,6 +5,7 @@
 #include "attn/core/threads.h"
 #include "attn/nn/seq2seq_model.h"
 #include "attn/ops/index.h"
+#include "core/parallel.h"
 
 namespace attn::nn {
 
@@ -51,15 +52,13 @@ Tensor select_leading_rows(const Tensor& t, const std::vector<std::int64_t>& ind
       char* buf = scratch.data();
       const std::int64_t* to = moved.data();
       const bool parallel = static_cast<std::size_t>(m) * bytes >= (std::size_t(1) << 18);
-#pragma omp parallel if (parallel && fork_ok())
-      {
-#pragma omp for schedule(static)
-        for (std::int64_t j = 0; j < m; ++j)
-          std::memcpy(buf + static_cast<std::size_t>(j) * bytes, row(data, index[to[j]]), bytes);
-#pragma omp for schedule(static)
-        for (std::int64_t j = 0; j < m; ++j)
-          std::memcpy(row(data, to[j]), buf + static_cast<std::size_t>(j) * bytes, bytes);
-      }
+      const int threads = detail::loop_threads(parallel && fork_ok());
+      detail::parallel_for(m, threads, [&](std::int64_t j) {
+        std::memcpy(buf + static_cast<std::size_t>(j) * bytes, row(data, index[to[j]]), bytes);
+      });
+      detail::parallel_for(m, threads, [&](std::int64_t j) {
+        std::memcpy(row(data, to[j]), buf + static_cast<std::size_t>(j) * bytes, bytes);
+      });
     }
     return t.narrow(0, 0, n);
   }

@@ -49,6 +49,25 @@ constexpr i64 kParallelWork = 1 << 17;
 
 inline int team_size(i64 work) { return work >= kParallelWork ? omp_get_max_threads() : 1; }
 
+// body() on every thread of a team of `threads` where threads > 1 and
+// fork_ok(), else once on the calling thread, outside any region: a region of
+// one thread still costs libgomp a futex system call (core/parallel.h). The
+// body's worksharing loops (`#pragma omp for`) then run whole on this thread.
+// Called from another team's thread, body gets a team of one of its own, so
+// that its loops do not bind to that team.
+template <class Body>
+void run_team(int threads, Body body) {
+  if (threads > 1 && fork_ok()) {
+#pragma omp parallel num_threads(threads)
+    body();
+  } else if (omp_in_parallel()) {
+#pragma omp parallel num_threads(1)
+    body();
+  } else {
+    body();
+  }
+}
+
 // ---- workspace ----
 
 // One buffer per calling thread, sliced per OpenMP thread, kept between calls

@@ -158,8 +158,7 @@ struct DecodeAttention {
     std::byte* ws =
         tls_workspace.get(slice * static_cast<std::size_t>(threads) + parts * sizeof(T) + 64);
     T* part = reinterpret_cast<T*>(ws + slice * static_cast<std::size_t>(threads));
-#pragma omp parallel num_threads(threads) if (threads > 1 && fork_ok())
-    {
+    run_team(threads, [&] {
       Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
       T* qs = cv.take<T>(a.D);
       T* sc = cv.take<T>(chunk + W);
@@ -200,7 +199,7 @@ struct DecodeAttention {
           }
         }
       }
-    }
+    });
     tls_workspace.trim();
   }
 };

@@ -265,8 +265,7 @@ struct FlashAttention {
     if (a.mask.causal) work /= 2;
     const int threads = static_cast<int>(std::min<i64>(team_size(work), units));
     std::byte* ws = tls_workspace.get(slice * static_cast<std::size_t>(threads));
-#pragma omp parallel num_threads(threads) if (threads > 1 && fork_ok())
-    {
+    run_team(threads, [&] {
       Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
       const auto s = carve(cv);
       i64 packed = -1;  // the head the slice holds
@@ -279,7 +278,7 @@ struct FlashAttention {
         }
         tile(n, i * Br, std::min(Br, a.Q - i * Br), s);
       }
-    }
+    });
     tls_workspace.trim();
   }
 
@@ -518,8 +517,7 @@ struct FlashAttention {
     std::byte* ws =
         tls_workspace.get(slice * static_cast<std::size_t>(threads) + partial_bytes + 64);
     T* partial = reinterpret_cast<T*>(ws + slice * static_cast<std::size_t>(threads));
-#pragma omp parallel num_threads(threads) if (threads > 1 && fork_ok())
-    {
+    run_team(threads, [&] {
       Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
       const auto s = carve(cv, nkc);
 #pragma omp for schedule(dynamic, 1)
@@ -545,7 +543,7 @@ struct FlashAttention {
           }
         }
       }
-    }
+    });
     tls_workspace.trim();
   }
 

@@ -289,8 +289,7 @@ struct SmallAttention {
     const std::size_t slice = count.used();
     const int threads = static_cast<int>(std::min<i64>(team_size(work), groups));
     std::byte* ws = tls_workspace.get(slice * static_cast<std::size_t>(threads));
-#pragma omp parallel num_threads(threads) if (threads > 1 && fork_ok())
-    {
+    run_team(threads, [&] {
       Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
       const SmallSlice s0 = carve_small(cv, a, backward);
 #pragma omp for schedule(static)
@@ -298,7 +297,7 @@ struct SmallAttention {
         SmallSlice s = s0;
         body(make_group(a, gi * W), gi, s);
       }
-    }
+    });
     tls_workspace.trim();
   }
 

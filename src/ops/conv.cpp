@@ -21,6 +21,7 @@
 #include "attn/core/threads.h"
 #include "attn/ops/matmul.h"
 #include "attn/ops/reduce.h"
+#include "core/parallel.h"
 
 namespace attn {
 
@@ -60,19 +61,19 @@ ConvShape check(const Tensor& X, const Tensor& weight, const Tensor& bias, const
 template <class T>
 void im2col(const T* x, T* u, const ConvShape& s) {
   const std::int64_t rows = s.B * s.n, width = s.k * s.d_in;
-#pragma omp parallel for schedule(static) if (rows * width >= kParallelGrain && fork_ok())
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int64_t b = r / s.n, t = r % s.n;
-    T* ur = u + r * width;
-    for (std::int64_t j = 0; j < s.k; ++j) {
-      const std::int64_t src = t + j - s.pad;
-      T* dst = ur + j * s.d_in;
-      if (src < 0 || src >= s.n)
-        std::fill(dst, dst + s.d_in, T(0));
-      else
-        std::memcpy(dst, x + (b * s.n + src) * s.d_in, sizeof(T) * s.d_in);
-    }
-  }
+  detail::parallel_for(rows, detail::loop_threads(rows * width >= kParallelGrain && fork_ok()),
+                       [&](std::int64_t r) {
+                         const std::int64_t b = r / s.n, t = r % s.n;
+                         T* ur = u + r * width;
+                         for (std::int64_t j = 0; j < s.k; ++j) {
+                           const std::int64_t src = t + j - s.pad;
+                           T* dst = ur + j * s.d_in;
+                           if (src < 0 || src >= s.n)
+                             std::fill(dst, dst + s.d_in, T(0));
+                           else
+                             std::memcpy(dst, x + (b * s.n + src) * s.d_in, sizeof(T) * s.d_in);
+                         }
+                       });
 }
 
 // dX[b, src, c] = sum_j dU[b n + src - j + pad, j d_in + c]: each input row
@@ -80,19 +81,19 @@ void im2col(const T* x, T* u, const ConvShape& s) {
 template <class T>
 void col2im(const T* du, T* dx, const ConvShape& s) {
   const std::int64_t rows = s.B * s.n, width = s.k * s.d_in;
-#pragma omp parallel for schedule(static) if (rows * width >= kParallelGrain && fork_ok())
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int64_t b = r / s.n, src = r % s.n;
-    T* o = dx + r * s.d_in;
-    std::fill(o, o + s.d_in, T(0));
-    for (std::int64_t j = 0; j < s.k; ++j) {
-      const std::int64_t t = src - j + s.pad;
-      if (t < 0 || t >= s.n) continue;
-      const T* g = du + (b * s.n + t) * width + j * s.d_in;
+  detail::parallel_for(rows, detail::loop_threads(rows * width >= kParallelGrain && fork_ok()),
+                       [&](std::int64_t r) {
+                         const std::int64_t b = r / s.n, src = r % s.n;
+                         T* o = dx + r * s.d_in;
+                         std::fill(o, o + s.d_in, T(0));
+                         for (std::int64_t j = 0; j < s.k; ++j) {
+                           const std::int64_t t = src - j + s.pad;
+                           if (t < 0 || t >= s.n) continue;
+                           const T* g = du + (b * s.n + t) * width + j * s.d_in;
 #pragma omp simd
-      for (std::int64_t c = 0; c < s.d_in; ++c) o[c] += g[c];
-    }
-  }
+                           for (std::int64_t c = 0; c < s.d_in; ++c) o[c] += g[c];
+                         }
+                       });
 }
 
 Tensor unfold(const Tensor& xc, const ConvShape& s) {

@@ -20,6 +20,7 @@
 #include "attn/autograd/node.h"
 #include "attn/core/threads.h"
 #include "attn/ops/elementwise.h"
+#include "core/parallel.h"
 #include "ops/philox_inline.h"
 
 namespace attn {
@@ -37,34 +38,43 @@ constexpr std::int64_t kChunk = 256;  // counters per chunk = 1024 elements
 // off on far fewer elements than for one arithmetic op (kParallelGrain).
 constexpr std::int64_t kDropoutGrain = 8192;
 
-// y_i = base_i + (keep_i ? x_i * scale : 0) for i in [0, n), all contiguous;
-// base == nullptr: no base term.
+// y_i = base_i + (keep_i ? x_i * scale : 0) for the 4 kChunk elements of
+// chunk c (fewer in the last), i < n; base == nullptr: no base term. Kept out
+// of line: inlined into a caller's loop, GCC contracts base + x * scale into
+// one fused multiply-add, which rounds differently from dropout then add.
+template <class T>
+[[gnu::noinline]] void mask_chunk(const T* x, T* y, std::int64_t n, std::int64_t c,
+                                  std::uint64_t seed, std::uint64_t offset, std::uint32_t threshold,
+                                  T scale, const T* base) {
+  alignas(64) std::uint32_t bits[4 * kChunk];
+  const std::int64_t e0 = c * 4 * kChunk;
+  const std::int64_t len = std::min<std::int64_t>(4 * kChunk, n - e0);
+  const std::int64_t blocks = (len + 3) / 4;
+  const std::uint64_t ctr0 = offset + static_cast<std::uint64_t>(c * kChunk);
+#pragma omp simd
+  for (std::int64_t b = 0; b < blocks; ++b) philox_inline(ctr0 + b, seed, bits + 4 * b);
+  const T* xs = x + e0;
+  T* ys = y + e0;
+  if (base == nullptr) {
+#pragma omp simd
+    for (std::int64_t i = 0; i < len; ++i)
+      ys[i] = (bits[i] >> 8) >= threshold ? xs[i] * scale : T(0);
+  } else {
+    const T* bs = base + e0;
+#pragma omp simd
+    for (std::int64_t i = 0; i < len; ++i)
+      ys[i] = bs[i] + ((bits[i] >> 8) >= threshold ? xs[i] * scale : T(0));
+  }
+}
+
+// mask_chunk over every chunk of [0, n), split over the threads when large.
 template <class T>
 void apply_mask(const T* x, T* y, std::int64_t n, std::uint64_t seed, std::uint64_t offset,
                 std::uint32_t threshold, T scale, const T* base = nullptr) {
   const std::int64_t chunks = (n + 4 * kChunk - 1) / (4 * kChunk);
-#pragma omp parallel for schedule(static) if (n >= kDropoutGrain && fork_ok())
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    alignas(64) std::uint32_t bits[4 * kChunk];
-    const std::int64_t e0 = c * 4 * kChunk;
-    const std::int64_t len = std::min<std::int64_t>(4 * kChunk, n - e0);
-    const std::int64_t blocks = (len + 3) / 4;
-    const std::uint64_t ctr0 = offset + static_cast<std::uint64_t>(c * kChunk);
-#pragma omp simd
-    for (std::int64_t b = 0; b < blocks; ++b) philox_inline(ctr0 + b, seed, bits + 4 * b);
-    const T* xs = x + e0;
-    T* ys = y + e0;
-    if (base == nullptr) {
-#pragma omp simd
-      for (std::int64_t i = 0; i < len; ++i)
-        ys[i] = (bits[i] >> 8) >= threshold ? xs[i] * scale : T(0);
-    } else {
-      const T* bs = base + e0;
-#pragma omp simd
-      for (std::int64_t i = 0; i < len; ++i)
-        ys[i] = bs[i] + ((bits[i] >> 8) >= threshold ? xs[i] * scale : T(0));
-    }
-  }
+  detail::parallel_for(
+      chunks, detail::loop_threads(n >= kDropoutGrain && fork_ok()),
+      [&](std::int64_t c) { mask_chunk(x, y, n, c, seed, offset, threshold, scale, base); });
 }
 
 Tensor masked_scale(const Tensor& x, std::uint64_t seed, std::uint64_t offset,

@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "attn/autograd/node.h"
+#include "core/parallel.h"
 #include "ops/kernels.h"
 
 namespace attn {
@@ -61,16 +62,18 @@ template <class T>
 void embedding_backward_kernel(T* gw, const T* g, const std::int64_t* ids, std::int64_t n,
                                std::int64_t D) {
   constexpr std::int64_t kBlock = 64;
-#pragma omp parallel for if (n * D >= kParallelGrain && D > kBlock && fork_ok())
-  for (std::int64_t c0 = 0; c0 < D; c0 += kBlock) {
-    const std::int64_t c1 = std::min(D, c0 + kBlock);
-    for (std::int64_t i = 0; i < n; ++i) {
-      T* dst = gw + ids[i] * D;
-      const T* src = g + i * D;
+  const std::int64_t blocks = (D + kBlock - 1) / kBlock;
+  detail::parallel_for(blocks,
+                       detail::loop_threads(n * D >= kParallelGrain && D > kBlock && fork_ok()),
+                       [&](std::int64_t blk) {
+                         const std::int64_t c0 = blk * kBlock, c1 = std::min(D, c0 + kBlock);
+                         for (std::int64_t i = 0; i < n; ++i) {
+                           T* dst = gw + ids[i] * D;
+                           const T* src = g + i * D;
 #pragma omp simd
-      for (std::int64_t c = c0; c < c1; ++c) dst[c] += src[c];
-    }
-  }
+                           for (std::int64_t c = c0; c < c1; ++c) dst[c] += src[c];
+                         }
+                       });
 }
 
 // ---- index_select ----
@@ -79,15 +82,16 @@ void embedding_backward_kernel(T* gw, const T* g, const std::int64_t* ids, std::
 template <class T>
 void index_add_kernel(T* gx, const T* g, const std::int64_t* idx, std::int64_t outer,
                       std::int64_t n, std::int64_t k, std::int64_t inner) {
-#pragma omp parallel for if (outer * k * inner >= kParallelGrain && outer > 1 && fork_ok())
-  for (std::int64_t o = 0; o < outer; ++o) {
-    for (std::int64_t j = 0; j < k; ++j) {
-      T* dst = gx + (o * n + idx[j]) * inner;
-      const T* src = g + (o * k + j) * inner;
+  detail::parallel_for(
+      outer, detail::loop_threads(outer * k * inner >= kParallelGrain && outer > 1 && fork_ok()),
+      [&](std::int64_t o) {
+        for (std::int64_t j = 0; j < k; ++j) {
+          T* dst = gx + (o * n + idx[j]) * inner;
+          const T* src = g + (o * k + j) * inner;
 #pragma omp simd
-      for (std::int64_t i = 0; i < inner; ++i) dst[i] += src[i];
-    }
-  }
+          for (std::int64_t i = 0; i < inner; ++i) dst[i] += src[i];
+        }
+      });
 }
 
 }  // namespace
@@ -112,9 +116,10 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     const char* pw = static_cast<const char*>(w.raw_data());
     char* po = static_cast<char*>(out.raw_data());
     const std::int64_t* pi = idx.data<std::int64_t>();
-#pragma omp parallel for if (n * D >= kParallelGrain && fork_ok())
-    for (std::int64_t i = 0; i < n; ++i)
-      std::memcpy(po + i * row_bytes, pw + pi[i] * row_bytes, row_bytes);
+    detail::parallel_for(n, detail::loop_threads(n * D >= kParallelGrain && fork_ok()),
+                         [&](std::int64_t i) {
+                           std::memcpy(po + i * row_bytes, pw + pi[i] * row_bytes, row_bytes);
+                         });
   }
   return record(out, "embedding", {weight}, [idx, V, D](const Tensor& g, const Needs&) {
     Tensor gw = zeros({V, D}, g.dtype());
@@ -203,11 +208,12 @@ Tensor index_select(const Tensor& x, std::int64_t dim, const Tensor& index) {
     const char* px = static_cast<const char*>(xc.raw_data());
     char* po = static_cast<char*>(out.raw_data());
     const std::int64_t* pi = idx.data<std::int64_t>();
-#pragma omp parallel for if (out.numel() >= kParallelGrain && fork_ok())
-    for (std::int64_t r = 0; r < outer * k; ++r) {
-      const std::int64_t o = r / k, j = r % k;
-      std::memcpy(po + r * row_bytes, px + (o * n + pi[j]) * row_bytes, row_bytes);
-    }
+    detail::parallel_for(
+        outer * k, detail::loop_threads(out.numel() >= kParallelGrain && fork_ok()),
+        [&](std::int64_t r) {
+          const std::int64_t o = r / k, j = r % k;
+          std::memcpy(po + r * row_bytes, px + (o * n + pi[j]) * row_bytes, row_bytes);
+        });
   }
   Shape in_shape = xs;
   return record(out, "index_select", {x},

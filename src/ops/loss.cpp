@@ -24,6 +24,7 @@
 #include "attn/core/threads.h"
 #include "attn/ops/elementwise.h"
 #include "attn/ops/reduce.h"
+#include "core/parallel.h"
 #include "ops/vec_math.h"
 
 namespace attn {
@@ -37,28 +38,29 @@ namespace {
 template <class T>
 void forward_rows(const T* x, const std::int64_t* labels, T* loss, T* nll, T* mx, T* ls,
                   std::int64_t rows, std::int64_t c, T eps) {
-#pragma omp parallel for schedule(static) if (rows > 1 && rows * c >= kParallelGrain && fork_ok())
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * c;
-    T m = -std::numeric_limits<T>::infinity();
+  detail::parallel_for(
+      rows, detail::loop_threads(rows > 1 && rows * c >= kParallelGrain && fork_ok()),
+      [&](std::int64_t r) {
+        const T* xr = x + r * c;
+        T m = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : m)
-    for (std::int64_t j = 0; j < c; ++j) m = xr[j] > m ? xr[j] : m;
-    T s = 0;
+        for (std::int64_t j = 0; j < c; ++j) m = xr[j] > m ? xr[j] : m;
+        T s = 0;
 #pragma omp simd reduction(+ : s)
-    for (std::int64_t j = 0; j < c; ++j) s += detail::exp_simd<T>(xr[j] - m);
-    mx[r] = m;
-    ls[r] = std::log(s);
-    const T nll_r = ls[r] - (xr[labels[r]] - m);
-    if (nll) nll[r] = nll_r;
-    if (eps == T(0)) {
-      loss[r] = nll_r;
-    } else {
-      T sum_x = 0;
+        for (std::int64_t j = 0; j < c; ++j) s += detail::exp_simd<T>(xr[j] - m);
+        mx[r] = m;
+        ls[r] = std::log(s);
+        const T nll_r = ls[r] - (xr[labels[r]] - m);
+        if (nll) nll[r] = nll_r;
+        if (eps == T(0)) {
+          loss[r] = nll_r;
+        } else {
+          T sum_x = 0;
 #pragma omp simd reduction(+ : sum_x)
-      for (std::int64_t j = 0; j < c; ++j) sum_x += xr[j];
-      loss[r] = (T(1) - eps) * nll_r + eps * (ls[r] - (sum_x / static_cast<T>(c) - m));
-    }
-  }
+          for (std::int64_t j = 0; j < c; ++j) sum_x += xr[j];
+          loss[r] = (T(1) - eps) * nll_r + eps * (ls[r] - (sum_x / static_cast<T>(c) - m));
+        }
+      });
 }
 
 // o = g exp((x - m) - ls) over one row.
@@ -71,20 +73,21 @@ void scaled_exp_shifted(const T* x, T* o, std::int64_t c, T g, T m, T ls) {
 template <class T>
 void backward_rows(const T* g, const T* x, const std::int64_t* labels, const T* mx, const T* ls,
                    T* dx, std::int64_t rows, std::int64_t c, T eps) {
-#pragma omp parallel for schedule(static) if (rows > 1 && rows * c >= kParallelGrain && fork_ok())
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * c;
-    T* o = dx + r * c;
-    scaled_exp_shifted(xr, o, c, g[r], mx[r], ls[r]);
-    if (eps == T(0)) {
-      o[labels[r]] -= g[r];
-    } else {
-      const T uniform = g[r] * eps / static_cast<T>(c);
+  detail::parallel_for(rows,
+                       detail::loop_threads(rows > 1 && rows * c >= kParallelGrain && fork_ok()),
+                       [&](std::int64_t r) {
+                         const T* xr = x + r * c;
+                         T* o = dx + r * c;
+                         scaled_exp_shifted(xr, o, c, g[r], mx[r], ls[r]);
+                         if (eps == T(0)) {
+                           o[labels[r]] -= g[r];
+                         } else {
+                           const T uniform = g[r] * eps / static_cast<T>(c);
 #pragma omp simd
-      for (std::int64_t j = 0; j < c; ++j) o[j] -= uniform;
-      o[labels[r]] -= g[r] * (T(1) - eps);
-    }
-  }
+                           for (std::int64_t j = 0; j < c; ++j) o[j] -= uniform;
+                           o[labels[r]] -= g[r] * (T(1) - eps);
+                         }
+                       });
 }
 
 }  // namespace

@@ -44,6 +44,7 @@
 #include "attn/core/threads.h"
 #include "attn/ops/precision.h"
 #include "attn/ops/reduce.h"
+#include "core/parallel.h"
 #include "ops/matmul_internal.h"
 #include "ops/matmul_primitive.h"
 #include "ops/precision_internal.h"
@@ -192,8 +193,7 @@ void gemm_loops(char ta, char tb, std::int64_t M, std::int64_t N, std::int64_t K
   const std::int64_t si = ta == 'N' ? lda : 1,
                      sk = ta == 'N' ? 1 : lda;  // op(A)[i,k] = A[i*si + k*sk]
   const bool threaded = !omp_in_parallel() && M > 1 && M * N * K >= (1 << 20);
-#pragma omp parallel for schedule(static) if (threaded)
-  for (std::int64_t i = 0; i < M; ++i) {
+  detail::parallel_for(M, detail::loop_threads(threaded), [&](std::int64_t i) {
     const T* a = A + i * si;
     T* c = C + i * ldc;
     if (tb == 'T' && ta == 'N') {  // C[i,j] = dot(A[i,:], B[j,:]), both unit-stride
@@ -218,7 +218,7 @@ void gemm_loops(char ta, char tb, std::int64_t M, std::int64_t N, std::int64_t K
         }
       }
     }
-  }
+  });
 }
 
 bool gemm(char ta, char tb, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,

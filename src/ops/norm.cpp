@@ -21,6 +21,7 @@
 #include "attn/autograd/node.h"
 #include "attn/core/threads.h"
 #include "attn/ops/dropout.h"
+#include "core/parallel.h"
 #include "ops/philox_inline.h"
 
 namespace attn {
@@ -65,9 +66,9 @@ inline void ln_row(const T* xr, const T* w, const T* b, T* yr, T& mean, T& rstd,
 template <class T>
 void forward_rows(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, std::int64_t rows,
                   std::int64_t d, T eps) {
-#pragma omp parallel for schedule(static) if (rows > 1 && rows * d >= kParallelGrain && fork_ok())
-  for (std::int64_t r = 0; r < rows; ++r)
-    ln_row(x + r * d, w, b, y + r * d, mean[r], rstd[r], d, eps);
+  detail::parallel_for(
+      rows, detail::loop_threads(rows > 1 && rows * d >= kParallelGrain && fork_ok()),
+      [&](std::int64_t r) { ln_row(x + r * d, w, b, y + r * d, mean[r], rstd[r], d, eps); });
 }
 
 // One row of dx from g (w may be null).
@@ -92,35 +93,38 @@ inline void ln_row_backward(const T* gr, const T* xr, const T* w, T mu, T rs, T*
 template <class T>
 void backward_input(const T* g, const T* x, const T* w, const T* mean, const T* rstd, T* dx,
                     std::int64_t rows, std::int64_t d) {
-#pragma omp parallel for schedule(static) if (rows > 1 && rows * d >= kParallelGrain && fork_ok())
-  for (std::int64_t r = 0; r < rows; ++r)
-    ln_row_backward(g + r * d, x + r * d, w, mean[r], rstd[r], dx + r * d, d);
+  detail::parallel_for(rows,
+                       detail::loop_threads(rows > 1 && rows * d >= kParallelGrain && fork_ok()),
+                       [&](std::int64_t r) {
+                         ln_row_backward(g + r * d, x + r * d, w, mean[r], rstd[r], dx + r * d, d);
+                       });
 }
 
 // dw = sum_rows g xhat, db = sum_rows g (either pointer may be null).
 template <class T>
 void backward_params(const T* g, const T* x, const T* mean, const T* rstd, T* dw, T* db,
                      std::int64_t rows, std::int64_t d) {
-#pragma omp parallel for schedule(static) if (d > kColBlock && rows * d >= kParallelGrain && \
-                                              fork_ok())
-  for (std::int64_t c0 = 0; c0 < d; c0 += kColBlock) {
-    const std::int64_t c1 = std::min(d, c0 + kColBlock);
-    if (dw) std::fill(dw + c0, dw + c1, T(0));
-    if (db) std::fill(db + c0, db + c1, T(0));
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T* gr = g + r * d;
-      const T* xr = x + r * d;
-      const T mu = mean[r], rs = rstd[r];
-      if (dw) {
+  detail::parallel_for(
+      (d + kColBlock - 1) / kColBlock,
+      detail::loop_threads(d > kColBlock && rows * d >= kParallelGrain && fork_ok()),
+      [&](std::int64_t blk) {
+        const std::int64_t c0 = blk * kColBlock, c1 = std::min(d, c0 + kColBlock);
+        if (dw) std::fill(dw + c0, dw + c1, T(0));
+        if (db) std::fill(db + c0, db + c1, T(0));
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const T* gr = g + r * d;
+          const T* xr = x + r * d;
+          const T mu = mean[r], rs = rstd[r];
+          if (dw) {
 #pragma omp simd
-        for (std::int64_t j = c0; j < c1; ++j) dw[j] += gr[j] * (xr[j] - mu) * rs;
-      }
-      if (db) {
+            for (std::int64_t j = c0; j < c1; ++j) dw[j] += gr[j] * (xr[j] - mu) * rs;
+          }
+          if (db) {
 #pragma omp simd
-        for (std::int64_t j = c0; j < c1; ++j) db[j] += gr[j];
-      }
-    }
-  }
+            for (std::int64_t j = c0; j < c1; ++j) db[j] += gr[j];
+          }
+        }
+      });
 }
 
 // ---- dropout, residual and layer norm in one op ----
@@ -155,25 +159,36 @@ inline const std::uint32_t* mask_words(const DropoutMask& m, std::int64_t e0, st
   return w + (e0 - 4 * c0);
 }
 
+// Rows [r0, r1) of add_norm_forward. Kept out of line: inlined into a
+// caller's loop, GCC contracts base + x * scale into one fused multiply-add,
+// which rounds differently from dropout then add.
+template <class T>
+[[gnu::noinline]] void add_norm_rows(const T* base, const T* x, const T* w, const T* b, T* s, T* y,
+                                     T* mean, T* rstd, std::int64_t r0, std::int64_t r1,
+                                     std::int64_t d, T eps, const DropoutMask& m) {
+  const T scale = static_cast<T>(m.scale);
+  const std::int64_t e0 = r0 * d, len = (r1 - r0) * d;
+  const std::uint32_t* bits = mask_words(m, e0, e0 + len);
+  const T *bs = base + e0, *xs = x + e0;
+  T* ss = s + e0;
+#pragma omp simd
+  for (std::int64_t i = 0; i < len; ++i)
+    ss[i] = bs[i] + ((bits[i] >> 8) >= m.threshold ? xs[i] * scale : T(0));
+  for (std::int64_t r = r0; r < r1; ++r)
+    ln_row(s + r * d, w, b, y + r * d, mean[r], rstd[r], d, eps);
+}
+
 template <class T>
 void add_norm_forward(const T* base, const T* x, const T* w, const T* b, T* s, T* y, T* mean,
                       T* rstd, std::int64_t rows, std::int64_t d, T eps, const DropoutMask& m) {
   const std::int64_t per_block = std::max<std::int64_t>(1, kBlockElems / d);
   const std::int64_t blocks = (rows + per_block - 1) / per_block;
-  const T scale = static_cast<T>(m.scale);
-#pragma omp parallel for schedule(static) if (blocks > 1 && rows * d >= kAddNormGrain && fork_ok())
-  for (std::int64_t blk = 0; blk < blocks; ++blk) {
-    const std::int64_t r0 = blk * per_block, r1 = std::min(rows, r0 + per_block);
-    const std::int64_t e0 = r0 * d, len = (r1 - r0) * d;
-    const std::uint32_t* bits = mask_words(m, e0, e0 + len);
-    const T *bs = base + e0, *xs = x + e0;
-    T* ss = s + e0;
-#pragma omp simd
-    for (std::int64_t i = 0; i < len; ++i)
-      ss[i] = bs[i] + ((bits[i] >> 8) >= m.threshold ? xs[i] * scale : T(0));
-    for (std::int64_t r = r0; r < r1; ++r)
-      ln_row(s + r * d, w, b, y + r * d, mean[r], rstd[r], d, eps);
-  }
+  detail::parallel_for(
+      blocks, detail::loop_threads(blocks > 1 && rows * d >= kAddNormGrain && fork_ok()),
+      [&](std::int64_t blk) {
+        const std::int64_t r0 = blk * per_block, r1 = std::min(rows, r0 + per_block);
+        add_norm_rows(base, x, w, b, s, y, mean, rstd, r0, r1, d, eps, m);
+      });
 }
 
 // dbase = the layer norm's input gradient; dx (may be null) = dbase through
@@ -184,20 +199,21 @@ void add_norm_backward(const T* g, const T* s, const T* w, const T* mean, const 
   const std::int64_t per_block = std::max<std::int64_t>(1, kBlockElems / d);
   const std::int64_t blocks = (rows + per_block - 1) / per_block;
   const T scale = static_cast<T>(m.scale);
-#pragma omp parallel for schedule(static) if (blocks > 1 && rows * d >= kAddNormGrain && fork_ok())
-  for (std::int64_t blk = 0; blk < blocks; ++blk) {
-    const std::int64_t r0 = blk * per_block, r1 = std::min(rows, r0 + per_block);
-    for (std::int64_t r = r0; r < r1; ++r)
-      ln_row_backward(g + r * d, s + r * d, w, mean[r], rstd[r], dbase + r * d, d);
-    if (!dx) continue;
-    const std::int64_t e0 = r0 * d, len = (r1 - r0) * d;
-    const std::uint32_t* bits = mask_words(m, e0, e0 + len);
-    const T* db = dbase + e0;
-    T* o = dx + e0;
+  detail::parallel_for(
+      blocks, detail::loop_threads(blocks > 1 && rows * d >= kAddNormGrain && fork_ok()),
+      [&](std::int64_t blk) {
+        const std::int64_t r0 = blk * per_block, r1 = std::min(rows, r0 + per_block);
+        for (std::int64_t r = r0; r < r1; ++r)
+          ln_row_backward(g + r * d, s + r * d, w, mean[r], rstd[r], dbase + r * d, d);
+        if (!dx) return;
+        const std::int64_t e0 = r0 * d, len = (r1 - r0) * d;
+        const std::uint32_t* bits = mask_words(m, e0, e0 + len);
+        const T* db = dbase + e0;
+        T* o = dx + e0;
 #pragma omp simd
-    for (std::int64_t i = 0; i < len; ++i)
-      o[i] = (bits[i] >> 8) >= m.threshold ? db[i] * scale : T(0);
-  }
+        for (std::int64_t i = 0; i < len; ++i)
+          o[i] = (bits[i] >> 8) >= m.threshold ? db[i] * scale : T(0);
+      });
 }
 
 void check_param(const Tensor& p, const Tensor& x, std::int64_t d, const char* name,

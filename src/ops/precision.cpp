@@ -16,6 +16,7 @@
 
 #include "attn/core/error.h"
 #include "attn/core/threads.h"
+#include "core/parallel.h"
 #include "ops/precision_internal.h"
 
 namespace attn {
@@ -120,16 +121,15 @@ void to_bf16(const float* x, std::uint16_t* out, std::int64_t n) {
   constexpr std::int64_t kGrain = 1 << 16;
   const int threads = n >= 2 * kGrain && !omp_in_parallel() ? omp_get_max_threads() : 1;
   const std::int64_t chunk = ((n + threads - 1) / threads + 31) / 32 * 32;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && fork_ok())
-  for (int t = 0; t < threads; ++t) {
+  detail::parallel_for(threads, threads > 1 && fork_ok() ? threads : 1, [&](std::int64_t t) {
     const std::int64_t lo = std::min(n, t * chunk), len = std::min(n, lo + chunk) - lo;
-    if (len <= 0) continue;
+    if (len <= 0) return;
     if (bf16_supported()) {
       to_bf16_avx512(x + lo, out + lo, len);
     } else {
       for (std::int64_t i = lo; i < lo + len; ++i) out[i] = to_bf16_reference(x[i]);
     }
-  }
+  });
 }
 
 Tensor round_to_bf16(const Tensor& x) {

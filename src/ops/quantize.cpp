@@ -31,6 +31,7 @@
 #include "attn/autograd/node.h"
 #include "attn/core/error.h"
 #include "attn/core/threads.h"
+#include "core/parallel.h"
 #include "ops/matmul_internal.h"
 #include "ops/matmul_primitive.h"
 #include "ops/quantize_internal.h"
@@ -257,8 +258,7 @@ bool int8_sums(const std::uint8_t* xq, std::int64_t M, QuantizedWeight& w, std::
       if (b != nullptr && detail::run_packed_primitive(*p, xq, *b, nullptr, acc)) return true;
     }
   }
-#pragma omp parallel for schedule(static) if (parallel_rows(M, N * K / 16))
-  for (std::int64_t m = 0; m < M; ++m) {
+  detail::parallel_for(M, detail::loop_threads(parallel_rows(M, N * K / 16)), [&](std::int64_t m) {
     const std::uint8_t* a = xq + m * K;
     for (std::int64_t n = 0; n < N; ++n) {
       const std::int8_t* b = w.q.data() + n * K;
@@ -268,7 +268,7 @@ bool int8_sums(const std::uint8_t* xq, std::int64_t M, QuantizedWeight& w, std::
         s += (static_cast<std::int32_t>(a[k]) - 128) * static_cast<std::int32_t>(b[k]);
       acc[m * N + n] = s;
     }
-  }
+  });
   return false;
 }
 
@@ -287,8 +287,9 @@ bool quantized_sums(const float* x, std::int64_t M, QuantizedWeight& w, Scratch&
   if (s.sx.size() < static_cast<std::size_t>(M)) s.sx.resize(M);
   if (s.acc.size() < static_cast<std::size_t>(rows * N)) s.acc.resize(rows * N);
   const bool vector = int8_supported();
-#pragma omp parallel for schedule(static) if (parallel_rows(M, K))
-  for (std::int64_t m = 0; m < M; ++m) s.sx[m] = quantize_row(x + m * K, K, &s.xq[m * K], vector);
+  detail::parallel_for(M, detail::loop_threads(parallel_rows(M, K)), [&](std::int64_t m) {
+    s.sx[m] = quantize_row(x + m * K, K, &s.xq[m * K], vector);
+  });
   return int8_sums(s.xq.data(), M, w, s.acc.data());
 }
 
@@ -312,10 +313,10 @@ Tensor run_int8(const Tensor& x, QuantizedWeight& w, const Tensor& bias) {
   const bool vector = int8_supported();
   const float* b = bc.defined() ? bc.data<float>() : nullptr;
   float* out = y.data<float>();
-#pragma omp parallel for schedule(static) if (parallel_rows(M, N))
-  for (std::int64_t m = 0; m < M; ++m)
+  detail::parallel_for(M, detail::loop_threads(parallel_rows(M, N)), [&](std::int64_t m) {
     dequantize_row(&s.acc[m * N], with_comp ? w.comp.data() : nullptr, s.sx[m], w.scale.data(), b,
                    N, out + m * N, vector);
+  });
   return y;
 }
 

@@ -14,6 +14,7 @@
 #include "attn/autograd/node.h"
 #include "attn/ops/elementwise.h"
 #include "attn/ops/reduce.h"
+#include "core/parallel.h"
 #include "core/strided.h"
 
 namespace attn {
@@ -91,28 +92,30 @@ Tensor sum_kernel(const Tensor& x, const Plan& p) {
     const T* px = x.data<T>();
     std::int64_t rows = p.count;
     std::fill(po, po + outer, T(0));
-#pragma omp parallel for if (x.numel() >= kParallelGrain && outer >= 64 && fork_ok())
-    for (std::int64_t c0 = 0; c0 < outer; c0 += 64) {
-      std::int64_t c1 = std::min(outer, c0 + 64);
-      for (std::int64_t r = 0; r < rows; ++r) {
-        const T* row = px + r * outer;
+    detail::parallel_for(
+        (outer + 63) / 64,
+        detail::loop_threads(x.numel() >= kParallelGrain && outer >= 64 && fork_ok()),
+        [&](std::int64_t blk) {
+          const std::int64_t c0 = blk * 64, c1 = std::min(outer, c0 + 64);
+          for (std::int64_t r = 0; r < rows; ++r) {
+            const T* row = px + r * outer;
 #pragma omp simd
-        for (std::int64_t c = c0; c < c1; ++c) po[c] += row[c];
-      }
-    }
+            for (std::int64_t c = c0; c < c1; ++c) po[c] += row[c];
+          }
+        });
     return out;
   }
   Tensor rows = rows_view(x, p);
   const T* pr = rows.data<T>();
   std::int64_t inner = p.count;
-#pragma omp parallel for if (x.numel() >= kParallelGrain && fork_ok())
-  for (std::int64_t o = 0; o < outer; ++o) {
-    const T* row = pr + o * inner;
-    T s = 0;
+  detail::parallel_for(outer, detail::loop_threads(x.numel() >= kParallelGrain && fork_ok()),
+                       [&](std::int64_t o) {
+                         const T* row = pr + o * inner;
+                         T s = 0;
 #pragma omp simd reduction(+ : s)
-    for (std::int64_t i = 0; i < inner; ++i) s += row[i];
-    po[o] = s;
-  }
+                         for (std::int64_t i = 0; i < inner; ++i) s += row[i];
+                         po[o] = s;
+                       });
   return out;
 }
 
@@ -146,15 +149,16 @@ std::pair<Tensor, Tensor> max_kernel(const Tensor& x, const Plan& p) {
   const T* pr = rows.data<T>();
   T* pv = values.data<T>();
   std::int64_t* pi = index.data<std::int64_t>();
-#pragma omp parallel for if (x.numel() >= kParallelGrain && fork_ok())
-  for (std::int64_t o = 0; o < outer; ++o) {
-    const T* row = pr + o * inner;
-    std::int64_t best = 0;
-    for (std::int64_t i = 1; i < inner; ++i)
-      if (row[i] > row[best] || (std::isnan(row[i]) && !std::isnan(row[best]))) best = i;
-    pv[o] = row[best];
-    pi[o] = best;
-  }
+  detail::parallel_for(outer, detail::loop_threads(x.numel() >= kParallelGrain && fork_ok()),
+                       [&](std::int64_t o) {
+                         const T* row = pr + o * inner;
+                         std::int64_t best = 0;
+                         for (std::int64_t i = 1; i < inner; ++i)
+                           if (row[i] > row[best] || (std::isnan(row[i]) && !std::isnan(row[best])))
+                             best = i;
+                         pv[o] = row[best];
+                         pi[o] = best;
+                       });
   return {values, index};
 }
 }  // namespace

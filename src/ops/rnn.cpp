@@ -16,6 +16,7 @@
 #include "attn/ops/index.h"
 #include "attn/ops/matmul.h"
 #include "attn/ops/reduce.h"
+#include "core/parallel.h"
 #include "ops/vec_math.h"
 
 namespace attn {
@@ -38,28 +39,28 @@ using detail::tanh_simd;
 template <class T>
 void gru_gates(const T* xg, const T* hg, const T* h, T* h_new, T* gates, std::int64_t B,
                std::int64_t H) {
-#pragma omp parallel for schedule(static) if (B > 1 && B * H >= kParallelGrain && fork_ok())
-  for (std::int64_t b = 0; b < B; ++b) {
-    const T* xr = xg + b * 3 * H;
-    const T* hr = hg + b * 3 * H;
-    const T* hp = h + b * H;
-    T* o = h_new + b * H;
-    T* g = gates ? gates + b * 4 * H : nullptr;
+  detail::parallel_for(B, detail::loop_threads(B > 1 && B * H >= kParallelGrain && fork_ok()),
+                       [&](std::int64_t b) {
+                         const T* xr = xg + b * 3 * H;
+                         const T* hr = hg + b * 3 * H;
+                         const T* hp = h + b * H;
+                         T* o = h_new + b * H;
+                         T* g = gates ? gates + b * 4 * H : nullptr;
 #pragma omp simd
-    for (std::int64_t j = 0; j < H; ++j) {
-      const T r = sigmoid_simd(xr[j] + hr[j]);
-      const T z = sigmoid_simd(xr[H + j] + hr[H + j]);
-      const T hn = hr[2 * H + j];
-      const T n = tanh_simd(xr[2 * H + j] + r * hn);
-      o[j] = (T(1) - z) * n + z * hp[j];
-      if (g) {
-        g[j] = r;
-        g[H + j] = z;
-        g[2 * H + j] = n;
-        g[3 * H + j] = hn;
-      }
-    }
-  }
+                         for (std::int64_t j = 0; j < H; ++j) {
+                           const T r = sigmoid_simd(xr[j] + hr[j]);
+                           const T z = sigmoid_simd(xr[H + j] + hr[H + j]);
+                           const T hn = hr[2 * H + j];
+                           const T n = tanh_simd(xr[2 * H + j] + r * hn);
+                           o[j] = (T(1) - z) * n + z * hp[j];
+                           if (g) {
+                             g[j] = r;
+                             g[H + j] = z;
+                             g[2 * H + j] = n;
+                             g[3 * H + j] = hn;
+                           }
+                         }
+                       });
 }
 
 // One step backward through the gates. dh (B, H): the gradient reaching h_t;
@@ -67,28 +68,28 @@ void gru_gates(const T* xg, const T* hg, const T* h, T* h_new, T* gates, std::in
 template <class T>
 void gru_gates_backward(T* dh, const T* gates, const T* h_prev, T* gx, T* gh, std::int64_t B,
                         std::int64_t H) {
-#pragma omp parallel for schedule(static) if (B > 1 && B * H >= kParallelGrain && fork_ok())
-  for (std::int64_t b = 0; b < B; ++b) {
-    const T* g = gates + b * 4 * H;
-    const T* hp = h_prev + b * H;
-    T* d = dh + b * H;
-    T* ox = gx + b * 3 * H;
-    T* oh = gh + b * 3 * H;
+  detail::parallel_for(B, detail::loop_threads(B > 1 && B * H >= kParallelGrain && fork_ok()),
+                       [&](std::int64_t b) {
+                         const T* g = gates + b * 4 * H;
+                         const T* hp = h_prev + b * H;
+                         T* d = dh + b * H;
+                         T* ox = gx + b * 3 * H;
+                         T* oh = gh + b * 3 * H;
 #pragma omp simd
-    for (std::int64_t j = 0; j < H; ++j) {
-      const T r = g[j], z = g[H + j], n = g[2 * H + j], hn = g[3 * H + j];
-      const T dn = d[j] * (T(1) - z) * (T(1) - n * n);
-      const T dz = d[j] * (hp[j] - n) * z * (T(1) - z);
-      const T dr = dn * hn * r * (T(1) - r);
-      ox[j] = dr;
-      ox[H + j] = dz;
-      ox[2 * H + j] = dn;
-      oh[j] = dr;
-      oh[H + j] = dz;
-      oh[2 * H + j] = dn * r;
-      d[j] *= z;
-    }
-  }
+                         for (std::int64_t j = 0; j < H; ++j) {
+                           const T r = g[j], z = g[H + j], n = g[2 * H + j], hn = g[3 * H + j];
+                           const T dn = d[j] * (T(1) - z) * (T(1) - n * n);
+                           const T dz = d[j] * (hp[j] - n) * z * (T(1) - z);
+                           const T dr = dn * hn * r * (T(1) - r);
+                           ox[j] = dr;
+                           ox[H + j] = dz;
+                           ox[2 * H + j] = dn;
+                           oh[j] = dr;
+                           oh[H + j] = dz;
+                           oh[2 * H + j] = dn * r;
+                           d[j] *= z;
+                         }
+                       });
 }
 
 void check_gru(const Tensor& X, const Tensor& h0, const Tensor& w_ih, const Tensor& w_hh,

@@ -20,6 +20,7 @@
 #include "attn/autograd/node.h"
 #include "attn/core/threads.h"
 #include "attn/ops/attention.h"
+#include "core/parallel.h"
 #include "ops/vec_math.h"
 
 namespace attn {
@@ -74,8 +75,9 @@ inline auto row_lengths(const std::int64_t* len) {
 // Runs f(row) for every row, in parallel when the work is large.
 template <class F>
 void for_rows(std::int64_t rows, std::int64_t d, F f) {
-#pragma omp parallel for schedule(static) if (rows > 1 && rows * d >= kParallelGrain && fork_ok())
-  for (std::int64_t r = 0; r < rows; ++r) f(r);
+  detail::parallel_for(rows,
+                       detail::loop_threads(rows > 1 && rows * d >= kParallelGrain && fork_ok()),
+                       [&](std::int64_t r) { f(r); });
 }
 
 template <class T>

@@ -4,6 +4,7 @@
 
 #include "attn/core/error.h"
 #include "attn/core/threads.h"
+#include "core/parallel.h"
 
 namespace attn::optim {
 
@@ -75,13 +76,16 @@ void Adam::step_scaled(double grad_scale) {
       const T eps = static_cast<T>(eps_);
       const std::int64_t n = p.numel();
       // Element by element, so the result is the same on any number of threads.
-#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain && fork_ok())
-      for (std::int64_t i = 0; i < n; ++i) {
-        const T gi = scaled ? static_cast<T>(pg[i] * grad_scale) : pg[i];
-        pm[i] = b1 * pm[i] + c1 * gi;
-        pv[i] = b2 * pv[i] + c2 * gi * gi;
-        pp[i] -= step * pm[i] / (std::sqrt(pv[i]) * rbc2 + eps);
-      }
+      detail::parallel_ranges(n, detail::loop_threads(n >= kParallelGrain && fork_ok()),
+                              [&](std::int64_t b, std::int64_t e) {
+#pragma omp simd
+                                for (std::int64_t i = b; i < e; ++i) {
+                                  const T gi = scaled ? static_cast<T>(pg[i] * grad_scale) : pg[i];
+                                  pm[i] = b1 * pm[i] + c1 * gi;
+                                  pv[i] = b2 * pv[i] + c2 * gi * gi;
+                                  pp[i] -= step * pm[i] / (std::sqrt(pv[i]) * rbc2 + eps);
+                                }
+                              });
     });
   }
 }
@@ -115,11 +119,15 @@ double grad_norm(const std::vector<Tensor>& params) {
   }
   std::vector<double> sums(grads.size(), 0.0);
   const std::int64_t n = static_cast<std::int64_t>(grads.size());
-#pragma omp parallel for schedule(dynamic, \
-                                  1) if (total_numel >= kParallelGrain && n > 1 && fork_ok())
-  for (std::int64_t k = 0; k < n; ++k) {
+  auto one = [&](std::int64_t k) {
     const auto i = static_cast<std::size_t>(k);
     sums[i] = sum_of_squares(grads[i]);
+  };
+  if (detail::loop_threads(total_numel >= kParallelGrain && n > 1 && fork_ok()) > 1) {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (std::int64_t k = 0; k < n; ++k) one(k);
+  } else {
+    for (std::int64_t k = 0; k < n; ++k) one(k);
   }
   double total = 0.0;
   for (double s : sums) total += s;
