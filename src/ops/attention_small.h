@@ -71,25 +71,27 @@ struct SmallAttention {
     }
   }
 
+  // dst[j * W + lane] = scale * src[lane][j] for every lane and j < n <= W:
+  // in registers where V has interleave (gathers cost several times more).
+  static void interleave(const T* const* src, int n, T scale, T* dst) {
+    if constexpr (requires { V::interleave(src, n, scale, dst); }) {
+      V::interleave(src, n, scale, dst);
+    } else {
+      for (int j = 0; j < n; ++j)
+        for (int lane = 0; lane < W; ++lane) dst[j * W + lane] = src[lane][j] * scale;
+    }
+  }
+
   // buf[(t * d + i) * W + lane] = scale * x(head n0 + lane, t, i): for each
-  // row t, W heads' rows (up to W elements at a time) transposed into
-  // lane-interleaved vectors, in registers where V has interleave (gathers
-  // and scatters cost several times more).
+  // row t, W heads' rows (up to W elements at a time) made lane-interleaved.
   static void gather(const HeadView<const T>& x, const Group& g, i64 rows, i64 d, T scale, T* buf) {
     alignas(64) i64 off[W];
     lane_offsets(x, g, off);
     const T* src[W];
     for (i64 t = 0; t < rows; ++t)
       for (i64 i0 = 0; i0 < d; i0 += W) {
-        const int n = static_cast<int>(std::min<i64>(W, d - i0));
         for (int lane = 0; lane < W; ++lane) src[lane] = x.ptr + off[lane] + t * x.st + i0;
-        T* dst = buf + (t * d + i0) * W;
-        if constexpr (requires { V::interleave(src, n, scale, dst); }) {
-          V::interleave(src, n, scale, dst);
-        } else {
-          for (int j = 0; j < n; ++j)
-            for (int lane = 0; lane < W; ++lane) dst[j * W + lane] = src[lane][j] * scale;
-        }
+        interleave(src, static_cast<int>(std::min<i64>(W, d - i0)), scale, buf + (t * d + i0) * W);
       }
   }
 
@@ -179,7 +181,7 @@ struct SmallAttention {
 
   struct SmallSlice {
     T *qg, *kg, *vg, *dog, *dqg, *dkg, *dvg, *s, *p, *dp, *o, *di, *lse, *zero, *keep;
-    T* dkeep;  // the group's dropout multipliers (small_dropout_masks)
+    T *dkeep, *krows;  // the group's dropout multipliers (small_dropout_masks)
     T *wq, *dsq;  // backward: every query's weights (after dropout) and dS, (Q, K) x W
     i64* lim;
     std::uint32_t* words;
@@ -202,6 +204,7 @@ struct SmallAttention {
     if (a.drop.on) {
       s.words = cv.take<std::uint32_t>(W * Q * K + 8);
       s.dkeep = cv.take<T>(Q * K * W);
+      s.krows = cv.take<T>(Q * K * W);
     }
     if (backward) {
       s.dog = cv.take<T>(Q * Dv * W);
@@ -246,21 +249,23 @@ struct SmallAttention {
   // The dropout multipliers of the whole group, keep[(q * K + c) * W + lane]
   // = the multiplier of (head n0 + lane, q, c) (0 on lanes past the last
   // head). The group's elements are one contiguous stretch of the dropout
-  // stream, so its words come from one vectorized pass over the counters.
+  // stream, so its words come from one vectorized pass over the counters;
+  // they become multipliers head by head in `rows` (W x Q K), then
+  // lane-interleaved.
   static void small_dropout_masks(const AttnArgs<T>& a, const Group& g, std::uint32_t* words,
-                                  T* keep) {
-    const i64 QK = a.Q * a.K;
+                                  T* rows, T* keep) {
+    const i64 QK = a.Q * a.K, real = g.lanes * QK;
     const std::uint32_t* wd =
-        dropout_words(a.drop, static_cast<std::uint64_t>(g.n0 * QK), g.lanes * QK, words);
+        dropout_words(a.drop, static_cast<std::uint64_t>(g.n0 * QK), real, words);
     const T scale = static_cast<T>(a.drop.scale);
     const std::uint32_t threshold = a.drop.threshold;
-    for (int lane = 0; lane < W; ++lane) {
-      const std::uint32_t* wl = wd + lane * QK;
-      if (lane < g.lanes) {
-        for (i64 j = 0; j < QK; ++j) keep[j * W + lane] = (wl[j] >> 8) >= threshold ? scale : T(0);
-      } else {
-        for (i64 j = 0; j < QK; ++j) keep[j * W + lane] = T(0);
-      }
+#pragma omp simd
+    for (i64 j = 0; j < real; ++j) rows[j] = (wd[j] >> 8) >= threshold ? scale : T(0);
+    std::fill(rows + real, rows + W * QK, T(0));
+    const T* src[W];
+    for (i64 j0 = 0; j0 < QK; j0 += W) {
+      for (int lane = 0; lane < W; ++lane) src[lane] = rows + lane * QK + j0;
+      interleave(src, static_cast<int>(std::min<i64>(W, QK - j0)), T(1), keep + j0 * W);
     }
   }
 
@@ -315,7 +320,7 @@ struct SmallAttention {
       gather(a.q, g, Q, D, static_cast<T>(a.scale), s.qg);
       gather(a.k, g, K, D, T(1), s.kg);
       gather(a.v, g, K, Dv, T(1), s.vg);
-      if (a.drop.on) small_dropout_masks(a, g, s.words, s.dkeep);
+      if (a.drop.on) small_dropout_masks(a, g, s.words, s.krows, s.dkeep);
       for (i64 q = 0; q < Q; ++q) {
         small_scores(a, g, q, s);
         R mx = V::set1(-std::numeric_limits<T>::infinity());
@@ -358,7 +363,7 @@ struct SmallAttention {
           for (int lane = 0; lane < W; ++lane)
             for (i64 q = 0; q < Q; ++q)
               s.lse[q * W + lane] = lane < g.lanes ? a.lse[(g.n0 + lane) * Q + q] : T(0);
-          if (a.drop.on) small_dropout_masks(a, g, s.words, s.dkeep);
+          if (a.drop.on) small_dropout_masks(a, g, s.words, s.krows, s.dkeep);
           for (i64 q = 0; q < Q; ++q) {
             // P = exp(S - lse); dP = dO v^T
             small_scores(a, g, q, s);

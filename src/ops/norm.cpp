@@ -191,6 +191,26 @@ void add_norm_forward(const T* base, const T* x, const T* w, const T* b, T* s, T
       });
 }
 
+// Rows [r0, r1) of add_norm_backward, out of line as add_norm_rows (its
+// mask loop stays vectorized).
+template <class T>
+[[gnu::noinline]] void add_norm_backward_rows(const T* g, const T* s, const T* w, const T* mean,
+                                              const T* rstd, T* dbase, T* dx, std::int64_t r0,
+                                              std::int64_t r1, std::int64_t d,
+                                              const DropoutMask& m) {
+  for (std::int64_t r = r0; r < r1; ++r)
+    ln_row_backward(g + r * d, s + r * d, w, mean[r], rstd[r], dbase + r * d, d);
+  if (!dx) return;
+  const T scale = static_cast<T>(m.scale);
+  const std::uint32_t threshold = m.threshold;
+  const std::int64_t e0 = r0 * d, len = (r1 - r0) * d;
+  const std::uint32_t* bits = mask_words(m, e0, e0 + len);
+  const T* db = dbase + e0;
+  T* o = dx + e0;
+#pragma omp simd
+  for (std::int64_t i = 0; i < len; ++i) o[i] = (bits[i] >> 8) >= threshold ? db[i] * scale : T(0);
+}
+
 // dbase = the layer norm's input gradient; dx (may be null) = dbase through
 // the dropout mask.
 template <class T>
@@ -198,21 +218,11 @@ void add_norm_backward(const T* g, const T* s, const T* w, const T* mean, const 
                        T* dx, std::int64_t rows, std::int64_t d, const DropoutMask& m) {
   const std::int64_t per_block = std::max<std::int64_t>(1, kBlockElems / d);
   const std::int64_t blocks = (rows + per_block - 1) / per_block;
-  const T scale = static_cast<T>(m.scale);
   detail::parallel_for(
       blocks, detail::loop_threads(blocks > 1 && rows * d >= kAddNormGrain && fork_ok()),
       [&](std::int64_t blk) {
         const std::int64_t r0 = blk * per_block, r1 = std::min(rows, r0 + per_block);
-        for (std::int64_t r = r0; r < r1; ++r)
-          ln_row_backward(g + r * d, s + r * d, w, mean[r], rstd[r], dbase + r * d, d);
-        if (!dx) return;
-        const std::int64_t e0 = r0 * d, len = (r1 - r0) * d;
-        const std::uint32_t* bits = mask_words(m, e0, e0 + len);
-        const T* db = dbase + e0;
-        T* o = dx + e0;
-#pragma omp simd
-        for (std::int64_t i = 0; i < len; ++i)
-          o[i] = (bits[i] >> 8) >= m.threshold ? db[i] * scale : T(0);
+        add_norm_backward_rows(g, s, w, mean, rstd, dbase, dx, r0, r1, d, m);
       });
 }
 

@@ -51,6 +51,38 @@ Adam::Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, do
   }
 }
 
+namespace {
+
+template <class T>
+struct AdamStep {
+  T *p, *m, *v;
+  const T* g;
+  T b1, b2, c1, c2, step, rbc2, eps;
+  bool scaled;
+  double grad_scale;
+};
+
+// Elements [b, e) of one Adam step; the constants copied into locals, so
+// that the stores cannot alias them and the loop stays vectorized.
+template <class T>
+void adam_update(const AdamStep<T>& st, std::int64_t b, std::int64_t e) {
+  T *pp = st.p, *pm = st.m, *pv = st.v;
+  const T* pg = st.g;
+  const T b1 = st.b1, b2 = st.b2, c1 = st.c1, c2 = st.c2, step = st.step, rbc2 = st.rbc2,
+          eps = st.eps;
+  const bool scaled = st.scaled;
+  const double grad_scale = st.grad_scale;
+#pragma omp simd
+  for (std::int64_t i = b; i < e; ++i) {
+    const T gi = scaled ? static_cast<T>(pg[i] * grad_scale) : pg[i];
+    pm[i] = b1 * pm[i] + c1 * gi;
+    pv[i] = b2 * pv[i] + c2 * gi * gi;
+    pp[i] -= step * pm[i] / (std::sqrt(pv[i]) * rbc2 + eps);
+  }
+}
+
+}  // namespace
+
 void Adam::step_scaled(double grad_scale) {
   ATTN_CHECK(std::isfinite(grad_scale) && grad_scale > 0, ValueError,
              "Adam: grad_scale must be positive and finite, got {}", grad_scale);
@@ -64,28 +96,25 @@ void Adam::step_scaled(double grad_scale) {
     if (!g.defined()) continue;
     Tensor gc = g.contiguous();
     dispatch_float(p.dtype(), "Adam", [&]<class T>() {
-      T* pp = p.data<T>();
-      T* pm = m_[k].data<T>();
-      T* pv = v_[k].data<T>();
-      const T* pg = gc.data<T>();
+      AdamStep<T> st;
+      st.p = p.data<T>();
+      st.m = m_[k].data<T>();
+      st.v = v_[k].data<T>();
+      st.g = gc.data<T>();
       // 1 - beta in double, then rounded (as PyTorch): 1 - 0.999f loses digits.
-      const T b1 = static_cast<T>(beta1_), b2 = static_cast<T>(beta2_);
-      const T c1 = static_cast<T>(1.0 - beta1_), c2 = static_cast<T>(1.0 - beta2_);
-      const T step = static_cast<T>(lr_ / bc1);
-      const T rbc2 = static_cast<T>(1.0 / std::sqrt(bc2));
-      const T eps = static_cast<T>(eps_);
+      st.b1 = static_cast<T>(beta1_);
+      st.b2 = static_cast<T>(beta2_);
+      st.c1 = static_cast<T>(1.0 - beta1_);
+      st.c2 = static_cast<T>(1.0 - beta2_);
+      st.step = static_cast<T>(lr_ / bc1);
+      st.rbc2 = static_cast<T>(1.0 / std::sqrt(bc2));
+      st.eps = static_cast<T>(eps_);
+      st.scaled = scaled;
+      st.grad_scale = grad_scale;
       const std::int64_t n = p.numel();
       // Element by element, so the result is the same on any number of threads.
       detail::parallel_ranges(n, detail::loop_threads(n >= kParallelGrain && fork_ok()),
-                              [&](std::int64_t b, std::int64_t e) {
-#pragma omp simd
-                                for (std::int64_t i = b; i < e; ++i) {
-                                  const T gi = scaled ? static_cast<T>(pg[i] * grad_scale) : pg[i];
-                                  pm[i] = b1 * pm[i] + c1 * gi;
-                                  pv[i] = b2 * pv[i] + c2 * gi * gi;
-                                  pp[i] -= step * pm[i] / (std::sqrt(pv[i]) * rbc2 + eps);
-                                }
-                              });
+                              [&](std::int64_t b, std::int64_t e) { adam_update(st, b, e); });
     });
   }
 }
