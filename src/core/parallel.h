@@ -53,22 +53,4 @@ void parallel_ranges(std::int64_t n, int threads, F&& f) {
   }
 }
 
-// f() on every thread of a team of `threads`, or once on the calling thread
-// when threads <= 1. f may hold worksharing loops (`#pragma omp for`): run
-// outside any parallel region they take the whole loop on the calling thread.
-// Inside an active region (another team's thread) f still gets a team of its
-// own, of one, so that its loops do not bind to the outer team.
-template <class F>
-void parallel_team(int threads, F&& f) {
-  if (threads > 1) {
-#pragma omp parallel num_threads(threads)
-    f();
-  } else if (omp_in_parallel()) {
-#pragma omp parallel num_threads(1)
-    f();
-  } else {
-    f();
-  }
-}
-
 }  // namespace attn::detail
