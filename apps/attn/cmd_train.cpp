@@ -396,6 +396,10 @@ int run_train(const TrainArgs& a, const Context& ctx) {
     return 128 + (sig != 0 ? sig : SIGTERM);
   }
   stoppable.reset();
+  // A signal after the last step's check (while the last checkpoint was
+  // being finished) found training complete and its checkpoint whole: it
+  // ends the process as one during the outputs does, rather than being lost.
+  if (const int sig = stop_signal(); sig != 0) end_by_signal(sig);
   if (!writer) return 0;  // the report is process 0's
   if (comm)
     log.line(fmt::format(

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -14,8 +15,11 @@
 namespace attn::cli {
 namespace {
 
-std::atomic<bool> g_cooperative{false};
-std::atomic<int> g_stop{0};
+// -1: no StopScope; 0: inside one, no signal yet; > 0: the signal that
+// asked to stop inside it. One atomic, so that a signal racing with the end
+// of the scope is either seen by the scope's owner or ends the process.
+std::atomic<int> g_mode{-1};
+std::atomic<int> g_last{0};  // what the last scope received (stop_signal())
 
 sigset_t stop_signals() {
   sigset_t set;
@@ -47,9 +51,9 @@ void receive_signals() {
   for (;;) {
     int sig = 0;
     if (::sigwait(&set, &sig) != 0) continue;
-    if (g_cooperative.load()) {
-      int none = 0;
-      if (g_stop.compare_exchange_strong(none, sig)) continue;  // the first: stop after the step
+    int mode = 0;
+    if (g_mode.compare_exchange_strong(mode, sig)) continue;  // the first: stop after the step
+    if (mode > 0) {
       say("\nattn: interrupted again; exiting without a new checkpoint\n");
       ::_exit(128 + sig);
     }
@@ -68,12 +72,17 @@ void start_signal_thread() {
 }
 
 StopScope::StopScope() {
-  g_stop.store(0);
-  g_cooperative.store(true);
+  g_last.store(0);
+  g_mode.store(0);
 }
 
-StopScope::~StopScope() { g_cooperative.store(false); }
+StopScope::~StopScope() { g_last.store(std::max(0, g_mode.exchange(-1))); }
 
-int stop_signal() { return g_stop.load(); }
+int stop_signal() {
+  const int mode = g_mode.load();
+  return mode >= 0 ? mode : g_last.load();
+}
+
+void end_by_signal(int sig) { die_by(sig); }
 
 }  // namespace attn::cli

@@ -33,6 +33,11 @@ class StopScope {
 };
 
 // The signal that asked to stop inside the current or last StopScope, or 0.
+// Once a scope has ended, a signal is either counted here or has ended the
+// process: none is lost between the two.
 int stop_signal();
+
+// Ends the process as `sig`'s default action would.
+[[noreturn]] void end_by_signal(int sig);
 
 }  // namespace attn::cli
