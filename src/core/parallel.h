@@ -16,13 +16,16 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "attn/core/threads.h"
+
 namespace attn::detail {
 
-// The threads a loop may use: the team's size where `parallel` holds and the
+// The threads a loop may use: the team's size where `parallel` holds, the
 // caller is not already inside an active parallel region (where a nested
-// region would be a team of one), else 1.
+// region would be a team of one) and no other process holds the cores
+// (fork_ok, attn/core/threads.h), else 1.
 inline int loop_threads(bool parallel) {
-  return parallel && !omp_in_parallel() ? omp_get_max_threads() : 1;
+  return parallel && !omp_in_parallel() && fork_ok() ? omp_get_max_threads() : 1;
 }
 
 // f(i) for every i in [0, n): split statically over `threads` threads

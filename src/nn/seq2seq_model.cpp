@@ -52,7 +52,7 @@ Tensor select_leading_rows(const Tensor& t, const std::vector<std::int64_t>& ind
       char* buf = scratch.data();
       const std::int64_t* to = moved.data();
       const bool parallel = static_cast<std::size_t>(m) * bytes >= (std::size_t(1) << 18);
-      const int threads = detail::loop_threads(parallel && fork_ok());
+      const int threads = detail::loop_threads(parallel);
       detail::parallel_for(m, threads, [&](std::int64_t j) {
         std::memcpy(buf + static_cast<std::size_t>(j) * bytes, row(data, index[to[j]]), bytes);
       });

@@ -82,6 +82,16 @@ struct SmallAttention {
     }
   }
 
+  // The reverse for the first `lanes` lanes: dst[lane][j] = scale * src[j * W + lane].
+  static void deinterleave(const T* src, int n, T scale, T* const* dst, int lanes) {
+    if constexpr (requires { V::deinterleave(src, n, scale, dst, lanes); }) {
+      V::deinterleave(src, n, scale, dst, lanes);
+    } else {
+      for (int lane = 0; lane < lanes; ++lane)
+        for (int j = 0; j < n; ++j) dst[lane][j] = src[j * W + lane] * scale;
+    }
+  }
+
   // buf[(t * d + i) * W + lane] = scale * x(head n0 + lane, t, i): for each
   // row t, W heads' rows (up to W elements at a time) made lane-interleaved.
   static void gather(const HeadView<const T>& x, const Group& g, i64 rows, i64 d, T scale, T* buf) {
@@ -105,13 +115,7 @@ struct SmallAttention {
       for (i64 i0 = 0; i0 < d; i0 += W) {
         const int n = static_cast<int>(std::min<i64>(W, d - i0));
         for (int lane = 0; lane < W; ++lane) dst[lane] = x.ptr + off[lane] + t * x.st + i0;
-        const T* src = buf + (t * d + i0) * W;
-        if constexpr (requires { V::deinterleave(src, n, scale, dst, g.lanes); }) {
-          V::deinterleave(src, n, scale, dst, g.lanes);
-        } else {
-          for (int lane = 0; lane < g.lanes; ++lane)
-            for (int j = 0; j < n; ++j) dst[lane][j] = src[j * W + lane] * scale;
-        }
+        deinterleave(buf + (t * d + i0) * W, n, scale, dst, g.lanes);
       }
   }
 

@@ -79,24 +79,24 @@ Tensor affine_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
       const T* b = bc.defined() ? bc.data<T>() : nullptr;
       T* out = y.data<T>();
       const std::int64_t rows = y.numel() / N;
-      detail::parallel_for(
-          rows, detail::loop_threads(rows > 1 && rows * N >= kParallelGrain && fork_ok()),
-          [&](std::int64_t r) {
-            T* row = out + r * N;
-            if (b && relu) {
+      detail::parallel_for(rows, detail::loop_threads(rows > 1 && rows * N >= kParallelGrain),
+                           [&](std::int64_t r) {
+                             T* row = out + r * N;
+                             if (b && relu) {
 #pragma omp simd
-              for (std::int64_t j = 0; j < N; ++j) {
-                const T v = row[j] + b[j];
-                row[j] = v > 0 ? v : T(0);
-              }
-            } else if (b) {
+                               for (std::int64_t j = 0; j < N; ++j) {
+                                 const T v = row[j] + b[j];
+                                 row[j] = v > 0 ? v : T(0);
+                               }
+                             } else if (b) {
 #pragma omp simd
-              for (std::int64_t j = 0; j < N; ++j) row[j] += b[j];
-            } else {
+                               for (std::int64_t j = 0; j < N; ++j) row[j] += b[j];
+                             } else {
 #pragma omp simd
-              for (std::int64_t j = 0; j < N; ++j) row[j] = row[j] > 0 ? row[j] : T(0);
-            }
-          });
+                               for (std::int64_t j = 0; j < N; ++j)
+                                 row[j] = row[j] > 0 ? row[j] : T(0);
+                             }
+                           });
     });
   }
   return y;

@@ -192,7 +192,7 @@ void gemm_loops(char ta, char tb, std::int64_t M, std::int64_t N, std::int64_t K
                 std::int64_t lda, const T* B, std::int64_t ldb, T* C, std::int64_t ldc) {
   const std::int64_t si = ta == 'N' ? lda : 1,
                      sk = ta == 'N' ? 1 : lda;  // op(A)[i,k] = A[i*si + k*sk]
-  const bool threaded = !omp_in_parallel() && M > 1 && M * N * K >= (1 << 20);
+  const bool threaded = M > 1 && M * N * K >= (1 << 20);
   detail::parallel_for(M, detail::loop_threads(threaded), [&](std::int64_t i) {
     const T* a = A + i * si;
     T* c = C + i * ldc;

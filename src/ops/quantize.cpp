@@ -241,8 +241,7 @@ std::int64_t primitive_rows(std::int64_t M) {
 }
 
 bool parallel_rows(std::int64_t M, std::int64_t per_row) {
-  return M > 1 && M * per_row >= 2 * kParallelGrain && omp_get_max_threads() > 1 &&
-         !omp_in_parallel() && fork_ok();
+  return M > 1 && M * per_row >= 2 * kParallelGrain;
 }
 
 // acc (M x N) for the u8 rows xq (M x K): the primitive's sums, which include

@@ -92,23 +92,22 @@ Tensor sum_kernel(const Tensor& x, const Plan& p) {
     const T* px = x.data<T>();
     std::int64_t rows = p.count;
     std::fill(po, po + outer, T(0));
-    detail::parallel_for(
-        (outer + 63) / 64,
-        detail::loop_threads(x.numel() >= kParallelGrain && outer >= 64 && fork_ok()),
-        [&](std::int64_t blk) {
-          const std::int64_t c0 = blk * 64, c1 = std::min(outer, c0 + 64);
-          for (std::int64_t r = 0; r < rows; ++r) {
-            const T* row = px + r * outer;
+    detail::parallel_for((outer + 63) / 64,
+                         detail::loop_threads(x.numel() >= kParallelGrain && outer >= 64),
+                         [&](std::int64_t blk) {
+                           const std::int64_t c0 = blk * 64, c1 = std::min(outer, c0 + 64);
+                           for (std::int64_t r = 0; r < rows; ++r) {
+                             const T* row = px + r * outer;
 #pragma omp simd
-            for (std::int64_t c = c0; c < c1; ++c) po[c] += row[c];
-          }
-        });
+                             for (std::int64_t c = c0; c < c1; ++c) po[c] += row[c];
+                           }
+                         });
     return out;
   }
   Tensor rows = rows_view(x, p);
   const T* pr = rows.data<T>();
   std::int64_t inner = p.count;
-  detail::parallel_for(outer, detail::loop_threads(x.numel() >= kParallelGrain && fork_ok()),
+  detail::parallel_for(outer, detail::loop_threads(x.numel() >= kParallelGrain),
                        [&](std::int64_t o) {
                          const T* row = pr + o * inner;
                          T s = 0;
@@ -149,7 +148,7 @@ std::pair<Tensor, Tensor> max_kernel(const Tensor& x, const Plan& p) {
   const T* pr = rows.data<T>();
   T* pv = values.data<T>();
   std::int64_t* pi = index.data<std::int64_t>();
-  detail::parallel_for(outer, detail::loop_threads(x.numel() >= kParallelGrain && fork_ok()),
+  detail::parallel_for(outer, detail::loop_threads(x.numel() >= kParallelGrain),
                        [&](std::int64_t o) {
                          const T* row = pr + o * inner;
                          std::int64_t best = 0;

@@ -298,12 +298,11 @@ std::vector<std::vector<Hypothesis>> decode(nn::Seq2SeqModel& net, const Tensor&
           row_log_prob[static_cast<std::size_t>(r++)] = beam.log_prob;
     }
     row_tops.resize(static_cast<std::size_t>(R));
-    detail::parallel_for(R, detail::loop_threads(R > 1 && R * V >= kParallelGrain && fork_ok()),
-                         [&](std::int64_t r) {
-                           row_best(x + r * V, V, row_log_prob[static_cast<std::size_t>(r)], 0,
-                                    K == 1 ? 1 : 2 * K, K == 1,
-                                    row_tops[static_cast<std::size_t>(r)]);
-                         });
+    detail::parallel_for(
+        R, detail::loop_threads(R > 1 && R * V >= kParallelGrain), [&](std::int64_t r) {
+          row_best(x + r * V, V, row_log_prob[static_cast<std::size_t>(r)], 0, K == 1 ? 1 : 2 * K,
+                   K == 1, row_tops[static_cast<std::size_t>(r)]);
+        });
 
     std::vector<std::int64_t> next_active, next_tokens;
     parents.clear();
