@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "attn/core/error.h"
+#include "attn/core/storage.h"
 #include "attn/core/threads.h"
 #include "core/parallel.h"
 #include "ops/precision_internal.h"
@@ -30,8 +31,10 @@ thread_local Precision t_precision = Precision::f32;
 struct FrozenCache {
   std::set<const void*> storages;  // the frozen parameters' storages
   std::vector<Tensor> keep;  // keeps those storages (and their addresses) alive
-  std::map<std::tuple<const void*, const float*, std::int64_t>, std::vector<std::uint16_t>>
-      copies;  // (storage, first element, span) -> bits
+  // (storage, first element, span) -> bits, in buffers of attn's allocator:
+  // a training step's scope takes the blocks the previous step's gave back,
+  // not fresh pages (nor zeroed ones) for every weight.
+  std::map<std::tuple<const void*, const float*, std::int64_t>, std::unique_ptr<Storage>> copies;
   std::shared_ptr<detail::PackedStore> packed;  // made by packed_linear.cpp on first use
 };
 thread_local FrozenCache* t_frozen = nullptr;
@@ -168,11 +171,11 @@ const std::uint16_t* bf16_span(const Tensor& x, std::int64_t span,
     auto key = std::make_tuple(static_cast<const void*>(x.storage().get()), p, span);
     auto it = t_frozen->copies.find(key);
     if (it == t_frozen->copies.end()) {
-      std::vector<std::uint16_t> bits(static_cast<std::size_t>(span));
-      to_bf16(p, bits.data(), span);
+      auto bits = std::make_unique<Storage>(static_cast<std::size_t>(span) * sizeof(std::uint16_t));
+      to_bf16(p, static_cast<std::uint16_t*>(bits->data()), span);
       it = t_frozen->copies.emplace(key, std::move(bits)).first;
     }
-    return it->second.data();
+    return static_cast<const std::uint16_t*>(it->second->data());
   }
   if (scratch.size() < static_cast<std::size_t>(span))
     scratch.resize(static_cast<std::size_t>(span));
