@@ -109,6 +109,36 @@ struct FlashBf16 {
     }
   }
 
+  // Rows q0 .. q0 + br - 1 of x (b, h; d wide) as lanes of pairs: word
+  // dst[d2 * ld + r] = the pair d2 of row q0 + r, 0 for br <= r < brp. 16
+  // rows by 16 words at a time: each row's 32 floats rounded to 16 words, then
+  // a 16 x 16 transpose of the words in registers.
+  static void pair_lanes(const HeadView<const float>& x, i64 b, i64 h, i64 q0, i64 br, i64 brp,
+                         i64 d, u32* dst, i64 ld) {
+    const i64 d2n = ceil_div(d, 2);
+    for (i64 r0 = 0; r0 < brp; r0 += W) {
+      for (i64 r = r0 + W; r < std::min(br, r0 + 2 * W); ++r) prefetch_span(x.row(b, h, q0 + r), d);
+      for (i64 w0 = 0; w0 < d2n; w0 += W) {
+        const i64 n = std::min<i64>(2 * W, d - 2 * w0);  // floats of each row
+        const __mmask16 lo = static_cast<__mmask16>((1u << std::min<i64>(W, n)) - 1u);
+        const __mmask16 hi = static_cast<__mmask16>((1u << std::max<i64>(0, n - W)) - 1u);
+        __m512 r[W];
+        for (int l = 0; l < W; ++l) {
+          if (r0 + l >= br) {
+            r[l] = _mm512_setzero_ps();
+            continue;
+          }
+          const float* p = x.row(b, h, q0 + r0 + l) + 2 * w0;
+          r[l] = (__m512)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, p + W),
+                                             _mm512_maskz_loadu_ps(lo, p));
+        }
+        V::transpose16(r);
+        for (i64 j = 0; j < std::min<i64>(W, d2n - w0); ++j)
+          _mm512_storeu_ps(reinterpret_cast<float*>(dst + (w0 + j) * ld + r0), r[j]);
+      }
+    }
+  }
+
   // FlashAttention::softmax_tile on scale * S^T (scale > 0, so that the
   // masks' -inf stay -inf), writing exp(scale S^T - m) as P^T's pairs of keys
   // (pt, ceil(bc / 2) x brp words) instead of back into st.
@@ -147,7 +177,6 @@ struct FlashBf16 {
 
   struct Slice : F::FwdTiles {
     u32 *kp, *vp, *qt, *pt;
-    std::uint16_t* qrow;
   };
 
   // Br query lanes by Bc keys (even); D2 = words per key row (D / 2 rounded
@@ -162,7 +191,6 @@ struct FlashBf16 {
     s.vp = cv.take<u32>(g.K2 * std::max<i64>(a.Dv, 1));
     s.qt = cv.take<u32>(g.D2 * g.Br);
     s.pt = cv.take<u32>(g.Bc / 2 * g.Br);
-    s.qrow = cv.take<std::uint16_t>(2 * g.D2);
     static_cast<F::FwdTiles&>(s) = F::carve_fwd_tiles(cv, a, g.Br, g.Bc);
     return s;
   }
@@ -194,19 +222,7 @@ struct FlashBf16 {
     const i64 brp = round_up(br, W), Dv = a.Dv;
     const auto t = F::tile_limits(a, b, q0, br, brp, s.lim, s.zero);
     // q^T: word (d2, r) = the pair d2 of query r; zero in the padded lanes.
-    for (i64 r = 0; r < std::min(br, kPrefetchRows); ++r) prefetch_span(a.q.row(b, h, q0 + r), a.D);
-    for (i64 r = 0; r < brp; ++r) {
-      if (r + kPrefetchRows < br) prefetch_span(a.q.row(b, h, q0 + r + kPrefetchRows), a.D);
-      if (r < br) {
-        if (a.D % 2) s.qrow[a.D] = 0;
-        row_to_bf16(a.q.row(b, h, q0 + r), a.D, s.qrow);
-      }
-      for (i64 d2 = 0; d2 < g.D2; ++d2) {
-        u32 w = 0;
-        if (r < br) std::memcpy(&w, s.qrow + 2 * d2, sizeof w);
-        s.qt[d2 * brp + r] = w;
-      }
-    }
+    pair_lanes(a.q, b, h, q0, br, brp, a.D, s.qt, brp);
     F::start_tile(Dv, brp, s.m, s.l, s.ot);
     const float scale = static_cast<float>(a.scale);
     const std::uint64_t row0 = static_cast<std::uint64_t>(n * a.Q + q0);
@@ -263,7 +279,6 @@ struct FlashBf16 {
 
   struct BwdSlice : F::BwdTiles {
     u32 *qt, *dot, *qpairs, *dopairs, *krows, *vrows, *kpairs, *w16, *ds16, *dsp;
-    std::uint16_t* row;
   };
 
   struct BwdGeom {
@@ -283,30 +298,8 @@ struct FlashBf16 {
     s.w16 = cv.take<u32>(g.Bc * g.Br / 2);
     s.ds16 = cv.take<u32>(g.Bc * g.Br / 2);
     s.dsp = cv.take<u32>(g.Bc / 2 * g.Br);
-    s.row = cv.take<std::uint16_t>(2 * std::max(g.D2, g.Dv2));
     static_cast<F::BwdTiles&>(s) = F::carve_tiles(cv, a, g.Qp, g.nqt, g.Br, g.Bc, g.Dp, g.Dvp);
     return s;
-  }
-
-  // Rows [0, rows) of x (b, h; d wide) as transposed pairs per query tile:
-  // word (tile i, d2, lane rl) = the pair d2 of row i * Br + rl, 0 past rows.
-  static void transpose_pairs(const HeadView<const float>& x, i64 b, i64 h, i64 rows, i64 d,
-                              const BwdGeom& g, std::uint16_t* row, u32* out) {
-    const i64 d2n = ceil_div(d, 2);
-    for (i64 i = 0; i < g.nqt; ++i)
-      for (i64 rl = 0; rl < g.Br; ++rl) {
-        const i64 r = i * g.Br + rl;
-        if (r < rows) {
-          if (r + kPrefetchRows < rows) prefetch_span(x.row(b, h, r + kPrefetchRows), d);
-          if (d % 2) row[d] = 0;
-          row_to_bf16(x.row(b, h, r), d, row);
-        }
-        for (i64 d2 = 0; d2 < d2n; ++d2) {
-          u32 w = 0;
-          if (r < rows) std::memcpy(&w, row + 2 * d2, sizeof w);
-          out[(i * d2n + d2) * g.Br + rl] = w;
-        }
-      }
   }
 
   // Rows [r0, r0 + rows) of x two to a word: word (r2, j) = (x[r0 + 2 r2][j],
@@ -325,8 +318,11 @@ struct FlashBf16 {
     const i64 b = n / a.H, h = n % a.H;
     const i64 Q = a.Q, K = a.K, Br = g.Br, Bc = g.Bc, Dp = g.Dp, Dvp = g.Dvp;
     const float scale = static_cast<float>(a.scale);
-    transpose_pairs(a.q, b, h, Q, a.D, g, s.row, s.qt);
-    transpose_pairs(a.dout, b, h, Q, a.Dv, g, s.row, s.dot);
+    for (i64 i = 0; i < g.nqt; ++i) {
+      const i64 br = std::min(Br, Q - i * Br), brp = round_up(br, W);
+      pair_lanes(a.q, b, h, i * Br, br, brp, a.D, s.qt + i * g.D2 * Br, Br);
+      pair_lanes(a.dout, b, h, i * Br, br, brp, a.Dv, s.dot + i * g.Dv2 * Br, Br);
+    }
     pair_rows(a.q, b, h, 0, Q, a.D, Dp, s.qpairs);
     pair_rows(a.dout, b, h, 0, Q, a.Dv, Dvp, s.dopairs);
     std::fill(s.qpairs + ceil_div(Q, 2) * Dp, s.qpairs + g.Qp / 2 * Dp, u32{0});

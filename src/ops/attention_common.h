@@ -17,8 +17,8 @@
 // block of the GEMM micro-kernel: kMR rows by kNV registers), zero, set1,
 // load, store, fma(a, b, c) = a * b + c, add, sub, mul, div, max, exp, hsum,
 // and optionally interleave / deinterleave, W rows to lane-interleaved
-// vectors and back in registers (attention_small.h has scalar loops for a V
-// without them).
+// vectors and back in registers (attention_transpose.h has scalar loops for
+// a V without them).
 #pragma once
 
 #include <omp.h>

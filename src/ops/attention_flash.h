@@ -29,6 +29,7 @@
 
 #include "ops/attention_common.h"
 #include "ops/attention_gemm.h"
+#include "ops/attention_transpose.h"
 
 namespace attn::detail {
 namespace {
@@ -38,6 +39,7 @@ struct FlashAttention {
   using T = typename V::T;
   using R = typename V::R;
   using Gemm = TileGemm<V>;
+  using Lanes = LaneTranspose<V>;
   static constexpr int W = V::W;
 
   // ---- masks on a transposed score tile st (bc keys x brp queries) ----
@@ -196,17 +198,33 @@ struct FlashAttention {
         V::store(ot + d * brp + j, V::mul(V::load(ot + d * brp + j), V::load(alpha + j)));
   }
 
+  // Rows q0 .. q0 + br - 1 of x (head b, h; d wide) times scale as lanes:
+  // dst[c * ld + r] = scale * x(q0 + r, c), zero for br <= r < brp.
+  static void query_lanes(const HeadView<const T>& x, i64 b, i64 h, i64 q0, i64 br, i64 brp, i64 d,
+                          T scale, T* dst, i64 ld) {
+    const T* rows[W];
+    for (i64 r0 = 0; r0 < brp; r0 += W) {
+      for (i64 r = r0 + W; r < std::min(br, r0 + 2 * W); ++r) prefetch_span(x.row(b, h, q0 + r), d);
+      for (int j = 0; j < W; ++j) rows[j] = r0 + j < br ? x.row(b, h, q0 + r0 + j) : nullptr;
+      Lanes::rows_to_lanes(rows, d, scale, dst + r0, ld);
+    }
+  }
+
   // Writes out = O^T / l of queries q0 .. q0 + br - 1 of head n, and their
   // log-sum-exp m + log l when a.lse is set.
   static void finish_tile(const AttnArgs<T>& a, i64 n, i64 q0, i64 br, i64 brp, const T* ot,
                           const T* m, const T* l) {
     const i64 b = n / a.H, h = n % a.H;
-    for (i64 r = 0; r < br; ++r) {
-      const T inv = T(1) / l[r];
-      T* orow = a.o.row(b, h, q0 + r);
-      for (i64 d = 0; d < a.Dv; ++d) orow[d] = ot[d * brp + r] * inv;
-      if (a.lse) a.lse[n * a.Q + q0 + r] = m[r] + std::log(l[r]);
+    for (i64 r0 = 0; r0 < br; r0 += W) {
+      const int lanes = static_cast<int>(std::min<i64>(W, br - r0));
+      T inv[W];
+      T* rows[W];
+      for (int j = 0; j < W; ++j) inv[j] = j < lanes ? T(1) / l[r0 + j] : T(0);
+      for (int j = 0; j < lanes; ++j) rows[j] = a.o.row(b, h, q0 + r0 + j);
+      Lanes::lanes_to_rows(ot + r0, brp, a.Dv, inv, rows, lanes);
     }
+    if (a.lse)
+      for (i64 r = 0; r < br; ++r) a.lse[n * a.Q + q0 + r] = m[r] + std::log(l[r]);
   }
 
   // Unnormalized attention of queries q0 .. q0 + br - 1 of head n over its
@@ -220,12 +238,7 @@ struct FlashAttention {
     const T scale = static_cast<T>(a.scale);
     const TileLimits t = tile_limits(a, b, q0, br, brp, s.lim, s.zero);
     // q^T scaled, zero in the padded lanes.
-    for (i64 r = 0; r < std::min(br, kPrefetchRows); ++r) prefetch_span(a.q.row(b, h, q0 + r), D);
-    for (i64 r = 0; r < brp; ++r) {
-      if (r + kPrefetchRows < br) prefetch_span(a.q.row(b, h, q0 + r + kPrefetchRows), D);
-      const T* qr = r < br ? a.q.row(b, h, q0 + r) : nullptr;
-      for (i64 d = 0; d < D; ++d) s.qt[d * brp + r] = qr ? qr[d] * scale : T(0);
-    }
+    query_lanes(a.q, b, h, q0, br, brp, D, scale, s.qt, brp);
     start_tile(Dv, brp, s.m, s.l, s.ot);
     const std::uint64_t row0 = static_cast<std::uint64_t>(n * a.Q + q0);
     for (i64 c0 = 0; c0 < t.lmax; c0 += Bc) {
@@ -331,6 +344,16 @@ struct FlashAttention {
     return t;
   }
 
+  // sum_d x[d] y[d]: W partial sums across the lanes, then their sum and the tail.
+  static T dot(const T* x, const T* y, i64 n) {
+    R acc = V::zero();
+    i64 d = 0;
+    for (; d + W <= n; d += W) acc = V::fma(V::load(x + d), V::load(y + d), acc);
+    T sum = V::hsum(acc);
+    for (; d < n; ++d) sum += x[d] * y[d];
+    return sum;
+  }
+
   // Per head n: D_i = rowsum(dO o O), the forward's lse and the key limits
   // per query (Qp lanes; the padded ones 0, 0 and K), and per query tile of
   // Br the largest and smallest limit and whether a row has length 0.
@@ -340,9 +363,7 @@ struct FlashAttention {
       if (r < Q) {
         const T* gr = a.dout.row(b, h, r);
         const T* orow = a.o.row(b, h, r);
-        T acc = 0;
-        for (i64 d = 0; d < a.Dv; ++d) acc += gr[d] * orow[d];
-        s.di[r] = acc;
+        s.di[r] = dot(gr, orow, a.Dv);
         s.lse[r] = a.lse[n * Q + r];
         i64 L = a.mask.len(b, r);
         s.zero[r] = L == 0 ? T(1) : T(0);
@@ -435,21 +456,11 @@ struct FlashAttention {
     // query and per query tile.
     // q^T and dO^T are stored per query tile, (D x Br) and (Dv x Br) blocks,
     // so that a product reads rows Br apart, not Q apart.
-    for (i64 i = 0; i < g.nqt; ++i)
-      for (i64 rl = 0; rl < std::min(Br, round_up(Q - i * Br, W)); ++rl) {
-        const i64 r = i * Br + rl;
-        T* qt = s.qt + i * D * Br + rl;
-        T* dot = s.dot + i * Dv * Br + rl;
-        if (r < Q) {
-          const T* qr = a.q.row(b, h, r);
-          const T* gr = a.dout.row(b, h, r);
-          for (i64 d = 0; d < D; ++d) qt[d * Br] = qr[d] * scale;
-          for (i64 d = 0; d < Dv; ++d) dot[d * Br] = gr[d];
-        } else {
-          for (i64 d = 0; d < D; ++d) qt[d * Br] = T(0);
-          for (i64 d = 0; d < Dv; ++d) dot[d * Br] = T(0);
-        }
-      }
+    for (i64 i = 0; i < g.nqt; ++i) {
+      const i64 q0 = i * Br, br = std::min(Br, Q - q0), brp = round_up(br, W);
+      query_lanes(a.q, b, h, q0, br, brp, D, scale, s.qt + i * D * Br, Br);
+      query_lanes(a.dout, b, h, q0, br, brp, Dv, T(1), s.dot + i * Dv * Br, Br);
+    }
     Gemm::pack_rows(a.q.row(b, h, 0), a.q.st, Q, D, g.ldq, s.qrows);
     Gemm::pack_rows(a.dout.row(b, h, 0), a.dout.st, Q, Dv, g.ldo, s.dorows);
     const i64 k_first = kt_begin * Bc, k_last = std::min(K, kt_end * Bc);

@@ -4,6 +4,7 @@
 // attention_avx512.cpp) after their target pragma; see attention_common.h.
 //
 //   attention_gemm.h    the register-blocked tile product and operand packing
+//   attention_transpose.h  W rows to W lanes and back (small path, query tiles)
 //   attention_flash.h   FlashAttention-2 forward and backward over tiles
 //   attention_small.h   small problems: W heads at a time across the lanes
 //   attention_decode.h  a few queries against a KV cache, split over keys

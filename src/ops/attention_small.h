@@ -13,6 +13,7 @@
 #pragma once
 
 #include "ops/attention_common.h"
+#include "ops/attention_transpose.h"
 
 namespace attn::detail {
 namespace {
@@ -22,6 +23,7 @@ struct SmallAttention {
   using T = typename V::T;
   using R = typename V::R;
   static constexpr int W = V::W;
+  using Lanes = LaneTranspose<V>;  // W rows to lanes and back
 
   // Group gi's part of a.saved: q (scaled), k, v, out, each lane-interleaved.
   struct Saved {
@@ -71,27 +73,6 @@ struct SmallAttention {
     }
   }
 
-  // dst[j * W + lane] = scale * src[lane][j] for every lane and j < n <= W:
-  // in registers where V has interleave (gathers cost several times more).
-  static void interleave(const T* const* src, int n, T scale, T* dst) {
-    if constexpr (requires { V::interleave(src, n, scale, dst); }) {
-      V::interleave(src, n, scale, dst);
-    } else {
-      for (int j = 0; j < n; ++j)
-        for (int lane = 0; lane < W; ++lane) dst[j * W + lane] = src[lane][j] * scale;
-    }
-  }
-
-  // The reverse for the first `lanes` lanes: dst[lane][j] = scale * src[j * W + lane].
-  static void deinterleave(const T* src, int n, T scale, T* const* dst, int lanes) {
-    if constexpr (requires { V::deinterleave(src, n, scale, dst, lanes); }) {
-      V::deinterleave(src, n, scale, dst, lanes);
-    } else {
-      for (int lane = 0; lane < lanes; ++lane)
-        for (int j = 0; j < n; ++j) dst[lane][j] = src[j * W + lane] * scale;
-    }
-  }
-
   // buf[(t * d + i) * W + lane] = scale * x(head n0 + lane, t, i): for each
   // row t, W heads' rows (up to W elements at a time) made lane-interleaved.
   static void gather(const HeadView<const T>& x, const Group& g, i64 rows, i64 d, T scale, T* buf) {
@@ -101,7 +82,8 @@ struct SmallAttention {
     for (i64 t = 0; t < rows; ++t)
       for (i64 i0 = 0; i0 < d; i0 += W) {
         for (int lane = 0; lane < W; ++lane) src[lane] = x.ptr + off[lane] + t * x.st + i0;
-        interleave(src, static_cast<int>(std::min<i64>(W, d - i0)), scale, buf + (t * d + i0) * W);
+        Lanes::interleave(src, static_cast<int>(std::min<i64>(W, d - i0)), scale,
+                          buf + (t * d + i0) * W);
       }
   }
 
@@ -115,7 +97,7 @@ struct SmallAttention {
       for (i64 i0 = 0; i0 < d; i0 += W) {
         const int n = static_cast<int>(std::min<i64>(W, d - i0));
         for (int lane = 0; lane < W; ++lane) dst[lane] = x.ptr + off[lane] + t * x.st + i0;
-        deinterleave(buf + (t * d + i0) * W, n, scale, dst, g.lanes);
+        Lanes::deinterleave(buf + (t * d + i0) * W, n, scale, dst, g.lanes);
       }
   }
 
@@ -269,7 +251,7 @@ struct SmallAttention {
     const T* src[W];
     for (i64 j0 = 0; j0 < QK; j0 += W) {
       for (int lane = 0; lane < W; ++lane) src[lane] = rows + lane * QK + j0;
-      interleave(src, static_cast<int>(std::min<i64>(W, QK - j0)), T(1), keep + j0 * W);
+      Lanes::interleave(src, static_cast<int>(std::min<i64>(W, QK - j0)), T(1), keep + j0 * W);
     }
   }
 
