@@ -44,6 +44,18 @@ using i64 = std::int64_t;
 inline i64 round_up(i64 x, i64 m) { return (x + m - 1) / m * m; }
 inline i64 ceil_div(i64 x, i64 m) { return (x + m - 1) / m; }
 
+// sum_i x[i] y[i] over n: W partial sums across V's lanes, then their sum and
+// the scalar tail.
+template <class V>
+typename V::T lane_dot(const typename V::T* x, const typename V::T* y, i64 n) {
+  typename V::R acc = V::zero();
+  i64 i = 0;
+  for (; i + V::W <= n; i += V::W) acc = V::fma(V::load(x + i), V::load(y + i), acc);
+  typename V::T sum = V::hsum(acc);
+  for (; i < n; ++i) sum += x[i] * y[i];
+  return sum;
+}
+
 // Below this many multiply-adds a call runs on one thread: forking costs more.
 constexpr i64 kParallelWork = 1 << 17;
 

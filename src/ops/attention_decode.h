@@ -17,16 +17,6 @@ struct DecodeAttention {
   using R = typename V::R;
   static constexpr int W = V::W;
 
-  // s . k over d, vectors plus a scalar tail.
-  static T dot(const T* x, const T* y, i64 d) {
-    R acc = V::zero();
-    i64 i = 0;
-    for (; i + W <= d; i += W) acc = V::fma(V::load(x + i), V::load(y + i), acc);
-    T sum = V::hsum(acc);
-    for (; i < d; ++i) sum += x[i] * y[i];
-    return sum;
-  }
-
   // sc[c] = x . k_c for c < n, k_c = k + c * ks; four keys at a time (four
   // independent FMA chains), a scalar tail over the head dim.
   static void scores(const T* x, const T* k, i64 ks, i64 n, i64 d, T* sc) {
@@ -54,7 +44,7 @@ struct DecodeAttention {
       sc[c + 2] = t2;
       sc[c + 3] = t3;
     }
-    for (; c < n; ++c) sc[c] = dot(x, k + c * ks, d);
+    for (; c < n; ++c) sc[c] = lane_dot<V>(x, k + c * ks, d);
   }
 
   // o (Dv) = sum_c p[c] v_c over keys [ka, kb).

@@ -344,16 +344,6 @@ struct FlashAttention {
     return t;
   }
 
-  // sum_d x[d] y[d]: W partial sums across the lanes, then their sum and the tail.
-  static T dot(const T* x, const T* y, i64 n) {
-    R acc = V::zero();
-    i64 d = 0;
-    for (; d + W <= n; d += W) acc = V::fma(V::load(x + d), V::load(y + d), acc);
-    T sum = V::hsum(acc);
-    for (; d < n; ++d) sum += x[d] * y[d];
-    return sum;
-  }
-
   // Per head n: D_i = rowsum(dO o O), the forward's lse and the key limits
   // per query (Qp lanes; the padded ones 0, 0 and K), and per query tile of
   // Br the largest and smallest limit and whether a row has length 0.
@@ -363,7 +353,7 @@ struct FlashAttention {
       if (r < Q) {
         const T* gr = a.dout.row(b, h, r);
         const T* orow = a.o.row(b, h, r);
-        s.di[r] = dot(gr, orow, a.Dv);
+        s.di[r] = lane_dot<V>(gr, orow, a.Dv);
         s.lse[r] = a.lse[n * Q + r];
         i64 L = a.mask.len(b, r);
         s.zero[r] = L == 0 ? T(1) : T(0);
