@@ -79,12 +79,10 @@ struct SmallAttention {
     alignas(64) i64 off[W];
     lane_offsets(x, g, off);
     const T* src[W];
-    for (i64 t = 0; t < rows; ++t)
-      for (i64 i0 = 0; i0 < d; i0 += W) {
-        for (int lane = 0; lane < W; ++lane) src[lane] = x.ptr + off[lane] + t * x.st + i0;
-        Lanes::interleave(src, static_cast<int>(std::min<i64>(W, d - i0)), scale,
-                          buf + (t * d + i0) * W);
-      }
+    for (i64 t = 0; t < rows; ++t) {
+      for (int lane = 0; lane < W; ++lane) src[lane] = x.ptr + off[lane] + t * x.st;
+      Lanes::rows_to_lanes(src, d, scale, buf + t * d * W, W);
+    }
   }
 
   // x(head n0 + lane, t, i) = scale * buf[(t * d + i) * W + lane] for the real lanes.
