@@ -12,6 +12,8 @@
 #include <cstring>
 #include <string>
 
+#include "core/contention.h"
+
 namespace attn {
 namespace {
 
@@ -62,28 +64,26 @@ int own_runnable_threads() {
 
 struct Contention {
   std::atomic<std::int64_t> next_sample_ns{0};
-  std::atomic<bool> busy{false};
-  std::atomic<int> streak{0};  // consecutive samples that disagree with `busy`
+  std::atomic<bool> busy{false};  // filter.busy(), for the threads that do not sample
+  std::atomic_flag sampling = ATOMIC_FLAG_INIT;  // one sampler at a time owns `filter`
+  detail::ContentionFilter filter;
   const int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   const bool enabled = [] {
     const char* s = std::getenv("ATTN_ADAPTIVE_THREADS");
     return s == nullptr || std::strcmp(s, "0") != 0;
   }();
 
-  // Others' runnable tasks and attn's team outnumber the cores: busy. Three
-  // samples in a row (60 ms) must agree before the state changes, so that a
-  // passing task (a kernel thread, a shell command) changes nothing.
-  void sample() {
+  // Others' runnable tasks and attn's team outnumber the cores: busy. The
+  // state follows the samples as core/contention.h describes.
+  void sample(std::int64_t now) {
+    if (sampling.test_and_set(std::memory_order_acquire)) return;
     const int running = runnable_tasks(), own = own_runnable_threads();
-    if (running < 0 || own < 0 || cores <= 0) return;
-    const int others = std::max(0, running - own);
-    const bool now_busy = others + omp_get_max_threads() > cores;
-    if (now_busy == busy.load(std::memory_order_relaxed)) {
-      streak.store(0, std::memory_order_relaxed);
-    } else if (streak.fetch_add(1, std::memory_order_relaxed) + 1 >= 3) {
-      busy.store(now_busy, std::memory_order_relaxed);
-      streak.store(0, std::memory_order_relaxed);
+    if (running >= 0 && own >= 0 && cores > 0) {
+      const int others = std::max(0, running - own);
+      filter.observe(others + omp_get_max_threads() > cores, now);
+      busy.store(filter.busy(), std::memory_order_relaxed);
     }
+    sampling.clear(std::memory_order_release);
   }
 };
 
@@ -107,7 +107,7 @@ bool fork_ok() {
   std::int64_t next = c.next_sample_ns.load(std::memory_order_relaxed);
   if (now >= next &&
       c.next_sample_ns.compare_exchange_strong(next, now + 20'000'000, std::memory_order_relaxed))
-    c.sample();
+    c.sample(now);
   return !c.busy.load(std::memory_order_relaxed);
 }
 

@@ -27,7 +27,8 @@ inline constexpr std::int64_t kParallelGrain = 32768;
 // (oneDNN's products: test Matmul.SameBitsOnOneThreadAsOnTwo). The state is
 // sampled at most every 20 ms: the machine's runnable tasks (/proc/loadavg)
 // less this process's own (/proc/self/task), added to attn's thread count,
-// against the cores; three samples in a row must agree to change it.
+// against the cores; the state changes once samples that disagree with it
+// have gone on for 40 ms (two samples at least, three at the 20 ms rate).
 // ATTN_ADAPTIVE_THREADS=0 turns it off (always fork).
 bool fork_ok();
 

@@ -1,0 +1,53 @@
+// src/core/contention.h — internal: the decision rule of the adaptive thread
+// check (fork_ok, attn/core/threads.h), apart from how it samples the machine.
+//
+// Each sample says whether other processes' runnable tasks and attn's team
+// outnumber the cores ("busy"). A sample that disagrees with the current
+// state changes nothing by itself: a passing task (a kernel thread, a shell
+// command) must not halve attn's threads. The state changes once samples
+// that disagree with it have gone on for kSettleNs: a disagreeing sample at
+// least that long after the first of an unbroken run of them. A sample that
+// agrees ends the run.
+//
+// The rule counts time, not samples, because samples are taken only when
+// attn is about to fork a team, at most every 20 ms. Training forks every
+// few microseconds, so samples come every 20 ms and the state changes on the
+// third (0, 20, 40 ms), as it did when three samples in a row were required.
+// A long fused kernel forks once per call, 100-300 ms apart: there a count of
+// three samples kept attn on one thread for three calls after a short-lived
+// neighbour (a pipe's reader starting up) had gone; now it takes two.
+#pragma once
+
+#include <cstdint>
+
+namespace attn::detail {
+
+class ContentionFilter {
+ public:
+  static constexpr std::int64_t kSettleNs = 40'000'000;
+
+  // One sample taken at `now_ns` (a monotonic clock).
+  void observe(bool busy_now, std::int64_t now_ns) {
+    if (busy_now == busy_) {
+      run_start_ns_ = kNoRun;
+      return;
+    }
+    if (run_start_ns_ == kNoRun) {
+      run_start_ns_ = now_ns;
+      return;
+    }
+    if (now_ns - run_start_ns_ >= kSettleNs) {
+      busy_ = busy_now;
+      run_start_ns_ = kNoRun;
+    }
+  }
+
+  bool busy() const { return busy_; }
+
+ private:
+  static constexpr std::int64_t kNoRun = INT64_MIN;
+  bool busy_ = false;
+  std::int64_t run_start_ns_ = kNoRun;  // first sample of the current disagreement
+};
+
+}  // namespace attn::detail
