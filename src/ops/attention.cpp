@@ -157,8 +157,8 @@ Launch<T> kernels_for(std::int64_t Q, std::int64_t K, std::int64_t D, std::int64
   else
     l.kernels = detail::attention_kernels_portable_f64();
   l.tiles = l.kernels->tiles;
-  if (std::int64_t br = s.tile_br.load()) l.tiles.br = br;
-  if (std::int64_t bc = s.tile_bc.load()) l.tiles.bc = bc;
+  if (std::int64_t br = s.tile_br.load()) l.tiles.br = l.tiles.fwd_br = br;
+  if (std::int64_t bc = s.tile_bc.load()) l.tiles.bc = l.tiles.fwd_bc = bc;
   l.path = detail::choose_attention_path(Q, K, D, Dv, need_grad, dropout, s.small_path.load());
   l.tiled_forward = l.kernels->forward;
   l.tiled_backward = l.kernels->backward;

@@ -50,7 +50,8 @@ struct VecAvx2 {
     return _mm_cvtss_f32(s);
   }
   // exp as vec_math.h's exp_simd<float>, 2^n built in the exponent bits;
-  // x < -86.9 (and -inf) gives 0.
+  // x < -86.9 (and -inf) gives 0, NaN stays NaN (the clamps would make it
+  // exp(-86.9)).
   static R exp(R x) {
     const R lo = set1(-86.9f);
     const R xc = _mm256_min_ps(_mm256_max_ps(x, lo), set1(88.7228394f));
@@ -68,7 +69,8 @@ struct VecAvx2 {
     const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(126));
     const R scale = _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
     const R y = _mm256_mul_ps(_mm256_mul_ps(p, scale), set1(2.0f));
-    return _mm256_blendv_ps(y, zero(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+    const R y0 = _mm256_blendv_ps(y, zero(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+    return _mm256_blendv_ps(y0, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
   }
 };
 

@@ -34,7 +34,7 @@ namespace attn::detail {
 
 const AttnKernelTable<float>* attention_kernels_avx512() {
   static const AttnKernelTable<float> table =
-      make_attention_kernels<VecAvx512>("avx512", AttnTiles{64, 96});
+      make_attention_kernels<VecAvx512>("avx512", AttnTiles{64, 96, 48, 96});
   return &table;
 }
 

@@ -64,6 +64,8 @@ struct VecBf16Pairs {
   static void store(float* p, R x) { _mm512_storeu_ps(p, x); }
   static __m512bh set1(u32 pair) { return (__m512bh)_mm512_set1_epi32(static_cast<int>(pair)); }
   static R fma(__m512bh a, __m512bh b, R c) { return _mm512_dpbf16_ps(c, a, b); }
+  static R mul(R a, R b) { return _mm512_mul_ps(a, b); }  // on C (TileEpilogue)
+  static R max(R a, R b) { return _mm512_max_ps(a, b); }
 };
 
 struct FlashBf16 {
@@ -247,9 +249,9 @@ struct FlashBf16 {
           interleave_to_bf16(s.st + 2 * c2 * brp, hi, brp, s.pt + c2 * brp);
         }
       }
-      if (c0 != 0) F::rescale_tile(s.ot, Dv, brp, s.alpha);
-      // O^T (Dv x brp) += v_j^T P^T; A(d, c2) = vp[(c0 / 2 + c2) * Dv + d].
-      Gemm::gemm(Dv, brp, bc2, s.vp + c0 / 2 * Dv, 1, Dv, s.pt, brp, s.ot, brp, true);
+      // O^T (Dv x brp) = alpha O^T + v_j^T P^T; A(d, c2) = vp[(c0 / 2 + c2) * Dv + d].
+      Gemm::gemm(Dv, brp, bc2, s.vp + c0 / 2 * Dv, 1, Dv, s.pt, brp, s.ot, brp, true,
+                 {c0 != 0 ? s.alpha : nullptr, nullptr});
     }
     F::finish_tile(a, n, q0, br, brp, s.ot, s.m, s.l);
   }

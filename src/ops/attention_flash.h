@@ -39,6 +39,7 @@ struct FlashAttention {
   using T = typename V::T;
   using R = typename V::R;
   using Gemm = TileGemm<V>;
+  using FwdGemm = TileGemm<V, FwdBlock<V>::mr, FwdBlock<V>::nv>;
   using Lanes = LaneTranspose<V>;
   static constexpr int W = V::W;
 
@@ -86,9 +87,10 @@ struct FlashAttention {
 
   // The f32 buffers of a thread's forward slice, whatever the products'
   // operands: the score tile S^T (Bc x Br), O^T (Dv x Br), the running max,
-  // sum and rescaling per query lane, the limits, the dropout words.
+  // sum and rescaling per query lane, the tile's largest score per lane, the
+  // limits, the dropout words.
   struct FwdTiles {
-    T *st, *ot, *m, *l, *alpha, *zero;
+    T *st, *ot, *m, *l, *alpha, *smax, *zero;
     i64* lim;
     std::uint32_t* words;
   };
@@ -99,6 +101,7 @@ struct FlashAttention {
     t.m = cv.take<T>(Br);
     t.l = cv.take<T>(Br);
     t.alpha = cv.take<T>(Br);
+    t.smax = cv.take<T>(Br);
     t.zero = cv.take<T>(Br);
     t.lim = cv.take<i64>(Br);
     t.words = cv.take<std::uint32_t>(Bc + 8);
@@ -157,18 +160,23 @@ struct FlashAttention {
 
   // One key tile of the online softmax on S^T (bc x brp), vectors along the
   // queries: st becomes exp(S^T - m_new), l and m are updated, alpha =
-  // exp(m_old - m_new) is what O^T must be multiplied by. Two chains per
-  // reduction hide the latency of max and add.
-  static void softmax_tile(T* st, i64 bc, i64 brp, T* m, T* l, T* alpha) {
+  // exp(m_old - m_new) is what O^T must be multiplied by. smax, when given,
+  // is the tile's largest score per lane (TileEpilogue::colmax of the product
+  // that wrote st). Two chains per reduction hide the latency of max and add.
+  static void softmax_tile(T* st, i64 bc, i64 brp, T* m, T* l, T* alpha, const T* smax = nullptr) {
     for (i64 j = 0; j < brp; j += W) {
       const R mo = V::load(m + j);
       R m0 = mo, m1 = mo;
       i64 c = 0;
-      for (; c + 2 <= bc; c += 2) {
-        m0 = V::max(m0, V::load(st + c * brp + j));
-        m1 = V::max(m1, V::load(st + (c + 1) * brp + j));
+      if (smax) {
+        m0 = V::max(mo, V::load(smax + j));
+      } else {
+        for (; c + 2 <= bc; c += 2) {
+          m0 = V::max(m0, V::load(st + c * brp + j));
+          m1 = V::max(m1, V::load(st + (c + 1) * brp + j));
+        }
+        if (c < bc) m0 = V::max(m0, V::load(st + c * brp + j));
       }
-      if (c < bc) m0 = V::max(m0, V::load(st + c * brp + j));
       const R mx = V::max(m0, m1);
       const R al = V::exp(V::sub(mo, mx));
       R s0 = V::zero(), s1 = V::zero();
@@ -189,13 +197,6 @@ struct FlashAttention {
       V::store(m + j, mx);
       V::store(alpha + j, al);
     }
-  }
-
-  // O^T (Dv x brp) *= alpha, lane by lane.
-  static void rescale_tile(T* ot, i64 Dv, i64 brp, const T* alpha) {
-    for (i64 d = 0; d < Dv; ++d)
-      for (i64 j = 0; j < brp; j += W)
-        V::store(ot + d * brp + j, V::mul(V::load(ot + d * brp + j), V::load(alpha + j)));
   }
 
   // Rows q0 .. q0 + br - 1 of x (head b, h; d wide) times scale as lanes:
@@ -243,15 +244,20 @@ struct FlashAttention {
     const std::uint64_t row0 = static_cast<std::uint64_t>(n * a.Q + q0);
     for (i64 c0 = 0; c0 < t.lmax; c0 += Bc) {
       const i64 bc = std::min(Bc, t.lmax - c0);
-      // S^T (bc x brp) = k_j (bc x D) q^T (D x brp)
-      Gemm::gemm(bc, brp, D, s.kp + c0 * g.ldk, g.ldk, 1, s.qt, brp, s.st, brp, false);
-      if (t.any_zero || c0 + bc > t.lmin) mask_tile(s.st, bc, brp, c0, s.lim, s.zero);
-      softmax_tile(s.st, bc, brp, s.m, s.l, s.alpha);
+      // S^T (bc x brp) = k_j (bc x D) q^T (D x brp); a tile without masks
+      // has its largest score per lane taken on the way.
+      T* smax = t.any_zero || c0 + bc > t.lmin ? nullptr : s.smax;
+      if (smax) std::fill(smax, smax + brp, -std::numeric_limits<T>::infinity());
+      FwdGemm::gemm(bc, brp, D, s.kp + c0 * g.ldk, g.ldk, 1, s.qt, brp, s.st, brp, false,
+                    {nullptr, smax});
+      if (!smax) mask_tile(s.st, bc, brp, c0, s.lim, s.zero);
+      softmax_tile(s.st, bc, brp, s.m, s.l, s.alpha, smax);
       if (a.drop.on)
         dropout_tile(a.drop, row0, a.K, c0, br, brp, bc, s.st, nullptr, nullptr, s.words);
-      if (c0 != 0) rescale_tile(s.ot, Dv, brp, s.alpha);
-      // O^T (Dv x brp) += v_j^T (Dv x bc) P^T (bc x brp); v_j^T(d, c) = vp[(c0 + c) * ldv + d].
-      Gemm::gemm(Dv, brp, bc, s.vp + c0 * g.ldv, 1, g.ldv, s.st, brp, s.ot, brp, true);
+      // O^T (Dv x brp) = alpha O^T + v_j^T (Dv x bc) P^T (bc x brp), v_j^T(d, c) =
+      // vp[(c0 + c) * ldv + d]: the rescaling rides on the product's load of O^T.
+      FwdGemm::gemm(Dv, brp, bc, s.vp + c0 * g.ldv, 1, g.ldv, s.st, brp, s.ot, brp, true,
+                    {c0 != 0 ? s.alpha : nullptr, nullptr});
     }
   }
 
@@ -296,7 +302,8 @@ struct FlashAttention {
   }
 
   // Requires K >= 1 and Q >= 1.
-  static void forward(const AttnArgs<T>& a, AttnTiles t) {
+  static void forward(const AttnArgs<T>& a, AttnTiles tiles) {
+    const AttnTiles t = tiles.forward();
     FwdGeom g{};
     g.Br = round_up(std::max<i64>(t.br, W), W);
     g.Bc = std::max<i64>(t.bc, 1);

@@ -61,9 +61,12 @@ struct AttnArgs {
 };
 
 // Tile sizes of the tiled (FlashAttention-2) kernels: Br queries (rounded up
-// to a multiple of the vector width) by Bc keys.
+// to a multiple of the vector width) by Bc keys; the forward's own where
+// fwd_br, fwd_bc are set (its products have another register block).
 struct AttnTiles {
   std::int64_t br = 0, bc = 0;
+  std::int64_t fwd_br = 0, fwd_bc = 0;
+  AttnTiles forward() const { return {fwd_br ? fwd_br : br, fwd_bc ? fwd_bc : bc, 0, 0}; }
 };
 
 // The algorithms; choose_attention_path (below) picks one per call, for attention.cpp.

@@ -15,6 +15,9 @@ struct VecAvx512 {
   using R = __m512;
   static constexpr int W = 16;
   static constexpr int kMR = 6, kNV = 4;
+  // The forward's products (K = the head dim, or a key tile) run best taller:
+  // 8 rows by 3 registers, with query tiles of 48 (docs/design.md).
+  static constexpr int kFwdMR = 8, kFwdNV = 3;
   static R zero() { return _mm512_setzero_ps(); }
   static R set1(float x) { return _mm512_set1_ps(x); }
   static R load(const float* p) { return _mm512_loadu_ps(p); }
@@ -71,13 +74,15 @@ struct VecAvx512 {
     }
   }
   // exp as vec_math.h's exp_simd<float> (Cephes expf: x = n ln2 + r, a degree-7
-  // polynomial for e^r), with 2^n applied by scalef; x < -86.9 (and -inf) gives 0.
+  // polynomial for e^r), with 2^n applied by scalef; x < -86.9 (and -inf)
+  // gives 0. scalef takes any n, so Cephes' clamps of x are not needed: the
+  // same bits on [-86.9, 88.72], inf above, NaN stays NaN, as exp_simd's.
+  // (Two operations fewer in the forward's hottest loop: 2-4% of its time.)
   static R exp(R x) {
     const R lo = set1(-86.9f);
-    const R xc = _mm512_min_ps(_mm512_max_ps(x, lo), set1(88.7228394f));
-    const R n = _mm512_roundscale_ps(_mm512_mul_ps(xc, set1(1.44269504088896341f)),
+    const R n = _mm512_roundscale_ps(_mm512_mul_ps(x, set1(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    R r = _mm512_fnmadd_ps(n, set1(0.693359375f), xc);
+    R r = _mm512_fnmadd_ps(n, set1(0.693359375f), x);
     r = _mm512_fnmadd_ps(n, set1(-2.12194440e-4f), r);
     R p = set1(1.9875691500e-4f);
     p = fma(p, r, set1(1.3981999507e-3f));

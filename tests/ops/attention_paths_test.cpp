@@ -222,3 +222,32 @@ TEST(AttentionMaterialized, ReturnsTheWeights) {
   EXPECT_EQ(max_abs_diff(m.output, scaled_dot_product_attention_reference(q, k, v, o)), 0.0);
   EXPECT_LT(rel_diff(m.output, scaled_dot_product_attention(q, k, v, o)), 1e-5);
 }
+
+// A NaN in a query reaches its own output row, on every path and instruction
+// set (the kernels' exp keeps NaN, as exp_simd does), and no other row.
+TEST(AttentionPath, NanInAQueryReachesItsRowOnly) {
+  struct Shape4 {
+    std::int64_t T;
+    bool grad;  // T 10 with a gradient: the small path; without: tiled (or decode at 1)
+  };
+  for_each_isa([] {
+    for (Shape4 s : {Shape4{10, true}, Shape4{10, false}, Shape4{1, false}, Shape4{200, false}}) {
+      SCOPED_TRACE(fmt::format("T {} grad {}", s.T, s.grad));
+      Generator gen(9);
+      Tensor q = uniform(-1, 1, {2, s.T, 2, 16}, gen), k = uniform(-1, 1, {2, 12, 2, 16}, gen);
+      Tensor v = uniform(-1, 1, {2, 12, 2, 16}, gen);
+      q.data<float>()[((1 * s.T + s.T - 1) * 2 + 1) * 16 + 3] = std::nanf("");  // (1, T-1, 1, 3)
+      if (s.grad) q.requires_grad_();
+      const Tensor out = scaled_dot_product_attention(q, k, v, AttentionOptions{}).contiguous();
+      const float* o = out.data<float>();
+      for (std::int64_t b = 0; b < 2; ++b)
+        for (std::int64_t t = 0; t < s.T; ++t)
+          for (std::int64_t h = 0; h < 2; ++h) {
+            const bool hit = b == 1 && t == s.T - 1 && h == 1;
+            for (std::int64_t d = 0; d < 16; ++d)
+              ASSERT_EQ(std::isnan(o[((b * s.T + t) * 2 + h) * 16 + d]), hit)
+                  << "b " << b << " t " << t << " h " << h << " d " << d;
+          }
+    }
+  });
+}
