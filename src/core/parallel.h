@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 
 #include "attn/core/threads.h"
 
@@ -54,6 +55,42 @@ void parallel_ranges(std::int64_t n, int threads, F&& f) {
   } else if (n > 0) {
     f(0, n);
   }
+}
+
+// a() and b() side by side, one on each thread of a team of two, where
+// `parallel` holds and loop_threads allows a team; else a() then b() on the
+// calling thread. For two independent pieces of work each too small to fork
+// a team of its own (the two products of a small layer's backward). Each runs
+// inside the region, so the ops it calls stay on their thread; an exception
+// from either is rethrown here once both have ended (a's first).
+template <class A, class B>
+void run_side_by_side(bool parallel, A&& a, B&& b) {
+  if (!parallel || loop_threads(true) < 2) {
+    a();
+    b();
+    return;
+  }
+  std::exception_ptr ea, eb;
+#pragma omp parallel num_threads(2)
+  {
+    const int t = omp_get_thread_num();
+    if (t == 0) {
+      try {
+        a();
+      } catch (...) {
+        ea = std::current_exception();
+      }
+    }
+    if (t == 1 || omp_get_num_threads() == 1) {  // a team of one runs both
+      try {
+        b();
+      } catch (...) {
+        eb = std::current_exception();
+      }
+    }
+  }
+  if (ea) std::rethrow_exception(ea);
+  if (eb) std::rethrow_exception(eb);
 }
 
 }  // namespace attn::detail

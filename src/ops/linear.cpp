@@ -15,6 +15,7 @@
 #include "attn/autograd/node.h"
 #include "attn/core/threads.h"
 #include "attn/ops/matmul.h"
+#include "attn/ops/precision.h"
 #include "attn/ops/reduce.h"
 #include "core/parallel.h"
 #include "ops/kernels.h"
@@ -102,16 +103,37 @@ Tensor affine_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
   return y;
 }
 
+// Below this many multiply-adds a product takes about as long as a fork.
+constexpr std::int64_t kSideBySideMinWork = std::int64_t(1) << 16;
+
 // The gradients of y = x @ w^T + b from g = dL/dy (n: which are needed).
+// dx = g W and dW = g^T x do not depend on each other: where both are
+// products that run on one thread anyway (below kSerialGemmWork), they run
+// side by side, one on each thread of a team of two (d2l's toy model: its
+// backward's products went from one thread to two). Only in f32 outside
+// autograd (the engine's backward), so that the second thread needs none of
+// the caller's thread-local state (a bf16 scope's copies of the weights).
+// Each product is computed as on one thread, so the bits do not change.
 Grads affine_backward(const Tensor& g, const Tensor& xd, const Tensor& wd, std::int64_t N,
                       std::int64_t K, const Needs& n) {
   Grads grads(n.size());
-  if (n[0]) grads[0] = matmul(g.dim() == 1 ? g.unsqueeze(0) : g, wd).reshape(xd.shape());
-  if (n[1] || (n.size() > 2 && n[2])) {
-    Tensor g2 = g.reshape({-1, N});
-    if (n[1]) grads[1] = matmul(g2.transpose(0, 1), xd.reshape({-1, K}));
-    if (n.size() > 2 && n[2]) grads[2] = sum_to(g2, Shape{N});
+  const Tensor g2 = g.reshape({-1, N});
+  const bool dx = n[0], dw = n[1], db = n.size() > 2 && n[2];
+  auto grad_x = [&] {
+    grads[0] = matmul(g.dim() == 1 ? g.unsqueeze(0) : g, wd).reshape(xd.shape());
+  };
+  auto grad_w = [&] { grads[1] = matmul(g2.transpose(0, 1), xd.reshape({-1, K})); };
+  const std::int64_t work = g2.size(0) * N * K;
+  const bool side_by_side = dx && dw && work < detail::kSerialGemmWork &&
+                            work >= kSideBySideMinWork && matmul_precision() == Precision::f32 &&
+                            !autograd::grad_enabled();
+  if (side_by_side) {
+    detail::run_side_by_side(true, grad_x, grad_w);
+  } else {
+    if (dx) grad_x();
+    if (dw) grad_w();
   }
+  if (db) grads[2] = sum_to(g2, Shape{N});
   return grads;
 }
 

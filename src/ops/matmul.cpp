@@ -65,12 +65,7 @@ constexpr std::int64_t kMinParallelWork = 64 * 1024;
 // Below this many multiply-adds in total, plain loops beat oneDNN's fixed cost
 // per call (the products of one decoding step: 1 x 32 @ 32 x 32 and the like).
 constexpr std::int64_t kTinyWork = 1 << 15;
-// dnnl_sgemm calls below this many multiply-adds run on the calling thread:
-// a team's fork and join cost more than the second thread gains there (d2l's
-// toy model: 2 threads were 5% slower than 1), and far more while another
-// process holds a core (fork_ok in attn/core/threads.h). oneDNN decides its
-// own split above it.
-constexpr std::int64_t kSerialGemmWork = std::int64_t(1) << 22;
+using detail::kSerialGemmWork;
 
 using detail::ThreadLimit;
 // From this many multiply-adds on, a one-matrix f32 product runs on oneDNN's

@@ -3,9 +3,19 @@
 // operands, and switches for testing its kernel paths.
 #pragma once
 
+#include <cstdint>
+
 #include "attn/core/tensor.h"
 
 namespace attn::detail {
+
+// dnnl_sgemm calls below this many multiply-adds run on the calling thread:
+// a team's fork and join cost more than the second thread gains there (d2l's
+// toy model: 2 threads were 5% slower than 1), and far more while another
+// process holds a core (fork_ok in attn/core/threads.h). oneDNN decides its
+// own split above it. (A linear layer's backward runs two such products side
+// by side instead, one per thread: linear.cpp.)
+inline constexpr std::int64_t kSerialGemmWork = std::int64_t(1) << 22;
 
 // a (..., M, K) @ b (..., K, N) without autograd (matmul's checks and
 // kernels; `op` names the caller in errors).

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "testing.h"
@@ -87,5 +88,57 @@ TEST(ParallelFor, InsideAnActiveRegionEachCallerRunsTheWholeLoop) {
   EXPECT_EQ(total.load(), 10 * team);
   if (team > 1) {
     EXPECT_EQ(inner_threads.load(), team);  // 1 each
+  }
+}
+
+// run_side_by_side: both pieces run once, on two threads where a team may
+// fork (else in order on the caller); an exception from either reaches the
+// caller after both ran.
+TEST(RunSideBySide, BothRunOnceOnTwoThreadsOrInOrder) {
+  int ta = -1, tb = -1, order = 0, a_at = 0, b_at = 0;
+  run_side_by_side(
+      true, [&] { ta = omp_get_thread_num(); }, [&] { tb = omp_get_thread_num(); });
+  if (loop_threads(true) >= 2) {
+    EXPECT_NE(ta, tb);
+  } else {
+    EXPECT_EQ(ta, 0);
+    EXPECT_EQ(tb, 0);
+  }
+  run_side_by_side(
+      false, [&] { a_at = ++order; }, [&] { b_at = ++order; });
+  EXPECT_EQ(a_at, 1);
+  EXPECT_EQ(b_at, 2);
+  int levels = 0;
+  run_side_by_side(
+      false, [&] { levels += omp_get_level(); }, [&] { levels += omp_get_level(); });
+  EXPECT_EQ(levels, 0);  // no region when not side by side
+}
+
+TEST(RunSideBySide, ExceptionsReachTheCallerAfterBothRan) {
+  for (bool parallel : {true, false}) {
+    std::atomic<int> ran{0};
+    EXPECT_THROW(run_side_by_side(
+                     parallel,
+                     [&] {
+                       ++ran;
+                       throw std::runtime_error("a");
+                     },
+                     [&] { ++ran; }),
+                 std::runtime_error);
+    // Sequentially b does not run once a threw; side by side it already has.
+    if (parallel && loop_threads(true) >= 2) EXPECT_EQ(ran.load(), 2);
+    std::atomic<int> ran_b{0};
+    try {
+      run_side_by_side(
+          parallel, [&] {},
+          [&] {
+            ++ran_b;
+            throw std::logic_error("b");
+          });
+      ADD_FAILURE() << "no exception";
+    } catch (const std::logic_error& e) {
+      EXPECT_STREQ(e.what(), "b");
+    }
+    EXPECT_EQ(ran_b.load(), 1);
   }
 }

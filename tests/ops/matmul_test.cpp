@@ -404,6 +404,44 @@ TEST(Linear, MatchesMatmulPlusBiasOnOddSizes) {
     }
 }
 
+// The backward of a small layer runs dx and dW side by side on two threads
+// (linear.cpp): the same bits as on one thread, for d2l's toy shapes (rows
+// 64 x 10, width 32; the output layer's 214) and odd ones, with and without
+// the ReLU.
+TEST(Linear, BackwardSameBitsOnOneThreadAsOnTwo) {
+  struct Case {
+    Shape x;
+    std::int64_t n;
+  };
+  const int threads = get_num_threads();
+  std::uint64_t seed = 300;
+  for (const Case& c : {Case{{64, 10, 32}, 32}, Case{{64, 10, 32}, 214}, Case{{64, 10, 64}, 32},
+                        Case{{37, 29}, 131}, Case{{3, 301, 17}, 45}})
+    for (bool relu : {false, true}) {
+      const std::int64_t k = c.x.back();
+      Tensor x = rand32(c.x, seed++), w = rand32({c.n, k}, seed++), b = rand32({c.n}, seed++);
+      Shape ys = c.x;
+      ys.back() = c.n;
+      Tensor g = rand32(ys, seed++);
+      std::vector<Tensor> grads[2];
+      for (int t : {1, 2}) {
+        set_num_threads(t == 1 ? 1 : std::max(2, threads));
+        Tensor xv = x.detach(), wv = w.detach(), bv = b.detach();
+        for (Tensor* p : {&xv, &wv, &bv}) p->requires_grad_();
+        Tensor y = relu ? linear_relu(xv, wv, bv) : linear(xv, wv, bv);
+        y.backward(g);
+        grads[t - 1] = {xv.grad(), wv.grad(), bv.grad()};
+      }
+      for (int i = 0; i < 3; ++i)
+        EXPECT_EQ(std::memcmp(grads[0][i].contiguous().data<float>(),
+                              grads[1][i].contiguous().data<float>(),
+                              grads[0][i].numel() * sizeof(float)),
+                  0)
+            << shape_str(c.x) << " n " << c.n << (relu ? " relu" : "") << " grad " << i;
+    }
+  set_num_threads(threads);
+}
+
 TEST(Linear, Gradcheck) {
   auto with_bias = [](const std::vector<Tensor>& v) { return linear(v[0], v[1], v[2]); };
   auto without = [](const std::vector<Tensor>& v) { return linear(v[0], v[1]); };
