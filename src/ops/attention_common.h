@@ -14,7 +14,8 @@
 // otherwise be the one the linker keeps for every caller.
 //
 // V provides: T (element), R (register), W (lanes), kMR x kNV (the register
-// block of the GEMM micro-kernel: kMR rows by kNV registers), zero, set1,
+// block of the GEMM micro-kernel: kMR rows by kNV registers; optionally
+// kFwdMR x kFwdNV, the tiled forward's own, attention_gemm.h), zero, set1,
 // load, store, fma(a, b, c) = a * b + c, add, sub, mul, div, max, exp, hsum,
 // and optionally interleave / deinterleave, W rows to lane-interleaved
 // vectors and back in registers (attention_transpose.h has scalar loops for
