@@ -117,13 +117,13 @@ constexpr std::int64_t kSideBySideMinWork = std::int64_t(1) << 16;
 Grads affine_backward(const Tensor& g, const Tensor& xd, const Tensor& wd, std::int64_t N,
                       std::int64_t K, const Needs& n) {
   Grads grads(n.size());
-  const Tensor g2 = g.reshape({-1, N});
   const bool dx = n[0], dw = n[1], db = n.size() > 2 && n[2];
+  const Tensor g2 = dw || db ? g.reshape({-1, N}) : Tensor();
   auto grad_x = [&] {
     grads[0] = matmul(g.dim() == 1 ? g.unsqueeze(0) : g, wd).reshape(xd.shape());
   };
   auto grad_w = [&] { grads[1] = matmul(g2.transpose(0, 1), xd.reshape({-1, K})); };
-  const std::int64_t work = g2.size(0) * N * K;
+  const std::int64_t work = dw ? g2.size(0) * N * K : 0;
   const bool side_by_side = dx && dw && work < detail::kSerialGemmWork &&
                             work >= kSideBySideMinWork && matmul_precision() == Precision::f32 &&
                             !autograd::grad_enabled();
