@@ -100,11 +100,17 @@ void OutputDir::remove_stale_temp_files() const {
   }
 }
 
+// A directory this run created goes again, but its contents only while this
+// run holds the lock: a run refused the lock (two started at once into a new
+// directory, both seeing it missing) found the directory in use, and what is
+// inside is the other run's (its .pending files among them).
 void OutputDir::discard() {
   if (!created_) return;
   std::error_code ec;
-  if (lock_) lock_->release_and_remove();
-  fs::remove_all(dir_ / io::kPendingDir, ec);
+  if (lock_) {
+    fs::remove_all(dir_ / io::kPendingDir, ec);  // before the lock goes
+    lock_->release_and_remove();
+  }
   fs::remove(dir_, ec);  // only if empty: never deletes a file of someone else's
 }
 

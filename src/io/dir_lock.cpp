@@ -61,17 +61,30 @@ bool held_here(const fs::path& dir) {
 
 DirectoryLock::DirectoryLock(const fs::path& dir, const std::string& label)
     : path_(dir / kLockFile) {
-  int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-  ATTN_CHECK(fd >= 0, IOError, "cannot lock '{}': cannot open '{}': {}", dir.string(),
-             path_.string(), std::strerror(errno));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    std::string holder = err == EWOULDBLOCK ? holder_of(fd) : "";
+  int fd = -1;
+  for (;;) {
+    fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    ATTN_CHECK(fd >= 0, IOError, "cannot lock '{}': cannot open '{}': {}", dir.string(),
+               path_.string(), std::strerror(errno));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      std::string holder = err == EWOULDBLOCK ? holder_of(fd) : "";
+      ::close(fd);
+      ATTN_CHECK(err == EWOULDBLOCK, IOError, "cannot lock '{}': {}", dir.string(),
+                 std::strerror(err));
+      throw IOError(
+          fmt::format("'{}' is in use by {}; wait for it to end or stop it", dir.string(), holder));
+    }
+    // A holder that removes the lock file (release_and_remove) may have done
+    // so between the open and the flock above: this lock is then on a file
+    // nobody else will open, and the next writer would make a new one and
+    // lock that too. Only the file the path names now counts; else again.
+    struct stat held_st {
+    }, named_st{};
+    if (::fstat(fd, &held_st) == 0 && ::stat(path_.c_str(), &named_st) == 0 &&
+        held_st.st_dev == named_st.st_dev && held_st.st_ino == named_st.st_ino)
+      break;
     ::close(fd);
-    ATTN_CHECK(err == EWOULDBLOCK, IOError, "cannot lock '{}': {}", dir.string(),
-               std::strerror(err));
-    throw IOError(
-        fmt::format("'{}' is in use by {}; wait for it to end or stop it", dir.string(), holder));
   }
   std::string me = fmt::format("process {} ({})\n", ::getpid(), label);
   if (::ftruncate(fd, 0) == 0) {
@@ -116,6 +129,10 @@ WriteGuard::WriteGuard(const fs::path& dir, const std::string& label) {
 }
 
 WriteGuard::~WriteGuard() = default;
+
+void WriteGuard::release_and_remove() {
+  if (own_) own_->release_and_remove();
+}
 
 bool directory_locked(const fs::path& dir) {
   int fd = ::open((dir / kLockFile).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

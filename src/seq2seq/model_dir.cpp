@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <utility>
 
 #include "attn/data/nmt.h"
@@ -110,8 +111,9 @@ void save_model(const std::string& dir, const nn::Seq2SeqModel& net, const Model
   std::error_code ec;
   const bool existed = fs::exists(d, ec);
   io::ensure_directory(d);
+  std::optional<io::WriteGuard> guard;
   try {
-    io::WriteGuard guard(d, "attn save_model");
+    guard.emplace(d, "attn save_model");
     io::TensorMap tensors;
     for (auto& [name, p] : net.named_parameters()) tensors.emplace(name, p.detach());
     std::vector<std::pair<std::string, std::string>> files = {
@@ -127,8 +129,10 @@ void save_model(const std::string& dir, const nn::Seq2SeqModel& net, const Model
     io::write_file_set(d, kModelKind, files);
   } catch (...) {
     if (!existed) {  // leave no trace of a directory this call created
-      fs::remove(d / io::kLockFile, ec);
-      fs::remove_all(d / io::kPendingDir, ec);
+      if (guard) {  // its contents only with the lock: else they are another writer's
+        fs::remove_all(d / io::kPendingDir, ec);
+        guard->release_and_remove();
+      }
       fs::remove(d, ec);  // only if empty: never deletes a file of someone else's
     }
     throw;

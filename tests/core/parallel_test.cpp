@@ -126,7 +126,9 @@ TEST(RunSideBySide, ExceptionsReachTheCallerAfterBothRan) {
                      [&] { ++ran; }),
                  std::runtime_error);
     // Sequentially b does not run once a threw; side by side it already has.
-    if (parallel && loop_threads(true) >= 2) EXPECT_EQ(ran.load(), 2);
+    if (parallel && loop_threads(true) >= 2) {
+      EXPECT_EQ(ran.load(), 2);
+    }
     std::atomic<int> ran_b{0};
     try {
       run_side_by_side(

@@ -168,3 +168,26 @@ TEST_F(FileSetTest, OneWriterPerDirectory) {
   WriteGuard guard(dir_, "alone");  // takes the lock itself
   EXPECT_TRUE(directory_locked(dir_));
 }
+
+// release_and_remove: a guard that took the lock itself removes the lock
+// file as it lets go; one inside a lock this process holds leaves both
+// alone. A lock taken afterwards is on the file the path names.
+TEST_F(FileSetTest, ReleaseAndRemoveOnlyByTheGuardThatTookTheLock) {
+  {
+    DirectoryLock outer(dir_, "outer");
+    WriteGuard inner(dir_, "inner");
+    inner.release_and_remove();
+    EXPECT_TRUE(fs::exists(dir_ / kLockFile));
+    EXPECT_TRUE(directory_locked(dir_));
+  }
+  {
+    WriteGuard alone(dir_, "alone");
+    EXPECT_TRUE(directory_locked(dir_));
+    alone.release_and_remove();
+    EXPECT_FALSE(fs::exists(dir_ / kLockFile));
+    EXPECT_FALSE(directory_locked(dir_));
+  }
+  DirectoryLock again(dir_, "again");
+  EXPECT_TRUE(fs::exists(dir_ / kLockFile));
+  EXPECT_TRUE(directory_locked(dir_));
+}

@@ -45,6 +45,10 @@ class WriteGuard {
   WriteGuard(const WriteGuard&) = delete;
   WriteGuard& operator=(const WriteGuard&) = delete;
 
+  // DirectoryLock::release_and_remove where the guard took the lock itself;
+  // nothing where an outer DirectoryLock of this process holds it.
+  void release_and_remove();
+
  private:
   std::unique_ptr<DirectoryLock> own_;
 };
