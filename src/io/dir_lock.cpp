@@ -79,10 +79,10 @@ DirectoryLock::DirectoryLock(const fs::path& dir, const std::string& label)
     // so between the open and the flock above: this lock is then on a file
     // nobody else will open, and the next writer would make a new one and
     // lock that too. Only the file the path names now counts; else again.
-    struct stat held_st {
-    }, named_st{};
-    if (::fstat(fd, &held_st) == 0 && ::stat(path_.c_str(), &named_st) == 0 &&
-        held_st.st_dev == named_st.st_dev && held_st.st_ino == named_st.st_ino)
+    std::pair<dev_t, ino_t> held_id;
+    struct stat named = {};
+    if (identity(fd, held_id) && ::stat(path_.c_str(), &named) == 0 &&
+        held_id == std::make_pair(named.st_dev, named.st_ino))
       break;
     ::close(fd);
   }
