@@ -77,7 +77,8 @@ std::string decoding_text(const seq2seq::DecodeOptions& options) {
 // A subword model: cased text pairs, per-token loss over the pairs that fit
 // the model's positions, BLEU over all of them.
 int evaluate_subwords(const EvaluateArgs& a, seq2seq::LoadedModel& m, const std::string& path,
-                      const seq2seq::DecodeOptions& options) {
+                      const seq2seq::DecodeOptions& options,
+                      const seq2seq::BatchOptions& batching) {
   std::vector<data::SentencePair> pairs =
       data::read_pairs(path, static_cast<std::size_t>(a.num_examples));
   keep_range(pairs, pair_range(a.pairs, pairs.size()));
@@ -94,7 +95,7 @@ int evaluate_subwords(const EvaluateArgs& a, seq2seq::LoadedModel& m, const std:
     sources.push_back(p.source);
     references.push_back(p.target);
   }
-  for (auto& n_best : seq2seq::translate_texts(*m.net, tok, sources, options))
+  for (auto& n_best : seq2seq::translate_texts(*m.net, tok, sources, options, batching))
     hypotheses.push_back(n_best.front().text);
   const seq2seq::BleuScore bleu = seq2seq::corpus_bleu_13a(hypotheses, references);
   int exact = 0;
@@ -144,7 +145,8 @@ int run_evaluate(const EvaluateArgs& a) {
           "(attn train --preset tatoeba); give --data FILE instead",
           path));
   }
-  if (m.config.tokenizer != "word") return evaluate_subwords(a, m, path, options);
+  if (m.config.tokenizer != "word")
+    return evaluate_subwords(a, m, path, options, a.decoding.batching(m.net->parameters()));
   data::ParallelCorpus corpus = data::read_parallel_corpus(path, a.num_examples);
   const auto range = pair_range(a.pairs, corpus.source.size());
   keep_range(corpus.source, range);
@@ -221,7 +223,7 @@ void setup_evaluate(CLI::App& parent, Context& ctx) {
                   "pairs); 0: all")
       ->check(in_range(0L, 100000000L));
   sub->add_flag("--json", a->json, "Print the results as one JSON object");
-  a->decoding.add_to(sub, /*with_n_best=*/false);
+  a->decoding.add_to(sub, /*with_n_best=*/false, /*with_batches=*/true);
   sub->footer(
       "Word models (d2l's): BLEU is reported twice: corpus BLEU-4 on d2l's tokens (0 to 1, as attn "
       "always did), and "

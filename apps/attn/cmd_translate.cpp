@@ -43,6 +43,7 @@ int run_translate(const TranslateArgs& a) {
   const seq2seq::DecodeOptions options = a.decoding.options(m.config);
   const auto precision = a.decoding.precision_scope(m.net->parameters());
   const auto quantize = a.decoding.quantize_scope(m.net->parameters());
+  const seq2seq::BatchOptions batching = a.decoding.batching(m.net->parameters());
   const bool n_best = a.decoding.n_best_given();
   const std::int64_t num_steps = m.config.num_steps;
   // `first` is the index of sentences[0] in the input; `where` names the
@@ -59,7 +60,8 @@ int run_translate(const TranslateArgs& a) {
                        const char* where) {
     count += sentences.size();
     if (m.config.tokenizer != "word") {  // subword model: cased text in, detokenized text out
-      const auto translations = seq2seq::translate_texts(*m.net, *m.tokenizer, sentences, options);
+      const auto translations =
+          seq2seq::translate_texts(*m.net, *m.tokenizer, sentences, options, batching);
       for (std::size_t i = 0; i < translations.size(); ++i) {
         if (!n_best) {
           fmt::print("{}\n", translations[i].front().text);
@@ -95,10 +97,12 @@ int run_translate(const TranslateArgs& a) {
     finish();
     return 0;
   }
-  // stdin: read as a stream of bounded lines and translated in batches as it
+  // stdin: read as a stream of bounded lines and translated in chunks as it
   // comes, so that a long stream needs bounded memory and a pipe sees output
-  // before its end.
-  constexpr std::size_t kBatch = 256;
+  // before its end. A chunk is sorted by length into batches of 128: 1024
+  // lines give batches of alike lengths, and enough of them to keep the
+  // --inter-threads busy to the chunk's end.
+  constexpr std::size_t kBatch = 1024;
   io::LineReader lines(io::fd_source(STDIN_FILENO, "stdin"), "translate: stdin",
                        data::kMaxLineBytes);
   std::vector<std::string> batch;
@@ -126,7 +130,7 @@ void setup_translate(CLI::App& parent, Context& ctx) {
       "beam search");
   sub->add_option("--model", a->model, "Model directory written by 'attn train'")->required();
   sub->add_option("sentences", a->sentences, "Sentences to translate; none: read stdin");
-  a->decoding.add_to(sub, /*with_n_best=*/true);
+  a->decoding.add_to(sub, /*with_n_best=*/true, /*with_batches=*/true);
   sub->footer(
       "Output: one translation per input line, in order; an empty line gives an empty line. With "
       "--n-best, N lines per sentence, 'I ||| TEXT ||| SCORE', best first (I counts the sentences "

@@ -2,9 +2,11 @@
 
 #include "commands.h"
 
+#include "attn/core/threads.h"
+
 namespace attn::cli {
 
-void DecodeFlags::add_to(CLI::App* sub, bool with_n_best) {
+void DecodeFlags::add_to(CLI::App* sub, bool with_n_best, bool with_batches) {
   beam_option_ = sub->add_option("--beam-size", beam_size_,
                                  "Beams per sentence; 1 is greedy decoding (default: 1 for a word "
                                  "model, as d2l; 4 for a subword model)")
@@ -51,6 +53,17 @@ void DecodeFlags::add_to(CLI::App* sub, bool with_n_best) {
                   "warning)")
       ->check(CLI::IsMember({"none", "int8"}))
       ->capture_default_str();
+  if (with_batches)
+    sub->add_option(
+           "--inter-threads", inter_threads_,
+           "Subword models: batches (of up to 128 sentences of similar length) translated side "
+           "by side, each on one thread with its products on that thread alone "
+           "(CTranslate2's inter_threads); 1: one batch at a time, its products on all "
+           "threads; 0 (default): one per thread of --threads. The translations are the "
+           "same")
+        ->check(in_range<std::int64_t>(0, 1024))
+        ->option_text("N")
+        ->capture_default_str();
 }
 
 std::unique_ptr<PrecisionScope> DecodeFlags::precision_scope(
@@ -73,6 +86,24 @@ std::unique_ptr<QuantizeScope> DecodeFlags::quantize_scope(
     return nullptr;
   }
   return std::make_unique<QuantizeScope>(parameters);
+}
+
+seq2seq::BatchOptions DecodeFlags::batching(const std::vector<Tensor>& parameters) const {
+  seq2seq::BatchOptions b;
+  b.workers = inter_threads_ > 0 ? static_cast<int>(inter_threads_) : get_num_threads();
+  // The same choices as precision_scope and quantize_scope, without their
+  // warnings (printed once by the calling thread's scopes).
+  const Precision p = parse_precision(precision_) == Precision::bf16 && bf16_supported()
+                          ? Precision::bf16
+                          : Precision::f32;
+  const bool int8 = parse_quantization(quantize_) == Quantization::int8 && int8_supported();
+  b.worker_scope = [p, int8, parameters](const std::function<void()>& run) {
+    PrecisionScope precision(p, parameters);
+    std::unique_ptr<QuantizeScope> quantize;
+    if (int8) quantize = std::make_unique<QuantizeScope>(parameters);
+    run();
+  };
+  return b;
 }
 
 void DecodeFlags::check() const {

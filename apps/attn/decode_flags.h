@@ -1,8 +1,8 @@
 // apps/attn/decode_flags.h — the decoding flags of translate, evaluate and
 // attention (seq2seq/decode.h): --beam-size, --length-penalty, --n-best,
-// --max-length, --max-length-factor, --precision, --quantize. Ranges are checked while parsing (a
-// usage error, exit 2); what depends on the other flags or on the model is
-// checked by options().
+// --max-length, --max-length-factor, --precision, --quantize, --inter-threads. Ranges are checked
+// while parsing (a usage error, exit 2); what depends on the other flags or on the model is checked
+// by options().
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -15,13 +15,15 @@
 #include "attn/ops/quantize.h"
 #include "attn/seq2seq/decode.h"
 #include "attn/seq2seq/model_dir.h"
+#include "attn/seq2seq/translator.h"
 
 namespace attn::cli {
 
 class DecodeFlags {
  public:
-  // Adds the flags to `sub`; --n-best only `with_n_best`.
-  void add_to(CLI::App* sub, bool with_n_best);
+  // Adds the flags to `sub`; --n-best only `with_n_best`; --inter-threads
+  // only `with_batches` (commands that translate many sentences).
+  void add_to(CLI::App* sub, bool with_n_best, bool with_batches = false);
   // Usage errors (CLI::ValidationError) for what the ranges cannot check:
   // --n-best above --beam-size. Call before reading anything.
   void check() const;
@@ -42,9 +44,14 @@ class DecodeFlags {
   // AVX-512 VNNI (f32, with a warning on stderr). Open it after
   // precision_scope: with --precision bf16 the other products run in bf16.
   std::unique_ptr<QuantizeScope> quantize_scope(const std::vector<Tensor>& parameters) const;
+  // How translate_texts runs its batches: --inter-threads of them side by
+  // side (0: attn's thread count), each thread in the precision and
+  // quantization the two scopes above chose (the scopes are per thread).
+  // Call after opening them (their warnings are printed once, there).
+  seq2seq::BatchOptions batching(const std::vector<Tensor>& parameters) const;
 
  private:
-  std::int64_t beam_size_ = 1, n_best_ = 1, max_length_ = 0;
+  std::int64_t beam_size_ = 1, n_best_ = 1, max_length_ = 0, inter_threads_ = 0;
   double length_penalty_ = 0, max_length_factor_ = 0;
   std::string precision_ = "f32", quantize_ = "none";
   CLI::Option *n_best_option_ = nullptr, *beam_option_ = nullptr, *penalty_option_ = nullptr;

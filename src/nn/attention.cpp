@@ -101,7 +101,9 @@ Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, c
   opt.dropout = dropout->p;
   opt.training = dropout->is_training();
   if (!attention_weights_kept()) {
-    attention_weights = Tensor();
+    // Written only when it changes: threads decoding side by side on one
+    // model (seq2seq::translate_texts) then only read the module.
+    if (attention_weights.defined()) attention_weights = Tensor();
     return scaled_dot_product_attention(queries, keys, values, opt);
   }
   // The materialized path, d2l's formulation, which keeps the weights.

@@ -94,7 +94,7 @@ void Module::adopt_state_dict(std::map<std::string, Tensor>&& state, bool strict
 }
 
 void Module::train(bool on) {
-  training_ = on;
+  if (training_ != on) training_ = on;  // no write when unchanged: see translate_texts
   for (auto& [_, c] : children_) c->train(on);
 }
 

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
+#include <exception>
+#include <mutex>
 
 #include "attn/autograd/node.h"
 #include "attn/core/error.h"
@@ -10,6 +13,7 @@
 #include "attn/nn/attention.h"
 #include "attn/ops/reduce.h"
 #include "attn/seq2seq/bleu.h"
+#include "ops/thread_limit.h"
 
 namespace attn::seq2seq {
 
@@ -17,8 +21,11 @@ std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
                                                           const data::Tokenizer& tokenizer,
                                                           const std::vector<std::string>& sentences,
                                                           const DecodeOptions& options,
-                                                          std::size_t batch_size) {
+                                                          const BatchOptions& batching) {
+  const std::size_t batch_size = batching.batch_size;
   ATTN_CHECK(batch_size > 0, ValueError, "translate: batch_size must be positive");
+  ATTN_CHECK(batching.workers >= 1, ValueError, "translate: workers must be at least 1, got {}",
+             batching.workers);
   options.validate();
   DecodeOptions opts = options;
   if (opts.max_length == 0 && opts.max_length_factor == 0) opts.max_length_factor = 3;
@@ -48,7 +55,9 @@ std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
     empty.source_ids = ids[i];
     out[i] = {empty};
   }
-  for (std::size_t s = 0; s < work.size(); s += batch_size) {
+  // Batch k holds work[k * batch_size, ...): the longest sources last.
+  const std::size_t batches = (work.size() + batch_size - 1) / batch_size;
+  auto run_batch = [&](std::size_t s) {
     const std::size_t n = std::min(work.size() - s, batch_size);
     std::int64_t T = 1;
     for (std::size_t k = 0; k < n; ++k)
@@ -77,7 +86,47 @@ std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
         out[i].push_back(std::move(t));
       }
     }
+  };
+  const int workers = net.concurrent_decoding() && !options.keep_attention
+                          ? static_cast<int>(std::min<std::size_t>(
+                                static_cast<std::size_t>(batching.workers), batches))
+                          : 1;
+  if (workers <= 1) {
+    for (std::size_t k = 0; k < batches; ++k) run_batch(k * batch_size);
+    return out;
   }
+  // Side by side: the longest batches first (they take the longest), handed
+  // out one at a time; each thread's ops stay on it (a one-thread limit, and
+  // ops inside a parallel region do not fork). The first exception stops
+  // the others at their next batch and is rethrown here.
+  net.eval();  // decode() sets it too, but then writes nothing (Module::train)
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex error_mu;
+#pragma omp parallel num_threads(workers)
+  {
+    try {
+      detail::ThreadLimit one(1);
+      auto loop = [&] {
+        for (;;) {
+          const std::size_t k = next.fetch_add(1, std::memory_order_relaxed);
+          if (k >= batches || failed.load(std::memory_order_relaxed)) break;
+          run_batch((batches - 1 - k) * batch_size);
+        }
+      };
+      if (batching.worker_scope) {
+        batching.worker_scope(loop);
+      } else {
+        loop();
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mu);
+      if (!error) error = std::current_exception();
+      failed.store(true, std::memory_order_relaxed);
+    }
+  }
+  if (error) std::rethrow_exception(error);
   return out;
 }
 

@@ -99,6 +99,12 @@ class Seq2SeqModel : public Module {
   // The weights of the last encode/decode/step call (recorded inside an
   // nn::KeepAttentionWeights scope).
   virtual AttentionWeights attention_weights() const = 0;
+  // Whether threads may decode with the model side by side, each its own
+  // batch and DecoderState (in eval mode, without gradients and without
+  // KeepAttentionWeights): then begin() and step() only read the modules.
+  // False by default; the Bahdanau model records its attention weights in
+  // its modules at every step, as d2l's does.
+  virtual bool concurrent_decoding() const { return false; }
 };
 
 }  // namespace attn::nn

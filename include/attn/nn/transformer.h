@@ -147,6 +147,7 @@ class EncoderDecoder : public Seq2SeqModel {
   std::int64_t tgt_vocab_size() const override { return config.tgt_vocab_size; }
   std::int64_t max_len() const override { return config.max_len; }
   std::int64_t num_heads() const override { return config.num_heads; }
+  bool concurrent_decoding() const override { return true; }
 
   TransformerConfig config;
   std::shared_ptr<TransformerEncoder> encoder;

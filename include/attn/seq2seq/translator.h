@@ -6,6 +6,7 @@
 // of long sources); both decode with seq2seq::decode.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,18 +29,41 @@ struct TextTranslation {
   bool eos = true;  // false: stopped at the length limit without <eos>
 };
 
+// How translate_texts runs its batches.
+struct BatchOptions {
+  // At most this many sentences of similar length per decode() call.
+  std::size_t batch_size = 128;
+  // Batches decoded side by side, each on one thread of an OpenMP team with
+  // its ops on that thread alone, the longest batches first (CTranslate2's
+  // inter_threads): a decoding step of a small model is many short ops, and
+  // one batch per thread spends no time forking and joining a team for each
+  // of them nor waiting on the ops that run on one thread. 1: one batch at a
+  // time, its ops on all of attn's threads. Only where there are several
+  // batches and the model decodes side by side safely
+  // (nn::Seq2SeqModel::concurrent_decoding(): the Transformer), and not with
+  // options.keep_attention; otherwise 1.
+  int workers = 1;
+  // With workers > 1: called on each thread of the team with the function
+  // that decodes its share of the batches; opens the thread's own scopes
+  // (ops/precision.h and ops/quantize.h are per thread) and calls it. The
+  // calling thread is one of the team and keeps its scopes. Unset: none.
+  std::function<void(const std::function<void()>& run)> worker_scope;
+};
+
 // Translates every sentence with decode() (greedy or beam search, `options`),
-// in batches of at most `batch_size` sentences of similar length. Sources are
-// never cut: one longer than the model's positions (max_len, with its <eos>)
-// is refused (ValueError naming its number and length). options.max_length 0
-// means: at most max(2 * source length + 10, 16) tokens, and never more than
-// max_len. An empty sentence translates to an empty one. Returns per sentence
-// at most options.n_best translations, best first.
+// in batches of sentences of similar length (`batching`). Sources are never
+// cut: one longer than the model's positions (max_len, with its <eos>) is
+// refused (ValueError naming its number and length). options.max_length 0
+// means: at most 3 x the source's ids (with <eos>) tokens, and never more
+// than max_len. An empty sentence translates to an empty one. Returns per
+// sentence at most options.n_best translations, best first. The
+// translations do not depend on batching.workers (every product and kernel
+// splits its work the same way on one thread as on several).
 std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
                                                           const data::Tokenizer& tokenizer,
                                                           const std::vector<std::string>& sentences,
                                                           const DecodeOptions& options = {},
-                                                          std::size_t batch_size = 128);
+                                                          const BatchOptions& batching = {});
 
 // Every attention map of one translation (as seq2seq::attention_maps), its
 // tokens shown as the tokenizer's pieces.

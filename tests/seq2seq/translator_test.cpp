@@ -1,0 +1,205 @@
+// translate_texts (seq2seq/translator.h): batches decoded side by side, each
+// on one thread, give the translations of one batch at a time on all threads,
+// in f32, bf16 and int8; the threads' scopes, errors and the models that
+// decode one batch at a time.
+#include "attn/seq2seq/translator.h"
+
+#include <omp.h>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+
+#include "attn/autograd/node.h"
+#include "attn/nn/bahdanau.h"
+#include "attn/ops/precision.h"
+#include "attn/ops/quantize.h"
+#include "testing.h"
+
+using namespace attn;
+using namespace attn::seq2seq;
+
+namespace {
+
+struct Corpus {
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  std::vector<std::string> sentences;
+};
+
+// n sentences of 1 to 12 words from a vocabulary of 40, one of them empty.
+Corpus make_corpus(int n) {
+  data::Tokens words;
+  for (int i = 0; i < 40; ++i) words.push_back(fmt::format("w{}", i));
+  Corpus c;
+  c.tokenizer = data::word_tokenizer(data::Vocab({words}, 1, data::kReservedTokens),
+                                     data::Vocab({words}, 1, data::kReservedTokens));
+  for (int i = 0; i < n; ++i) {
+    std::string s;
+    const int len = 1 + (i * 7) % 12;
+    for (int k = 0; k < len; ++k) {
+      if (k > 0) s += ' ';
+      s.append(words[static_cast<std::size_t>((i * 13 + k * 5) % 40)]);
+    }
+    c.sentences.push_back(s);
+  }
+  c.sentences[5] = "";
+  return c;
+}
+
+// A random Transformer large enough for the packed and int8 products (weights
+// of 2^14 elements and more), its output layer sharpened and its <eos> logit
+// lowered so that translations end at different lengths.
+std::shared_ptr<nn::EncoderDecoder> make_transformer(const data::Tokenizer& tok) {
+  nn::TransformerConfig c;
+  c.src_vocab_size = tok.vocab(data::Side::source).size();
+  c.tgt_vocab_size = tok.vocab(data::Side::target).size();
+  c.num_hiddens = 64;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.ffn_num_hiddens = 256;
+  c.dropout = 0.0;
+  c.max_len = 64;
+  manual_seed(11);
+  auto net = std::make_shared<nn::EncoderDecoder>(c);
+  autograd::NoGradGuard no_grad;
+  copy_(net->decoder->dense->weight, mul(net->decoder->dense->weight, 4.0));
+  net->decoder->dense->bias.data<float>()[tok.vocab(data::Side::target)["<eos>"]] -= 3.0f;
+  net->eval();
+  return net;
+}
+
+void expect_same(const std::vector<std::vector<TextTranslation>>& a,
+                 const std::vector<std::vector<TextTranslation>>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  std::size_t lengths = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].size(), b[i].size()) << what << ", sentence " << i;
+    for (std::size_t j = 0; j < a[i].size(); ++j) {
+      EXPECT_EQ(a[i][j].ids, b[i][j].ids) << what << ", sentence " << i << ", hypothesis " << j;
+      EXPECT_EQ(a[i][j].text, b[i][j].text) << what << ", sentence " << i;
+      // The same products summed in the same order: the same bits.
+      EXPECT_EQ(a[i][j].log_prob, b[i][j].log_prob) << what << ", sentence " << i;
+      EXPECT_EQ(a[i][j].score, b[i][j].score) << what << ", sentence " << i;
+      EXPECT_EQ(a[i][j].eos, b[i][j].eos) << what << ", sentence " << i;
+    }
+    lengths += a[i].front().ids.size();
+  }
+  EXPECT_GT(lengths, a.size()) << what << ": every translation empty";
+}
+
+// f() throws a ValueError whose message contains `part`.
+template <class F>
+void expect_value_error(F f, const std::string& part) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one with '" << part << "'";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+enum class Variant { f32, bf16, int8 };
+
+TEST(TranslateTexts, BatchesSideBySideGiveTheTranslationsOfOneAtATime) {
+  const Corpus c = make_corpus(150);
+  auto net = make_transformer(*c.tokenizer);
+  const std::vector<Tensor> params = net->parameters();
+  for (Variant v : {Variant::f32, Variant::bf16, Variant::int8}) {
+    if (v == Variant::bf16 && !bf16_supported()) continue;  // the scope refuses it
+    if (v == Variant::int8 && !int8_supported()) continue;
+    const Precision p = v == Variant::bf16 ? Precision::bf16 : Precision::f32;
+    // The calling thread's scopes, as `attn translate` opens them.
+    PrecisionScope precision(p, params);
+    std::optional<QuantizeScope> quantize;
+    if (v == Variant::int8) quantize.emplace(params);
+    for (std::int64_t beam : {1, 3}) {
+      DecodeOptions options;
+      options.beam_size = beam;
+      options.n_best = beam == 1 ? 1 : 2;
+      options.length_penalty = beam == 1 ? 0.0 : 0.6;
+      BatchOptions one;
+      one.batch_size = 16;  // 10 batches
+      const auto serial = translate_texts(*net, *c.tokenizer, c.sentences, options, one);
+      BatchOptions two = one;
+      two.workers = 2;
+      std::atomic<int> scopes{0};
+      two.worker_scope = [&](const std::function<void()>& run) {
+        ++scopes;
+        PrecisionScope thread_precision(p, params);
+        std::optional<QuantizeScope> thread_quantize;
+        if (v == Variant::int8) thread_quantize.emplace(params);
+        run();
+      };
+      const auto parallel = translate_texts(*net, *c.tokenizer, c.sentences, options, two);
+      const std::string what = fmt::format("variant {}, beam {}", static_cast<int>(v), beam);
+      EXPECT_EQ(scopes.load(), 2) << what;
+      expect_same(serial, parallel, what);
+    }
+  }
+}
+
+TEST(TranslateTexts, OneBatchAtATimeWhereSideBySideIsNotSafe) {
+  const Corpus c = make_corpus(40);
+  std::atomic<int> scopes{0};
+  BatchOptions b;
+  b.batch_size = 8;
+  b.workers = 2;
+  b.worker_scope = [&](const std::function<void()>& run) {
+    ++scopes;
+    run();
+  };
+  // The Bahdanau model records its attention weights in its modules.
+  nn::BahdanauConfig bc;
+  bc.src_vocab_size = c.tokenizer->vocab(data::Side::source).size();
+  bc.tgt_vocab_size = c.tokenizer->vocab(data::Side::target).size();
+  bc.dropout = 0;
+  manual_seed(3);
+  nn::BahdanauEncoderDecoder bahdanau(bc);
+  EXPECT_FALSE(bahdanau.concurrent_decoding());
+  DecodeOptions options;
+  options.beam_size = 2;
+  BatchOptions serial = b;
+  serial.workers = 1;
+  expect_same(translate_texts(bahdanau, *c.tokenizer, c.sentences, options, serial),
+              translate_texts(bahdanau, *c.tokenizer, c.sentences, options, b), "bahdanau");
+  EXPECT_EQ(scopes.load(), 0);
+  // Kept attention weights are written into the modules too.
+  auto net = make_transformer(*c.tokenizer);
+  options.keep_attention = true;
+  const auto kept = translate_texts(*net, *c.tokenizer, c.sentences, options, b);
+  EXPECT_EQ(scopes.load(), 0);
+  ASSERT_FALSE(kept[0].empty());
+  // One batch: nothing to run beside it.
+  options.keep_attention = false;
+  b.batch_size = 1000;
+  (void)translate_texts(*net, *c.tokenizer, c.sentences, options, b);
+  EXPECT_EQ(scopes.load(), 0);
+}
+
+TEST(TranslateTexts, AThreadsErrorIsRethrownAndBadOptionsRefused) {
+  const Corpus c = make_corpus(60);
+  auto net = make_transformer(*c.tokenizer);
+  BatchOptions b;
+  b.batch_size = 4;
+  b.workers = 2;
+  b.worker_scope = [&](const std::function<void()>& run) {
+    if (omp_get_thread_num() == 1) throw ValueError("the second thread's scope failed");
+    run();
+  };
+  try {
+    (void)translate_texts(*net, *c.tokenizer, c.sentences, {}, b);
+    ADD_FAILURE() << "no error";
+  } catch (const ValueError& e) {
+    EXPECT_STREQ(e.what(), "the second thread's scope failed");
+  }
+  b.worker_scope = nullptr;
+  b.workers = 0;
+  expect_value_error([&] { (void)translate_texts(*net, *c.tokenizer, c.sentences, {}, b); },
+                     "workers must be at least 1, got 0");
+  b.workers = 1;
+  b.batch_size = 0;
+  expect_value_error([&] { (void)translate_texts(*net, *c.tokenizer, c.sentences, {}, b); },
+                     "batch_size must be positive");
+}
+
+}  // namespace
