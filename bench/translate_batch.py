@@ -12,23 +12,31 @@ MODEL/data/test.tsv (or --input FILE, one per line). For each decoding
 subword models, 0.6), each round runs `attn translate` once per variant
 (--attn-variants: f32; bf16 = --precision bf16; int8 = --quantize int8;
 a+b combines them) and bench/peers/translate_peer.py (PyTorch, the same
-decoding rules, batches and KV cache) once, each in a fresh process, the
-order rotating from round to round. Each side reports the seconds from the
-first sentence in to the last translation out, without start-up and model
-loading (attn's --metrics-json, the peer's --json); the whole commands' wall
-times are printed too. Prints each side's median seconds and sentences/s,
-each round's ratio (the peer's time over attn's) and their median, how many
-translations equal the peer's, the settings of both sides and the load
-average before and after. A variant the attn binary does not offer (a flag
-missing from `attn translate --help`, or a probe run that fails) is reported
-and skipped.
+decoding rules, chunks, batches and KV cache) in two ways, each in fresh
+processes, the order rotating from round to round:
+
+  - "PyTorch threads": one process, torch.set_num_threads(N);
+  - "PyTorch processes": N processes of one thread each, side by side, each
+    translating every N-th sentence (attn's --inter-threads runs its batches
+    side by side in the same way; a user of PyTorch would split the input
+    between processes). Its time is the slowest process's.
+
+Each side reports the seconds from the first sentence in to the last
+translation out, without start-up and model loading (attn's --metrics-json,
+the peer's --json); the whole commands' wall times are printed too. Prints
+each side's median seconds and sentences/s, each round's ratio against the
+faster of the two PyTorch runs of that round (PyTorch at its best) and
+their median, the ratios against each way, how many translations equal
+PyTorch's (threads), the settings of both sides and the load average before
+and after. A variant the attn binary does not offer (a flag missing from
+`attn translate --help`, or a probe run that fails) is reported and skipped.
 
 Settings: attn `--threads N` (its default OpenMP settings, or
-OMP_WAIT_POLICY=PASSIVE with --attn-passive); the peer
-torch.set_num_threads(N) with OMP_WAIT_POLICY=PASSIVE and, on a CPU with
-AVX-512, OPENBLAS_CORETYPE=SKYLAKEX (Debian's OpenBLAS otherwise takes its
-Haswell kernels), glibc's malloc keeping freed memory (the peer's default).
-Needs Debian's python3-torch and python3-sentencepiece.
+OMP_WAIT_POLICY=PASSIVE with --attn-passive; its default --inter-threads);
+the peer OMP_WAIT_POLICY=PASSIVE and, on a CPU with AVX-512,
+OPENBLAS_CORETYPE=SKYLAKEX (Debian's OpenBLAS otherwise takes its Haswell
+kernels), glibc's malloc keeping freed memory (the peer's default). Needs
+Debian's python3-torch and python3-sentencepiece.
 """
 import argparse
 import json
@@ -37,6 +45,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from onnx_translate import ROOT, load_average, timed  # noqa: E402
@@ -78,6 +87,35 @@ def has_avx512():
         return False
 
 
+def run_peer(a, K, inputs, threads, work, env):
+    """The peer on each of `inputs` at once (one process each, `threads`
+    threads): (the slowest process's seconds, the wall time of all, the
+    translations in the input's order, the last process's JSON)."""
+    procs = []
+    t0 = time.perf_counter()
+    for i, path in enumerate(inputs):
+        out = os.path.join(work, f"peer{i}.txt")
+        cmd = [a.python, os.path.join(ROOT, "bench", "peers", "translate_peer.py"),
+               "--model", a.model, "--input", path, "--threads", str(threads),
+               "--beam-size", str(K), "--output", out, "--json", *a.peer_args.split()]
+        procs.append((cmd, out, subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                                 stderr=subprocess.PIPE, env=env)))
+    infos, outputs = [], []
+    for cmd, out, p in procs:
+        stdout, stderr = p.communicate()
+        if p.returncode != 0:
+            sys.exit(f"translate_batch: {' '.join(cmd)} exited {p.returncode}: "
+                     f"{stderr.decode(errors='replace').strip()}")
+        infos.append(json.loads(stdout.decode().split("\n")[:-1][-1]))
+        with open(out, encoding="utf-8") as f:
+            outputs.append(f.read().split("\n")[:-1])
+    wall = time.perf_counter() - t0
+    lines = [None] * sum(len(o) for o in outputs)
+    for i, o in enumerate(outputs):  # share i holds sentences i, i + N, ...
+        lines[i::len(outputs)] = o
+    return max(x["seconds"] for x in infos), wall, lines, infos[-1]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--attn", default=os.path.join(ROOT, "build/release/attn"))
@@ -114,6 +152,14 @@ def main():
     with open(src, "w", encoding="utf-8") as f:
         f.writelines(s + "\n" for s in sentences)
     n = len(sentences)
+    # The processes' shares: every a.threads-th sentence, so that each gets
+    # sentences of every length.
+    shares = []
+    for i in range(a.threads):
+        share = os.path.join(work, f"share{i}.txt")
+        with open(share, "w", encoding="utf-8") as f:
+            f.writelines(s + "\n" for s in sentences[i::a.threads])
+        shares.append(share)
 
     attn_env = dict(os.environ)
     attn_env.pop("OMP_WAIT_POLICY", None)
@@ -145,21 +191,17 @@ def main():
     peer_info = None
     for K in beams:
         what = "greedy" if K == 1 else f"beam {K}"
-        sides = [("attn " + name, flags) for name, flags, _ in variants] + [("PyTorch", None)]
+        peers = ["PyTorch threads", "PyTorch processes"]
+        sides = [("attn " + name, flags) for name, flags, _ in variants] + [(p, None) for p in peers]
         runs = {side: [] for side, _ in sides}  # (seconds, wall, lines)
         for r in range(a.pairs):
             order = sides[r % len(sides):] + sides[:r % len(sides)]
             for side, flags in order:
-                if flags is None:
-                    out = os.path.join(work, "peer.txt")
-                    cmd = [a.python, os.path.join(ROOT, "bench", "peers", "translate_peer.py"),
-                           "--model", a.model, "--input", src, "--threads", str(a.threads),
-                           "--beam-size", str(K), "--output", out, "--json", *a.peer_args.split()]
-                    stdout, wall = timed(cmd, src, peer_env)
-                    peer_info = json.loads(stdout[-1])
-                    seconds = peer_info["seconds"]
-                    with open(out, encoding="utf-8") as f:
-                        lines = f.read().split("\n")[:-1]
+                if side == "PyTorch threads":
+                    seconds, wall, lines, peer_info = run_peer(a, K, [src], a.threads, work,
+                                                               peer_env)
+                elif side == "PyTorch processes":
+                    seconds, wall, lines, _ = run_peer(a, K, shares, 1, work, peer_env)
                 else:
                     metrics = os.path.join(work, "attn.json")
                     cmd = [a.attn, "--threads", str(a.threads), "translate", "--model", a.model,
@@ -169,50 +211,62 @@ def main():
                         seconds = json.load(f)["seconds"]
                 runs[side].append((seconds, wall, lines))
             last = {side: runs[side][-1][0] for side, _ in sides}
+            best = min(last[p] for p in peers)
             times = ", ".join(f"{side} {s:.3f} s" for side, s in last.items())
-            ratios = ", ".join(f"{side} {last['PyTorch'] / s:.2f}x"
-                               for side, s in last.items() if side != "PyTorch")
-            print(f"{what}, round {r + 1}: {times}; PyTorch's time over {ratios}", flush=True)
-        peer_lines = runs["PyTorch"][-1][2]
+            ratios = ", ".join(f"{side} {best / s:.2f}x"
+                               for side, s in last.items() if side not in peers)
+            print(f"{what}, round {r + 1}: {times}; PyTorch's best time over {ratios}", flush=True)
+        peer_lines = runs["PyTorch threads"][-1][2]
         for side, flags in sides:
             secs = [x[0] for x in runs[side]]
             row = {"decoding": what, "beam_size": K, "side": side,
                    "seconds": statistics.median(secs), "runs_seconds": secs,
                    "wall_seconds": statistics.median(x[1] for x in runs[side]),
                    "sentences_per_s": n / statistics.median(secs)}
+            lines = runs[side][-1][2]
+            row.update(equal_to_peer=sum(x == y for x, y in zip(lines, peer_lines)),
+                       lines=len(lines))
             if flags is not None:
-                ratios = [p[0] / s[0] for p, s in zip(runs["PyTorch"], runs[side])]
-                lines = runs[side][-1][2]
+                bests = [min(t, p) for t, p in zip(*(
+                    [x[0] for x in runs[q]] for q in peers))]
+                ratios = [b / s[0] for b, s in zip(bests, runs[side])]
                 row.update(ratio=statistics.median(ratios), ratios=ratios, flags=flags,
-                           equal_to_peer=sum(x == y for x, y in zip(lines, peer_lines)),
-                           lines=len(lines))
+                           ratio_threads=statistics.median(
+                               p[0] / s[0] for p, s in zip(runs[peers[0]], runs[side])),
+                           ratio_processes=statistics.median(
+                               p[0] / s[0] for p, s in zip(runs[peers[1]], runs[side])))
             results.append(row)
     load_after = load_average()
 
     torch_version = peer_info["torch"] if peer_info else "?"
     print(f"\n{n} sentences ({a.input or os.path.join(a.model, 'data', 'test.tsv')}), read as "
-          f"attn translate reads stdin (chunks of 256, decoded 128 at a time, by length); medians "
+          f"attn translate reads stdin (chunks of 1024, decoded 128 at a time, by length); medians "
           f"of {a.pairs} rounds, the order rotating; load average before {load_before}, "
           f"after {load_after}")
     print(f"attn: --threads {a.threads}, "
           f"{'OMP_WAIT_POLICY=PASSIVE' if a.attn_passive else 'its default OpenMP settings'}; "
           + "; ".join(f"{name}: {' '.join(flags) or 'no flag'}"
                       + (f" (it warned: {w})" if w else "") for name, flags, w in variants))
-    print(f"PyTorch {torch_version} (bench/peers/translate_peer.py): torch.set_num_threads("
-          f"{a.threads}), OMP_WAIT_POLICY=PASSIVE"
+    print(f"PyTorch {torch_version} (bench/peers/translate_peer.py): threads: one process, "
+          f"torch.set_num_threads({a.threads}); processes: {a.threads} processes of one thread, "
+          f"every {a.threads}th sentence each; OMP_WAIT_POLICY=PASSIVE"
           + (f", OPENBLAS_CORETYPE={peer_env['OPENBLAS_CORETYPE']}"
              if "OPENBLAS_CORETYPE" in peer_env else "")
           + (", glibc malloc keeping freed memory" if peer_info and peer_info.get("malloc_tuned")
              else "") + (f", {a.peer_args}" if a.peer_args else ""))
-    print("| decoding | side | seconds (sentences/s) | PyTorch's time / this side's (rounds) "
-          "| whole command, s | translations equal to PyTorch's |")
-    print("|---|---|---|---|---|---|")
+    print("| decoding | side | seconds (sentences/s) | PyTorch's best time / this side's (rounds) "
+          "| against threads / processes | whole command, s | translations equal to PyTorch "
+          "threads' |")
+    print("|---|---|---|---|---|---|---|")
     for row in results:
         ratio = (f"{row['ratio']:.2f}x ({', '.join(f'{x:.2f}' for x in row['ratios'])})"
                  if "ratio" in row else "")
-        equal = f"{row['equal_to_peer']} of {row['lines']}" if "ratio" in row else ""
+        each = (f"{row['ratio_threads']:.2f}x / {row['ratio_processes']:.2f}x"
+                if "ratio" in row else "")
+        equal = f"{row['equal_to_peer']} of {row['lines']}"
         print(f"| {row['decoding']} | {row['side']} | {row['seconds']:.3f} "
-              f"({row['sentences_per_s']:,.0f}) | {ratio} | {row['wall_seconds']:.3f} | {equal} |")
+              f"({row['sentences_per_s']:,.0f}) | {ratio} | {each} | {row['wall_seconds']:.3f} "
+              f"| {equal} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"sentences": n, "pairs": a.pairs, "threads": a.threads,

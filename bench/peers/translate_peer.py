@@ -16,7 +16,7 @@ the first --sentences pairs of MODEL/data/test.tsv.
 Decoding, as `attn translate` does it (include/attn/seq2seq/decode.h,
 src/seq2seq/translator.cpp, apps/attn/cmd_translate.cpp):
 
-  - the input is taken in chunks of 256 lines; within a chunk the sentences
+  - the input is taken in chunks of 1024 lines; within a chunk the sentences
     are ordered by their number of pieces (stable) and decoded in batches of
     128; each source is its pieces and <eos>;
   - the encoder runs once per batch; then one decoder step per token
@@ -256,7 +256,7 @@ def main():
                     help="most generated tokens with <eos> (0: 3 x the source's ids)")
     ap.add_argument("--max-length-factor", type=float, default=0,
                     help="limit ceil(F x the source's ids with <eos>)")
-    ap.add_argument("--chunk", type=int, default=256, help="lines read at a time (attn: 256)")
+    ap.add_argument("--chunk", type=int, default=1024, help="lines read at a time (attn: 1024)")
     ap.add_argument("--batch-size", type=int, default=128,
                     help="sentences decoded together (attn: 128 of each chunk)")
     ap.add_argument("--warmup", type=int, default=0,

@@ -11,7 +11,7 @@
 #include "attn/autograd/node.h"
 #include "attn/core/threads.h"
 #include "core/parallel.h"
-#include "ops/vec_math.h"
+#include "ops/row_stats.h"
 
 namespace attn::seq2seq {
 
@@ -82,24 +82,6 @@ bool ranks_before(const Candidate& a, const Candidate& b) {
   return a.token < b.token;
 }
 
-// The largest logit of a row and log(sum_v exp(x_v)): the exponentials in
-// f32 (exp_simd, about 2 ulp) and summed in f64, vectorized; as close to the
-// exact value as the logits' own f32 rounding.
-struct RowStats {
-  float max;
-  double log_sum_exp;
-};
-
-RowStats row_stats(const float* x, std::int64_t V) {
-  float m = x[0];
-#pragma omp simd reduction(max : m)
-  for (std::int64_t v = 1; v < V; ++v) m = x[v] > m ? x[v] : m;
-  double s = 0;
-#pragma omp simd reduction(+ : s)
-  for (std::int64_t v = 0; v < V; ++v) s += static_cast<double>(detail::exp_simd<float>(x[v] - m));
-  return {m, static_cast<double>(m) + std::log(s)};
-}
-
 // The best `m` candidates of one row of logits x (V) whose beam has
 // log-probability `log_prob`, ranked by ranks_before, into `top` (as beam
 // `b`). A candidate's log-probability is log_prob + log_softmax(x)[v],
@@ -109,7 +91,8 @@ RowStats row_stats(const float* x, std::int64_t V) {
 void row_best(const float* x, std::int64_t V, double log_prob, std::int64_t b, std::int64_t m,
               bool greedy, std::vector<Candidate>& top) {
   top.clear();
-  const RowStats stats = row_stats(x, V);
+  // The largest logit and log(sum_v exp(x_v)) (ops/row_stats.h).
+  const detail::RowStats stats = detail::row_stats(x, V);
   if (greedy) {
     std::int64_t best = 0;
     while (best < V && !(x[best] == stats.max)) ++best;

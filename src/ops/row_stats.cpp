@@ -1,0 +1,101 @@
+// The AVX-512 kernel of ops/row_stats.h, compiled for AVX-512 whatever the
+// build targets and chosen at run time.
+#include "ops/row_stats.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq")
+// GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593; as in
+// attention_avx512.cpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+namespace attn::detail {
+namespace {
+
+// e^x for x <= 0 (inputs here are x - max); 0 below -86.9 (and for -inf),
+// NaN stays NaN.
+__m512 exp_nonpositive(__m512 x) {
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512 y = _mm512_scalef_ps(p, n);
+  // x < -86.9 (ordered: a NaN keeps y, which is NaN)
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-86.9f), _CMP_LT_OQ), y,
+                              _mm512_setzero_ps());
+}
+
+// max(a, b), b where either is NaN (vmaxps returns its second operand). The
+// masked form: GCC 12 warns of _mm512_max_ps's unset pass-through register.
+__m512 max_keep(__m512 a, __m512 b) { return _mm512_mask_max_ps(b, 0xFFFF, a, b); }
+
+__m512d low_pd(__m512 e) { return _mm512_cvtps_pd(_mm512_castps512_ps256(e)); }
+__m512d high_pd(__m512 e) {
+  return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+}
+
+// x has V >= 64 values, x[0] not NaN.
+RowStats row_stats_avx512(const float* x, std::int64_t V) {
+  // A NaN load leaves m.
+  __m512 m0 = _mm512_set1_ps(x[0]), m1 = m0, m2 = m0, m3 = m0;
+  std::int64_t v = 0;
+  for (; v + 64 <= V; v += 64) {
+    m0 = max_keep(_mm512_loadu_ps(x + v), m0);
+    m1 = max_keep(_mm512_loadu_ps(x + v + 16), m1);
+    m2 = max_keep(_mm512_loadu_ps(x + v + 32), m2);
+    m3 = max_keep(_mm512_loadu_ps(x + v + 48), m3);
+  }
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, max_keep(max_keep(m0, m1), max_keep(m2, m3)));
+  float m = lanes[0];
+  for (int i = 1; i < 16; ++i) m = lanes[i] > m ? lanes[i] : m;
+  for (; v < V; ++v) m = x[v] > m ? x[v] : m;
+  const __m512 mv = _mm512_set1_ps(m);
+  __m512d s0 = _mm512_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+  v = 0;
+  for (; v + 32 <= V; v += 32) {
+    const __m512 e0 = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(x + v), mv));
+    const __m512 e1 = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(x + v + 16), mv));
+    s0 = _mm512_add_pd(s0, low_pd(e0));
+    s1 = _mm512_add_pd(s1, high_pd(e0));
+    s2 = _mm512_add_pd(s2, low_pd(e1));
+    s3 = _mm512_add_pd(s3, high_pd(e1));
+  }
+  alignas(64) double sums[8];
+  _mm512_store_pd(sums, _mm512_add_pd(_mm512_add_pd(s0, s1), _mm512_add_pd(s2, s3)));
+  double s = 0;
+  for (double part : sums) s += part;
+  for (; v < V; ++v) s += static_cast<double>(exp_simd<float>(x[v] - m));
+  return {m, static_cast<double>(m) + std::log(s)};
+}
+
+}  // namespace
+}  // namespace attn::detail
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#define ATTN_ROW_STATS_AVX512 1
+#endif
+
+namespace attn::detail {
+
+// Compiled for the build's target: only row_stats_avx512 uses AVX-512.
+RowStats row_stats(const float* x, std::int64_t V) {
+#if defined(ATTN_ROW_STATS_AVX512)
+  static const bool avx512 =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  if (avx512 && V >= 64 && !std::isnan(x[0])) return row_stats_avx512(x, V);
+#endif
+  return row_stats_reference(x, V);
+}
+
+}  // namespace attn::detail

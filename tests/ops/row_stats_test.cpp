@@ -1,0 +1,90 @@
+// The row statistics of decoding's log-softmax (src/ops/row_stats.h): the
+// vector kernel against its plain reference, and both against f64.
+#include "ops/row_stats.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "testing.h"
+
+using namespace attn::detail;
+
+namespace {
+
+// log(sum exp(x)) in f64 throughout.
+double exact_log_sum_exp(const std::vector<float>& x) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (float v : x) m = std::max(m, static_cast<double>(v));
+  double s = 0;
+  for (float v : x) s += std::exp(static_cast<double>(v) - m);
+  return m + std::log(s);
+}
+
+TEST(RowStats, KernelEqualsReferenceOnRandomRowsOfOddSizes) {
+  std::mt19937 gen(7);
+  for (double spread : {0.5, 3.0, 12.0, 40.0}) {
+    std::normal_distribution<float> dist(1.0f, static_cast<float>(spread));
+    for (std::int64_t V : {1, 2, 31, 63, 64, 65, 95, 127, 1001, 8000, 8003, 32003}) {
+      std::vector<float> x(static_cast<std::size_t>(V));
+      for (float& v : x) v = dist(gen);
+      const RowStats fast = row_stats(x.data(), V), ref = row_stats_reference(x.data(), V);
+      // The maximum is exact; log-sum-exp within 1e-9 relative (measured:
+      // 5e-10 at most; the logits' own f32 rounding is about 6e-8 relative).
+      EXPECT_EQ(fast.max, ref.max) << "V " << V << ", spread " << spread;
+      const double tol = 1e-9 * std::max(1.0, std::fabs(ref.log_sum_exp));
+      EXPECT_NEAR(fast.log_sum_exp, ref.log_sum_exp, tol) << "V " << V << ", spread " << spread;
+      // Both sum f32 exponentials (about 2 ulp, 1.2e-7 relative, each).
+      EXPECT_NEAR(fast.log_sum_exp, exact_log_sum_exp(x), 2.5e-7)
+          << "V " << V << ", spread " << spread;
+    }
+  }
+}
+
+TEST(RowStats, ExtremeLogitsAsTheReference) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (std::int64_t V : {5, 100, 1000}) {
+    const auto n = static_cast<std::size_t>(V);
+    auto check = [&](const std::vector<float>& x, const char* what) {
+      const RowStats fast = row_stats(x.data(), V), ref = row_stats_reference(x.data(), V);
+      if (std::isnan(ref.max)) {
+        EXPECT_TRUE(std::isnan(fast.max)) << what << ", V " << V;
+      } else {
+        EXPECT_EQ(fast.max, ref.max) << what << ", V " << V;
+      }
+      if (std::isnan(ref.log_sum_exp)) {
+        EXPECT_TRUE(std::isnan(fast.log_sum_exp)) << what << ", V " << V;
+      } else {
+        EXPECT_NEAR(fast.log_sum_exp, ref.log_sum_exp, 1e-9 * std::fabs(ref.log_sum_exp) + 1e-12)
+            << what << ", V " << V;
+      }
+    };
+    // Most logits far below the maximum (their exponentials flush to 0) and
+    // -inf ones (a masked token): they add nothing.
+    std::vector<float> far(n, -200.0f);
+    far[n / 2] = 3.0f;
+    far[1] = -inf;
+    check(far, "far below");
+    // A NaN after the first: ignored by the maximum, NaN log-sum-exp.
+    std::vector<float> with_nan(n, 0.5f);
+    with_nan[n - 1] = nan;
+    check(with_nan, "NaN inside");
+    // A NaN first: NaN maximum.
+    std::vector<float> nan_first(n, 0.5f);
+    nan_first[0] = nan;
+    check(nan_first, "NaN first");
+    // A +inf logit: NaN log-sum-exp (inf - inf), as the reference.
+    std::vector<float> with_inf(n, 0.5f);
+    with_inf[n / 3] = inf;
+    check(with_inf, "+inf");
+    // All equal: log V.
+    std::vector<float> equal(n, -1.25f);
+    check(equal, "equal");
+    EXPECT_NEAR(row_stats(equal.data(), V).log_sum_exp, -1.25 + std::log(static_cast<double>(V)),
+                1e-12);
+  }
+}
+
+}  // namespace
