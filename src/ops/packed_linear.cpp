@@ -20,7 +20,8 @@
 // are cut into runs whose lengths come from a small set (4096, multiples of
 // 128 from 1024 rows, multiples of 16 from 16, then 1..15), each a primitive
 // that reads x and writes y in place: at most three runs below 4096 rows.
-// A weight is first packed by a product of 16 rows or more (below).
+// A weight is first packed by a product of 16 rows or more (below), or by
+// any product while a PackAllRows guard lives on the thread.
 #include <omp.h>
 
 #include <map>
@@ -72,6 +73,8 @@ constexpr std::int64_t kMinWork = std::int64_t(1) << 15;
 // products (measured with the tatoeba model: 18 ms unpacked, 100 ms packed),
 // while a batch's last steps, after most sentences left, reuse the copies.
 constexpr std::int64_t kMinRows = 16;
+// Open PackAllRows guards on this thread (attn/ops/precision.h).
+thread_local int t_pack_all_rows = 0;
 // Runs of fewer multiply-adds run on the calling thread (as matmul's do).
 constexpr std::int64_t kSerialWork = std::int64_t(1) << 22;
 constexpr std::int64_t kMaxRun = 4096;
@@ -138,7 +141,8 @@ std::optional<Tensor> packed_linear(const Tensor& x, const Tensor& weight, const
   const std::int64_t M = x.numel() / K;
   if (M * N * K < kMinWork) return std::nullopt;
   const bool bf16 = matmul_precision() == Precision::bf16;
-  if (M < kMinRows && (!*slot || !has_copy(**slot, weight, bf16))) return std::nullopt;
+  if (M < kMinRows && t_pack_all_rows == 0 && (!*slot || !has_copy(**slot, weight, bf16)))
+    return std::nullopt;
 
   if (!*slot) *slot = std::make_shared<PackedStore>();
   PackedStore& store = **slot;
@@ -178,6 +182,15 @@ std::optional<Tensor> packed_linear(const Tensor& x, const Tensor& weight, const
   }
   return y;
 }
+
+}  // namespace attn::detail
+
+namespace attn {
+PackAllRows::PackAllRows() { ++detail::t_pack_all_rows; }
+PackAllRows::~PackAllRows() { --detail::t_pack_all_rows; }
+}  // namespace attn
+
+namespace attn::detail {
 
 std::int64_t packed_copies() {
   std::shared_ptr<PackedStore>* slot = frozen_packed_store();

@@ -6,11 +6,13 @@
 #include <cmath>
 #include <exception>
 #include <mutex>
+#include <optional>
 
 #include "attn/autograd/node.h"
 #include "attn/core/error.h"
 #include "attn/data/text.h"
 #include "attn/nn/attention.h"
+#include "attn/ops/precision.h"
 #include "attn/ops/reduce.h"
 #include "attn/seq2seq/bleu.h"
 #include "ops/thread_limit.h"
@@ -91,7 +93,12 @@ std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
                           ? static_cast<int>(std::min<std::size_t>(
                                 static_cast<std::size_t>(batching.workers), batches))
                           : 1;
+  // With several batches every product packs its frozen weight whatever its
+  // rows (attn/ops/precision.h), so a batch's bits do not depend on the
+  // batches its thread decoded before.
   if (workers <= 1) {
+    std::optional<PackAllRows> pack;
+    if (batches > 1) pack.emplace();
     for (std::size_t k = 0; k < batches; ++k) run_batch(k * batch_size);
     return out;
   }
@@ -108,6 +115,7 @@ std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
   {
     try {
       detail::ThreadLimit one(1);
+      PackAllRows pack;
       auto loop = [&] {
         for (;;) {
           const std::size_t k = next.fetch_add(1, std::memory_order_relaxed);

@@ -217,3 +217,26 @@ TEST(PackedLinear, UnpackedWhereItMust) {
   expect_linear(linear(x, w), x, w, Tensor(), false, false, 2e-6);
   EXPECT_GT(detail::packed_copies(), 0);
 }
+
+// PackAllRows: fewer than 16 rows pack the weight too, and give the bits the
+// same rows give once a larger product packed it, whatever ran before.
+TEST(PackedLinear, PackAllRowsPacksSmallProductsOnFirstUse) {
+  Tensor w = rand32({kN, kK}, 13), b = rand32({kN}, 14);
+  Tensor x = rand32({7, kK}, 15), big = rand32({40, kK}, 16);
+  autograd::NoGradGuard no_grad;
+  Tensor after_big;
+  {
+    PrecisionScope scope(Precision::f32, {w, b});
+    (void)linear(big, w, b);
+    after_big = linear(x, w, b);  // the copy the 40 rows made
+  }
+  PrecisionScope scope(Precision::f32, {w, b});
+  {
+    PackAllRows pack;
+    EXPECT_EQ(detail::packed_copies(), 0);
+    const Tensor first = linear(x, w, b);
+    EXPECT_GT(detail::packed_copies(), 0);
+    EXPECT_TRUE(same_bits(first, after_big));
+    expect_linear(first, x, w, b, false, false, 2e-6);
+  }
+}

@@ -70,6 +70,24 @@ class PrecisionScope {
   bool owns_cache_ = false;
 };
 
+// Packed weights and small products. Inside a scope given frozen parameters,
+// a product of fewer than 16 rows uses a weight's packed copy only where a
+// larger product made one before on this thread (a single sentence, one row
+// a step, decodes faster unpacked); the packed and unpacked products sum in
+// different orders, so such a product's last bits depend on what the thread
+// ran before. While a PackAllRows lives on a thread, every product there
+// with a frozen weight packs it on first use, whatever its rows: a product's
+// bits then depend on its operands alone. seq2seq::translate_texts opens one
+// on every thread that decodes when there are several batches, so that which
+// thread decodes which batch changes nothing. Guards nest.
+class PackAllRows {
+ public:
+  PackAllRows();
+  ~PackAllRows();
+  PackAllRows(const PackAllRows&) = delete;
+  PackAllRows& operator=(const PackAllRows&) = delete;
+};
+
 // ---- bfloat16 numbers ----
 
 // f32 -> bf16 bits, round to nearest even; a NaN stays a (quiet) NaN of the
