@@ -9,30 +9,10 @@
 // attention_avx512.cpp).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
+#include "ops/attention_vec_avx512.h"  // its exp: Cephes' polynomial, 2^n by vscalefps
 
 namespace attn::detail {
 namespace {
-
-// e^x for x <= 0 (inputs here are x - max); 0 below -86.9 (and for -inf),
-// NaN stays NaN.
-__m512 exp_nonpositive(__m512 x) {
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  const __m512 y = _mm512_scalef_ps(p, n);
-  // x < -86.9 (ordered: a NaN keeps y, which is NaN)
-  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-86.9f), _CMP_LT_OQ), y,
-                              _mm512_setzero_ps());
-}
 
 // max(a, b), b where either is NaN (vmaxps returns its second operand). The
 // masked form: GCC 12 warns of _mm512_max_ps's unset pass-through register.
@@ -63,8 +43,8 @@ RowStats row_stats_avx512(const float* x, std::int64_t V) {
   __m512d s0 = _mm512_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
   v = 0;
   for (; v + 32 <= V; v += 32) {
-    const __m512 e0 = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(x + v), mv));
-    const __m512 e1 = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(x + v + 16), mv));
+    const __m512 e0 = VecAvx512::exp(_mm512_sub_ps(_mm512_loadu_ps(x + v), mv));
+    const __m512 e1 = VecAvx512::exp(_mm512_sub_ps(_mm512_loadu_ps(x + v + 16), mv));
     s0 = _mm512_add_pd(s0, low_pd(e0));
     s1 = _mm512_add_pd(s1, high_pd(e0));
     s2 = _mm512_add_pd(s2, low_pd(e1));

@@ -6,10 +6,11 @@
 // row_stats_reference: the exponentials in f32 (exp_simd, Cephes' expf, about
 // 2 ulp) summed in f64, plain loops the compiler vectorizes. row_stats: the
 // same on AVX-512 where the CPU has it (checked once; row_stats.cpp), 1.8x
-// faster on a row of 8,000 logits: the maximum in four independent registers, the exponentials by
-// vscalefps (the same degree-7 polynomial, 2^n applied by scalef rather than
-// built in the exponent bits; an input below -86.9 gives 0, as exp_simd's)
-// and their f64 sums in four independent registers. An exponential may
+// faster on a row of 8,000 logits: the maximum in four independent
+// registers, the exponentials by the attention kernels' AVX-512 exp
+// (VecAvx512::exp: the same degree-7 polynomial, 2^n applied by vscalefps
+// rather than built in the exponent bits; an input below -86.9 gives 0, as
+// exp_simd's) and their f64 sums in four independent registers. An exponential may
 // differ from exp_simd's in its last bit (the polynomial's last step fused
 // differently) and the sums run in another order: log_sum_exp agrees with
 // the reference to about 1e-9 relative, far inside the f32 rounding of the
