@@ -183,15 +183,6 @@ std::optional<Tensor> packed_linear(const Tensor& x, const Tensor& weight, const
   return y;
 }
 
-}  // namespace attn::detail
-
-namespace attn {
-PackAllRows::PackAllRows() { ++detail::t_pack_all_rows; }
-PackAllRows::~PackAllRows() { --detail::t_pack_all_rows; }
-}  // namespace attn
-
-namespace attn::detail {
-
 std::int64_t packed_copies() {
   std::shared_ptr<PackedStore>* slot = frozen_packed_store();
   if (slot == nullptr || !*slot) return 0;
@@ -201,3 +192,10 @@ std::int64_t packed_copies() {
 }
 
 }  // namespace attn::detail
+
+namespace attn {
+
+PackAllRows::PackAllRows() { ++detail::t_pack_all_rows; }
+PackAllRows::~PackAllRows() { --detail::t_pack_all_rows; }
+
+}  // namespace attn
