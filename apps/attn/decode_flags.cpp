@@ -88,8 +88,7 @@ std::unique_ptr<QuantizeScope> DecodeFlags::quantize_scope(
   return std::make_unique<QuantizeScope>(parameters);
 }
 
-seq2seq::BatchOptions DecodeFlags::batching(const std::vector<Tensor>& parameters,
-                                            const seq2seq::DecodeOptions& options) const {
+seq2seq::BatchOptions DecodeFlags::batching(const seq2seq::DecodeOptions& options) const {
   seq2seq::BatchOptions b;
   // By default greedy decoding only: a beam search step is bound by reading
   // and reordering its beams' caches, and two batches of beams at once were
@@ -97,18 +96,6 @@ seq2seq::BatchOptions DecodeFlags::batching(const std::vector<Tensor>& parameter
   b.workers = inter_threads_ > 0       ? static_cast<int>(inter_threads_)
               : options.beam_size == 1 ? get_num_threads()
                                        : 1;
-  // The same choices as precision_scope and quantize_scope, without their
-  // warnings (printed once by the calling thread's scopes).
-  const Precision p = parse_precision(precision_) == Precision::bf16 && bf16_supported()
-                          ? Precision::bf16
-                          : Precision::f32;
-  const bool int8 = parse_quantization(quantize_) == Quantization::int8 && int8_supported();
-  b.worker_scope = [p, int8, parameters](const std::function<void()>& run) {
-    PrecisionScope precision(p, parameters);
-    std::unique_ptr<QuantizeScope> quantize;
-    if (int8) quantize = std::make_unique<QuantizeScope>(parameters);
-    run();
-  };
   return b;
 }
 

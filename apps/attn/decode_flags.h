@@ -46,11 +46,8 @@ class DecodeFlags {
   std::unique_ptr<QuantizeScope> quantize_scope(const std::vector<Tensor>& parameters) const;
   // How translate_texts runs its batches: --inter-threads of them side by
   // side (0: attn's thread count for greedy decoding, one batch at a time for
-  // beam search), each thread in the precision and quantization the two
-  // scopes above chose (the scopes are per thread). Call after opening them
-  // (their warnings are printed once, there).
-  seq2seq::BatchOptions batching(const std::vector<Tensor>& parameters,
-                                 const seq2seq::DecodeOptions& options) const;
+  // beam search); every thread joins the scopes above (translate_texts).
+  seq2seq::BatchOptions batching(const seq2seq::DecodeOptions& options) const;
 
  private:
   std::int64_t beam_size_ = 1, n_best_ = 1, max_length_ = 0, inter_threads_ = 0;

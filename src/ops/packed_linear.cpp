@@ -24,8 +24,10 @@
 // any product while a PackAllRows guard lives on the thread.
 #include <omp.h>
 
+#include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -49,8 +51,11 @@ struct PackedStore {
     dnnl::memory memory;
   };
   struct Weight {
-    std::vector<Packed> layouts;
+    std::deque<Packed> layouts;  // a copy stays where it is while others are added
   };
+  // Guards `weights` (threads that joined the scope share the store): a
+  // lookup, and the first use of a layout, which packs it.
+  std::mutex mu;
   // (storage, first element, N, K, strides, bf16) -> packed copies
   std::map<std::tuple<const void*, const float*, std::int64_t, std::int64_t, std::int64_t,
                       std::int64_t, bool>,
@@ -93,7 +98,8 @@ auto weight_key(const Tensor& w, bool bf16) {
 }
 
 // Whether W has a packed copy already.
-bool has_copy(const PackedStore& store, const Tensor& w, bool bf16) {
+bool has_copy(PackedStore& store, const Tensor& w, bool bf16) {
+  std::lock_guard<std::mutex> lock(store.mu);
   auto it = store.weights.find(weight_key(w, bf16));
   return it != store.weights.end() && !it->second.layouts.empty();
 }
@@ -103,6 +109,7 @@ bool has_copy(const PackedStore& store, const Tensor& w, bool bf16) {
 const dnnl::memory* packed_weight(PackedStore& store, const Tensor& w, bool bf16,
                                   const dnnl::memory::desc& layout) {
   const std::int64_t N = w.size(0), K = w.size(1);
+  std::lock_guard<std::mutex> lock(store.mu);
   PackedStore::Weight& e = store.weights[weight_key(w, bf16)];
   for (auto& p : e.layouts)
     if (p.layout == layout) return &p.memory;
@@ -127,8 +134,8 @@ const dnnl::memory* packed_weight(PackedStore& store, const Tensor& w, bool bf16
 
 std::optional<Tensor> packed_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                     bool relu) {
-  std::shared_ptr<PackedStore>* slot = frozen_packed_store();
-  if (slot == nullptr || !frozen_parameter(weight)) return std::nullopt;
+  PackedStore* store = frozen_packed_store();
+  if (store == nullptr || !frozen_parameter(weight)) return std::nullopt;
   if (x.dtype() != DType::f32 || weight.dtype() != DType::f32 ||
       (bias.defined() && bias.dtype() != DType::f32))
     return std::nullopt;
@@ -141,11 +148,8 @@ std::optional<Tensor> packed_linear(const Tensor& x, const Tensor& weight, const
   const std::int64_t M = x.numel() / K;
   if (M * N * K < kMinWork) return std::nullopt;
   const bool bf16 = matmul_precision() == Precision::bf16;
-  if (M < kMinRows && t_pack_all_rows == 0 && (!*slot || !has_copy(**slot, weight, bf16)))
-    return std::nullopt;
+  if (M < kMinRows && t_pack_all_rows == 0 && !has_copy(*store, weight, bf16)) return std::nullopt;
 
-  if (!*slot) *slot = std::make_shared<PackedStore>();
-  PackedStore& store = **slot;
   const Tensor xc = x.detach().contiguous();
   const Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);
@@ -172,7 +176,7 @@ std::optional<Tensor> packed_linear(const Tensor& x, const Tensor& weight, const
     PackedPrimitive* p =
         packed_primitive(type, type, dnnl::memory::data_type::f32, rows, K, N, bc.defined(), relu);
     if (p == nullptr) return std::nullopt;
-    const dnnl::memory* b = packed_weight(store, weight, bf16, p->weights);
+    const dnnl::memory* b = packed_weight(*store, weight, bf16, p->weights);
     if (b == nullptr) return std::nullopt;
     const auto* a_rows = static_cast<const char*>(a) + static_cast<std::size_t>(row * K) * a_bytes;
     if (!run_packed_primitive(*p, a_rows, *b, bc.defined() ? bc.data<float>() : nullptr,
@@ -183,11 +187,14 @@ std::optional<Tensor> packed_linear(const Tensor& x, const Tensor& weight, const
   return y;
 }
 
+std::shared_ptr<PackedStore> new_packed_store() { return std::make_shared<PackedStore>(); }
+
 std::int64_t packed_copies() {
-  std::shared_ptr<PackedStore>* slot = frozen_packed_store();
-  if (slot == nullptr || !*slot) return 0;
+  PackedStore* store = frozen_packed_store();
+  if (store == nullptr) return 0;
+  std::lock_guard<std::mutex> lock(store->mu);
   std::int64_t n = 0;
-  for (const auto& [key, w] : (*slot)->weights) n += static_cast<std::int64_t>(w.layouts.size());
+  for (const auto& [key, w] : store->weights) n += static_cast<std::int64_t>(w.layouts.size());
   return n;
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string_view>
 #include <tuple>
@@ -22,22 +23,25 @@
 
 namespace attn {
 
-namespace {
-
-thread_local Precision t_precision = Precision::f32;
-
-// The bf16 copies and packed layouts of frozen parameters, owned by the
-// outermost scope that was given them (on this thread).
-struct FrozenCache {
-  std::set<const void*> storages;  // the frozen parameters' storages
+// The bf16 copies and packed layouts of frozen parameters, kept by the
+// outermost scope given them and by the scopes that joined it (other
+// threads): `mu` guards `copies`; the packed store has its own lock.
+struct PrecisionScope::Frozen : std::enable_shared_from_this<PrecisionScope::Frozen> {
+  std::set<const void*> storages;  // the frozen parameters' storages (read only)
   std::vector<Tensor> keep;  // keeps those storages (and their addresses) alive
+  std::mutex mu;
   // (storage, first element, span) -> bits, in buffers of attn's allocator:
   // a training step's scope takes the blocks the previous step's gave back,
   // not fresh pages (nor zeroed ones) for every weight.
   std::map<std::tuple<const void*, const float*, std::int64_t>, std::unique_ptr<Storage>> copies;
-  std::shared_ptr<detail::PackedStore> packed;  // made by packed_linear.cpp on first use
+  std::shared_ptr<detail::PackedStore> packed = detail::new_packed_store();
 };
-thread_local FrozenCache* t_frozen = nullptr;
+
+namespace {
+
+thread_local Precision t_precision = Precision::f32;
+
+thread_local PrecisionScope::Frozen* t_frozen = nullptr;
 
 bool cpu_has_bf16() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -83,28 +87,34 @@ bool bf16_supported() {
 Precision matmul_precision() { return t_precision; }
 
 PrecisionScope::PrecisionScope(Precision p, const std::vector<Tensor>& frozen)
-    : previous_(t_precision) {
+    : previous_(t_precision), previous_frozen_(t_frozen) {
   ATTN_CHECK(p != Precision::bf16 || bf16_supported(), ValueError,
              "bf16 precision needs a CPU with AVX-512 BF16, which this one lacks");
   if (!frozen.empty() && t_frozen == nullptr) {
-    auto cache = std::make_unique<FrozenCache>();
+    frozen_ = std::make_shared<Frozen>();
     for (const Tensor& t : frozen) {
       if (!t.defined() || t.dtype() != DType::f32) continue;
-      cache->storages.insert(t.storage().get());
-      cache->keep.push_back(t);
+      frozen_->storages.insert(t.storage().get());
+      frozen_->keep.push_back(t);
     }
-    t_frozen = cache.release();
-    owns_cache_ = true;
+    t_frozen = frozen_.get();
   }
   t_precision = p;
 }
 
+PrecisionScope::PrecisionScope(const Shared& shared)
+    : previous_(t_precision), previous_frozen_(t_frozen), frozen_(shared.frozen) {
+  t_precision = shared.precision;
+  t_frozen = frozen_.get();
+}
+
 PrecisionScope::~PrecisionScope() {
   t_precision = previous_;
-  if (owns_cache_) {
-    delete t_frozen;
-    t_frozen = nullptr;
-  }
+  t_frozen = previous_frozen_;
+}
+
+PrecisionScope::Shared PrecisionScope::current() {
+  return {t_precision, t_frozen != nullptr ? t_frozen->shared_from_this() : nullptr};
 }
 
 std::uint16_t to_bf16_reference(float x) {
@@ -160,8 +170,8 @@ bool frozen_parameter(const Tensor& x) {
   return t_frozen != nullptr && t_frozen->storages.count(x.storage().get()) > 0;
 }
 
-std::shared_ptr<PackedStore>* frozen_packed_store() {
-  return t_frozen != nullptr ? &t_frozen->packed : nullptr;
+PackedStore* frozen_packed_store() {
+  return t_frozen != nullptr ? t_frozen->packed.get() : nullptr;
 }
 
 const std::uint16_t* bf16_span(const Tensor& x, std::int64_t span,
@@ -169,6 +179,7 @@ const std::uint16_t* bf16_span(const Tensor& x, std::int64_t span,
   const float* p = x.data<float>();
   if (t_frozen != nullptr && t_frozen->storages.count(x.storage().get()) > 0) {
     auto key = std::make_tuple(static_cast<const void*>(x.storage().get()), p, span);
+    std::lock_guard<std::mutex> lock(t_frozen->mu);  // the first use converts, under the lock
     auto it = t_frozen->copies.find(key);
     if (it == t_frozen->copies.end()) {
       auto bits = std::make_unique<Storage>(static_cast<std::size_t>(span) * sizeof(std::uint16_t));

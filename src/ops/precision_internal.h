@@ -24,10 +24,11 @@ const std::uint16_t* bf16_span(const Tensor& x, std::int64_t span,
 bool frozen_parameter(const Tensor& x);
 
 // The packed weights of the open scope's frozen parameters (ops/packed_linear.cpp
-// makes and fills it); destroyed with the scope. Null when no scope was given
-// frozen parameters.
+// fills it; shared by the threads that joined the scope); destroyed with the
+// scope's kept copies. Null when no scope was given frozen parameters.
 struct PackedStore;
-std::shared_ptr<PackedStore>* frozen_packed_store();
+std::shared_ptr<PackedStore> new_packed_store();
+PackedStore* frozen_packed_store();
 
 // y = x @ weight^T + bias (then max(y, 0) when `relu`) on the weight's packed
 // copy, when weight is one of the open scope's frozen parameters, nothing

@@ -19,8 +19,10 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -64,10 +66,14 @@ struct QuantizedWeight {
   std::vector<std::int8_t> q;  // Wq, N x K row-major
   std::vector<float> scale;  // sw, N
   std::vector<std::int32_t> comp;  // 128 * sum_k Wq[n,k], N
-  // Wq packed for the primitives that used it, by the layout they asked for.
-  std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed;
+  // Wq packed for the primitives that used it, by the layout they asked for
+  // (a copy stays where it is while others are added); `mu` guards it, as
+  // the threads that joined the scope share the weight.
+  std::deque<std::pair<dnnl::memory::desc, dnnl::memory>> packed;
+  std::mutex mu;
 
   const dnnl::memory* packed_for(const dnnl::memory::desc& layout) {
+    std::lock_guard<std::mutex> lock(mu);
     for (auto& [d, m] : packed)
       if (d == layout) return &m;
     dnnl::memory m = detail::pack_weights(dnnl::memory::data_type::s8, q.data(), K, N,
@@ -80,9 +86,12 @@ struct QuantizedWeight {
 
 }  // namespace
 
-// The quantized weights of a scope's frozen parameters.
-struct QuantizeScope::Cache {
-  std::set<const void*> storages;  // the frozen parameters' storages
+// The quantized weights of a scope's frozen parameters, kept by the scope
+// given them and by the scopes that joined it (other threads): `mu` guards
+// `weights`.
+struct QuantizeScope::Cache : std::enable_shared_from_this<QuantizeScope::Cache> {
+  std::mutex mu;
+  std::set<const void*> storages;  // the frozen parameters' storages (read only)
   std::vector<Tensor> keep;  // keeps those storages (and their addresses) alive
   std::map<
       std::tuple<const void*, const float*, std::int64_t, std::int64_t, std::int64_t, std::int64_t>,
@@ -342,6 +351,7 @@ QuantizedWeight* frozen_weight(const Tensor& weight, const char* op) {
   if (t_cache == nullptr || t_cache->storages.count(weight.storage().get()) == 0) return nullptr;
   auto key = std::make_tuple(static_cast<const void*>(weight.storage().get()), weight.data<float>(),
                              weight.size(0), weight.size(1), weight.stride(0), weight.stride(1));
+  std::lock_guard<std::mutex> lock(t_cache->mu);  // the first use quantizes, under the lock
   auto it = t_cache->weights.find(key);
   if (it == t_cache->weights.end())
     it = t_cache->weights.emplace(key, quantize_weight(weight, op)).first;
@@ -370,7 +380,7 @@ bool int8_supported() {
 QuantizeScope::QuantizeScope(const std::vector<Tensor>& frozen) : previous_(t_cache) {
   ATTN_CHECK(int8_supported(), ValueError,
              "QuantizeScope: int8 products need a CPU with AVX-512 VNNI, which this one lacks");
-  cache_ = std::make_unique<Cache>();
+  cache_ = std::make_shared<Cache>();
   for (const Tensor& t : frozen) {
     if (!t.defined() || t.dtype() != DType::f32) continue;
     cache_->storages.insert(t.storage().get());
@@ -379,7 +389,15 @@ QuantizeScope::QuantizeScope(const std::vector<Tensor>& frozen) : previous_(t_ca
   t_cache = cache_.get();
 }
 
+QuantizeScope::QuantizeScope(const Shared& shared) : previous_(t_cache), cache_(shared.cache) {
+  t_cache = cache_.get();
+}
+
 QuantizeScope::~QuantizeScope() { t_cache = previous_; }
+
+QuantizeScope::Shared QuantizeScope::current() {
+  return {t_cache != nullptr ? t_cache->shared_from_this() : nullptr};
+}
 
 Tensor linear_int8(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_operands(x, weight, bias, "linear_int8");

@@ -13,6 +13,7 @@
 #include "attn/data/text.h"
 #include "attn/nn/attention.h"
 #include "attn/ops/precision.h"
+#include "attn/ops/quantize.h"
 #include "attn/ops/reduce.h"
 #include "attn/seq2seq/bleu.h"
 #include "ops/thread_limit.h"
@@ -107,6 +108,10 @@ std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
   // ops inside a parallel region do not fork). The first exception stops
   // the others at their next batch and is rethrown here.
   net.eval();  // decode() sets it too, but then writes nothing (Module::train)
+  // Every thread decodes in the caller's precision and quantization, with
+  // the same kept copies of the weights (made once for all of them).
+  const PrecisionScope::Shared precision = PrecisionScope::current();
+  const QuantizeScope::Shared quantize = QuantizeScope::current();
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};
   std::exception_ptr error;
@@ -116,17 +121,12 @@ std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
     try {
       detail::ThreadLimit one(1);
       PackAllRows pack;
-      auto loop = [&] {
-        for (;;) {
-          const std::size_t k = next.fetch_add(1, std::memory_order_relaxed);
-          if (k >= batches || failed.load(std::memory_order_relaxed)) break;
-          run_batch((batches - 1 - k) * batch_size);
-        }
-      };
-      if (batching.worker_scope) {
-        batching.worker_scope(loop);
-      } else {
-        loop();
+      PrecisionScope thread_precision(precision);
+      QuantizeScope thread_quantize(quantize);
+      for (;;) {
+        const std::size_t k = next.fetch_add(1, std::memory_order_relaxed);
+        if (k >= batches || failed.load(std::memory_order_relaxed)) break;
+        run_batch((batches - 1 - k) * batch_size);
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mu);

@@ -1,10 +1,13 @@
 // Frozen Linear weights on their packed copies (ops/packed_linear.cpp): the
 // product against the plain reference in double, in f32 and in bf16 (on the
 // bf16-rounded operands), with the bias and ReLU, over row counts that cut
-// into every kind of run; the shapes of x; one packing per scope; and every
-// case that must keep the unpacked path.
+// into every kind of run; the shapes of x; one packing per scope; threads
+// that join a scope; and every case that must keep the unpacked path.
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
 
 #include "attn/autograd/node.h"
 #include "attn/core/threads.h"
@@ -239,4 +242,56 @@ TEST(PackedLinear, PackAllRowsPacksSmallProductsOnFirstUse) {
     EXPECT_TRUE(same_bits(first, after_big));
     expect_linear(first, x, w, b, false, false, 2e-6);
   }
+}
+
+// Another thread joins the scope (PrecisionScope::current()): its products
+// run in the scope's precision on the same packed copies, which it may be
+// the first to make; threads without a scope stay f32 and unpacked; the
+// copies live while a joined scope does, after the owner's scope ended.
+TEST(PackedLinear, OtherThreadsJoinTheScopeAndShareItsCopies) {
+  const Precision p = bf16_supported() ? Precision::bf16 : Precision::f32;
+  Tensor w = rand32({kN, kK}, 17), b = rand32({kN}, 18);
+  autograd::NoGradGuard no_grad;
+  std::vector<Tensor> xs;
+  for (std::int64_t M : {16, 40, 130, 7}) xs.push_back(rand32({M, kK}, 19 + M));
+  std::vector<Tensor> expect;
+  {
+    PrecisionScope scope(p, {w, b});
+    for (const Tensor& x : xs) expect.push_back(linear(x, w, b));
+  }
+  PrecisionScope::Shared shared;
+  std::vector<Tensor> got(xs.size());
+  {
+    auto scope = std::make_unique<PrecisionScope>(p, std::vector<Tensor>{w, b});
+    shared = PrecisionScope::current();
+    ASSERT_TRUE(shared.frozen != nullptr);
+    EXPECT_EQ(shared.precision, p);
+    // Four threads at once, each packing what it needs first.
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < xs.size(); ++i)
+      threads.emplace_back([&, i] {
+        PackAllRows pack;  // the 7 rows pack too
+        PrecisionScope join(shared);
+        EXPECT_EQ(matmul_precision(), p);
+        got[i] = linear(xs[i], w, b);
+      });
+    for (auto& t : threads) t.join();
+    // The copies the threads made are the scope's.
+    EXPECT_GT(detail::packed_copies(), 0);
+    std::thread bare([&] {
+      EXPECT_EQ(matmul_precision(), Precision::f32);
+      EXPECT_EQ(detail::packed_copies(), 0);
+      EXPECT_TRUE(PrecisionScope::current().frozen == nullptr);
+    });
+    bare.join();
+  }
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    EXPECT_TRUE(same_bits(got[i], expect[i])) << xs[i].size(0) << " rows";
+  // The owner's scope has ended; a thread that joins later still finds the copies.
+  std::thread late([&] {
+    PrecisionScope join(shared);
+    EXPECT_GT(detail::packed_copies(), 0);
+    EXPECT_TRUE(same_bits(linear(xs[1], w, b), expect[1]));
+  });
+  late.join();
 }

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "attn/ops/elementwise.h"
 #include "attn/ops/matmul.h"
@@ -346,6 +348,49 @@ TEST_F(Int8, WeightsAreQuantizedOncePerScope) {
   EXPECT_TRUE(same_bits(linear(x, w), linear_int8_reference(x, w)));
 }
 
+// Other threads join the scope (QuantizeScope::current()): their products
+// with the frozen weights run in int8 on the same quantized weights (which
+// changing the weight, as the scope forbids, shows); a thread without a
+// scope, or joining none, stays f32.
+TEST_F(Int8, OtherThreadsJoinTheScope) {
+  Tensor w = rand32({300, 70}, 41).contiguous(), b = rand32({300}, 42);
+  std::vector<Tensor> xs;
+  for (std::int64_t M : {1, 9, 64, 200}) xs.push_back(rand32({M, 70}, 43 + M));
+  std::vector<Tensor> expect, got(xs.size());
+  for (const Tensor& x : xs) expect.push_back(linear_int8_reference(x, w, b));
+  const Tensor f32 = linear(xs[1], w, b);
+  QuantizeScope::Shared shared;
+  {
+    QuantizeScope scope({w, b});
+    shared = QuantizeScope::current();
+    ASSERT_TRUE(shared.cache != nullptr);
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < xs.size(); ++i)
+      threads.emplace_back([&, i] {
+        QuantizeScope join(shared);
+        got[i] = linear(xs[i], w, b);
+      });
+    for (auto& t : threads) t.join();
+    std::thread bare([&] {
+      EXPECT_TRUE(QuantizeScope::current().cache == nullptr);
+      EXPECT_TRUE(same_bits(linear(xs[1], w, b), f32));
+      QuantizeScope none(QuantizeScope::Shared{});
+      EXPECT_TRUE(same_bits(linear(xs[1], w, b), f32));
+    });
+    bare.join();
+  }
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    EXPECT_TRUE(same_bits(got[i], expect[i])) << xs[i].size(0) << " rows";
+  // The owner's scope has ended; a thread that joins now uses the kept
+  // quantization, made before the weight changed.
+  w.data<float>()[0] += 1.0f;
+  std::thread late([&] {
+    QuantizeScope join(shared);
+    EXPECT_TRUE(same_bits(linear(xs[2], w, b), expect[2]));
+  });
+  late.join();
+}
+
 // With a bf16 PrecisionScope open too: the frozen Linear weights run in int8
 // (the same bits as int8 alone), the other products in bf16.
 TEST_F(Int8, CombinesWithBf16) {
@@ -378,7 +423,7 @@ TEST(Int8Fallback, WithoutVnniTheScopeIsRefused) {
     GTEST_SKIP() << "this CPU has AVX-512 VNNI (the fallback runs with ATTN_NO_VNNI=1)";
   }
   try {
-    QuantizeScope scope({});
+    QuantizeScope scope(std::vector<Tensor>{});
     ADD_FAILURE() << "a QuantizeScope opened without VNNI";
   } catch (const ValueError& e) {
     EXPECT_STREQ(e.what(),

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,16 +59,35 @@ Precision matmul_precision();
 // `frozen` parameters: their bf16 copies and packed layouts are made once and
 // kept until the scope ends; they must not change meanwhile. The outermost
 // scope given frozen parameters owns them; inner scopes' lists are ignored.
+//
+// Other threads join a thread's scope: Shared (from current() on that
+// thread) is its precision and its kept copies, and PrecisionScope(shared)
+// on another thread uses them until that scope ends. Every thread then
+// multiplies by the same copies, made once by whichever thread needs one
+// first (lookups and first uses take a lock); the copies live while any
+// scope uses them. seq2seq::translate_texts does this for the threads that
+// decode batches side by side.
 class PrecisionScope {
  public:
+  struct Frozen;  // the kept copies (ops/precision.cpp)
+  struct Shared {
+    Precision precision = Precision::f32;
+    std::shared_ptr<Frozen> frozen;  // null: no frozen parameters
+  };
+
   explicit PrecisionScope(Precision p, const std::vector<Tensor>& frozen = {});
+  explicit PrecisionScope(const Shared& shared);
   ~PrecisionScope();
   PrecisionScope(const PrecisionScope&) = delete;
   PrecisionScope& operator=(const PrecisionScope&) = delete;
 
+  // This thread's precision and kept copies.
+  static Shared current();
+
  private:
   Precision previous_;
-  bool owns_cache_ = false;
+  Frozen* previous_frozen_;
+  std::shared_ptr<Frozen> frozen_;  // what this scope set (owned or joined), else null
 };
 
 // Packed weights and small products. Inside a scope given frozen parameters,

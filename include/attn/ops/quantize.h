@@ -45,8 +45,9 @@
 // overflow int32, or dtypes other than f32) keep the f32 path too. Where the
 // CPU lacks AVX-512 VNNI (int8_supported() is false), a QuantizeScope is
 // refused (ValueError): callers check first and fall back to f32 with a
-// message. The scope belongs to the thread that opens it; scopes nest (the
-// inner one's parameters apply until it closes).
+// message. The scope belongs to the thread that opens it (and the threads
+// that join it, below); scopes nest (the inner one's parameters apply until
+// it closes).
 #pragma once
 
 #include <memory>
@@ -70,18 +71,32 @@ bool int8_supported();
 
 // Runs the f32 Linear products whose weights are among `frozen` in int8 until
 // the scope ends. Each weight is quantized on first use and kept until then.
+//
+// Other threads join a thread's scope as they join a PrecisionScope
+// (attn/ops/precision.h): Shared (from current() on that thread) is its
+// quantized weights, and QuantizeScope(shared) on another thread uses them
+// until that scope ends (with a null cache: no int8 products there). Every
+// thread multiplies by the same quantized weights, made once by whichever
+// thread needs one first, under a lock.
 class QuantizeScope {
  public:
+  struct Cache;
+  struct Shared {
+    std::shared_ptr<Cache> cache;  // null: no scope open
+  };
+
   explicit QuantizeScope(const std::vector<Tensor>& frozen);
+  explicit QuantizeScope(const Shared& shared);
   ~QuantizeScope();
   QuantizeScope(const QuantizeScope&) = delete;
   QuantizeScope& operator=(const QuantizeScope&) = delete;
 
-  struct Cache;
+  // This thread's quantized weights (null without a scope).
+  static Shared current();
 
  private:
   Cache* previous_;
-  std::unique_ptr<Cache> cache_;
+  std::shared_ptr<Cache> cache_;
 };
 
 // The int8 product above for any f32 x (..., K), weight (N, K), bias (N) or

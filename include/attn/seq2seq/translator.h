@@ -6,7 +6,6 @@
 // of long sources); both decode with seq2seq::decode.
 #pragma once
 
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,13 +40,10 @@ struct BatchOptions {
   // time, its ops on all of attn's threads. Only where there are several
   // batches and the model decodes side by side safely
   // (nn::Seq2SeqModel::concurrent_decoding(): the Transformer), and not with
-  // options.keep_attention; otherwise 1.
+  // options.keep_attention; otherwise 1. Every thread of the team joins the
+  // calling thread's precision and quantization scopes (ops/precision.h,
+  // ops/quantize.h) and multiplies by the same kept copies of the weights.
   int workers = 1;
-  // With workers > 1: called on each thread of the team with the function
-  // that decodes its share of the batches; opens the thread's own scopes
-  // (ops/precision.h and ops/quantize.h are per thread) and calls it. The
-  // calling thread is one of the team and keeps its scopes. Unset: none.
-  std::function<void(const std::function<void()>& run)> worker_scope;
 };
 
 // Translates every sentence with decode() (greedy or beam search, `options`),
