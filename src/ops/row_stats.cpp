@@ -2,6 +2,9 @@
 // build targets and chosen at run time.
 #include "ops/row_stats.h"
 
+#include <algorithm>
+#include <functional>
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq")
@@ -12,6 +15,11 @@
 #include "ops/attention_vec_avx512.h"  // its exp: Cephes' polynomial, 2^n by vscalefps
 
 namespace attn::detail {
+
+// The threshold t of row_top_candidates: the m-th largest of the 64 lane
+// maxima (reorders them).
+float lane_threshold(float* lanes, std::int64_t m);
+
 namespace {
 
 // max(a, b), b where either is NaN (vmaxps returns its second operand). The
@@ -58,6 +66,36 @@ RowStats row_stats_avx512(const float* x, std::int64_t V) {
   return {m, static_cast<double>(m) + std::log(s)};
 }
 
+void row_top_candidates_avx512(const float* x, std::int64_t V, std::int64_t m,
+                               std::vector<std::int64_t>& out) {
+  __m512 m0 = _mm512_loadu_ps(x), m1 = _mm512_loadu_ps(x + 16), m2 = _mm512_loadu_ps(x + 32),
+         m3 = _mm512_loadu_ps(x + 48);
+  const std::int64_t whole = V / 64 * 64;
+  for (std::int64_t v = 64; v < whole; v += 64) {
+    m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + v));
+    m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + v + 16));
+    m2 = _mm512_max_ps(m2, _mm512_loadu_ps(x + v + 32));
+    m3 = _mm512_max_ps(m3, _mm512_loadu_ps(x + v + 48));
+  }
+  alignas(64) float lanes[64];
+  _mm512_store_ps(lanes, m0);
+  _mm512_store_ps(lanes + 16, m1);
+  _mm512_store_ps(lanes + 32, m2);
+  _mm512_store_ps(lanes + 48, m3);
+  const __m512 t = _mm512_set1_ps(lane_threshold(lanes, m));
+  std::int64_t v = 0;
+  for (; v + 16 <= V; v += 16) {
+    unsigned mask = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + v), t, _CMP_GE_OQ);
+    for (; mask != 0; mask &= mask - 1) out.push_back(v + __builtin_ctz(mask));
+  }
+  if (v < V) {
+    const __mmask16 tail = static_cast<__mmask16>((1u << (V - v)) - 1u);
+    unsigned mask =
+        _mm512_mask_cmp_ps_mask(tail, _mm512_maskz_loadu_ps(tail, x + v), t, _CMP_GE_OQ);
+    for (; mask != 0; mask &= mask - 1) out.push_back(v + __builtin_ctz(mask));
+  }
+}
+
 }  // namespace
 }  // namespace attn::detail
 
@@ -68,14 +106,50 @@ RowStats row_stats_avx512(const float* x, std::int64_t V) {
 
 namespace attn::detail {
 
-// Compiled for the build's target: only row_stats_avx512 uses AVX-512.
-RowStats row_stats(const float* x, std::int64_t V) {
-#if defined(ATTN_ROW_STATS_AVX512)
+namespace {
+
+bool has_avx512() {
   static const bool avx512 =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-  if (avx512 && V >= 64 && !std::isnan(x[0])) return row_stats_avx512(x, V);
+  return avx512;
+}
+
+}  // namespace
+
+float lane_threshold(float* lanes, std::int64_t m) {
+  std::nth_element(lanes, lanes + (m - 1), lanes + 64, std::greater<float>());
+  return lanes[m - 1];
+}
+
+// Compiled for the build's target: only the *_avx512 kernels use AVX-512.
+RowStats row_stats(const float* x, std::int64_t V) {
+#if defined(ATTN_ROW_STATS_AVX512)
+  if (has_avx512() && V >= 64 && !std::isnan(x[0])) return row_stats_avx512(x, V);
 #endif
   return row_stats_reference(x, V);
+}
+
+void row_top_candidates_reference(const float* x, std::int64_t V, std::int64_t m,
+                                  std::vector<std::int64_t>& out) {
+  out.clear();
+  float lanes[64];
+  for (int l = 0; l < 64; ++l) lanes[l] = x[l];
+  for (std::int64_t v = 64; v < V / 64 * 64; ++v) lanes[v % 64] = std::max(lanes[v % 64], x[v]);
+  const float t = lane_threshold(lanes, m);
+  for (std::int64_t v = 0; v < V; ++v)
+    if (x[v] >= t) out.push_back(v);
+}
+
+void row_top_candidates(const float* x, std::int64_t V, std::int64_t m,
+                        std::vector<std::int64_t>& out) {
+#if defined(ATTN_ROW_STATS_AVX512)
+  if (has_avx512()) {
+    out.clear();
+    row_top_candidates_avx512(x, V, m, out);
+    return;
+  }
+#endif
+  row_top_candidates_reference(x, V, m, out);
 }
 
 }  // namespace attn::detail

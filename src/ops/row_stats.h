@@ -1,7 +1,8 @@
 // src/ops/row_stats.h — internal: the largest value of a row of logits and
 // log(sum_v exp(x_v)), for decoding's log-softmax of each row
 // (seq2seq/decode.cpp), which ranks candidates by log-probability without
-// writing the probabilities.
+// writing the probabilities; and the few candidates for a row's m largest
+// values.
 //
 // row_stats_reference: the exponentials in f32 (exp_simd, Cephes' expf, about
 // 2 ulp) summed in f64, plain loops the compiler vectorizes. row_stats: the
@@ -21,6 +22,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "ops/vec_math.h"
 
@@ -43,5 +45,24 @@ inline RowStats row_stats_reference(const float* x, std::int64_t V) {
 
 // The statistics of x (V >= 1 values).
 RowStats row_stats(const float* x, std::int64_t V);
+
+// Candidates for the m largest values of a row (beam search's best
+// continuations of one beam), without ranking all V. The row's first
+// floor(V / 64) * 64 values are cut into 64 lanes (lane l: x[l], x[l + 64],
+// ...); each lane's largest value is a value of x, at a position of its own,
+// so the m-th largest of the 64 lane maxima, t, is at most the m-th largest
+// value of x, and every one of the m largest values of x is at least t.
+// Appends to `out` (cleared first) the ascending positions of every value at
+// least t: the m largest among them, usually a few more than m (about 12 for
+// m = 8 in a row of 8,000 logits). For V >= 64, 1 <= m <= 64 and x free of
+// NaN (the caller checks: row_stats' log_sum_exp is NaN then).
+//
+// row_top_candidates_reference: plain loops. row_top_candidates: the lane
+// maxima in four AVX-512 registers and a compare of 16 values at a time
+// where the CPU has it (the same positions), else the reference.
+void row_top_candidates_reference(const float* x, std::int64_t V, std::int64_t m,
+                                  std::vector<std::int64_t>& out);
+void row_top_candidates(const float* x, std::int64_t V, std::int64_t m,
+                        std::vector<std::int64_t>& out);
 
 }  // namespace attn::detail

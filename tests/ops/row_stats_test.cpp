@@ -2,9 +2,12 @@
 // vector kernel against its plain reference, and both against f64.
 #include "ops/row_stats.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "testing.h"
@@ -88,3 +91,50 @@ TEST(RowStats, ExtremeLogitsAsTheReference) {
 }
 
 }  // namespace
+
+// row_top_candidates: the vector kernel gives the reference's positions;
+// they include the m largest values (ties to the lower position, as beam
+// search ranks them), and are few on logits of a decoding step's kind.
+TEST(RowTopCandidates, KernelEqualsReferenceAndHoldsTheLargest) {
+  std::mt19937 gen(11);
+  const float inf = std::numeric_limits<float>::infinity();
+  std::size_t most = 0;
+  for (int kind = 0; kind < 4; ++kind) {
+    for (std::int64_t V : {64, 65, 127, 128, 1001, 8000, 8003}) {
+      std::vector<float> x(static_cast<std::size_t>(V));
+      std::normal_distribution<float> normal(0.0f, 4.0f);
+      std::uniform_int_distribution<int> small(0, 5);
+      for (float& v : x) {
+        switch (kind) {
+          case 0: v = normal(gen); break;  // logits
+          case 1: v = static_cast<float>(small(gen)); break;  // many ties
+          case 2: v = small(gen) == 0 ? -inf : normal(gen); break;  // masked tokens
+          default: v = -inf;  // all masked
+        }
+      }
+      if (kind == 0) x[static_cast<std::size_t>(V) - 1] = 50.0f;  // the largest in the tail
+      std::vector<std::int64_t> order(x.size());
+      for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int64_t>(i);
+      std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+        return x[static_cast<std::size_t>(a)] > x[static_cast<std::size_t>(b)];
+      });
+      for (std::int64_t m : {1, 2, 8, 9, 64}) {
+        const std::string what = fmt::format("kind {}, V {}, m {}", kind, V, m);
+        std::vector<std::int64_t> fast = {-1}, ref = {-1};  // cleared by the calls
+        row_top_candidates(x.data(), V, m, fast);
+        row_top_candidates_reference(x.data(), V, m, ref);
+        EXPECT_EQ(fast, ref) << what;
+        EXPECT_TRUE(std::is_sorted(fast.begin(), fast.end())) << what;
+        ASSERT_GE(static_cast<std::int64_t>(fast.size()), m) << what;
+        for (std::int64_t k = 0; k < m; ++k)
+          EXPECT_TRUE(
+              std::binary_search(fast.begin(), fast.end(), order[static_cast<std::size_t>(k)]))
+              << what << ": the " << k + 1 << "-th largest is missing";
+        if (kind == 0 && V == 8000 && m == 8) most = fast.size();
+      }
+    }
+  }
+  // Normal logits, 8 of 8,000: a few candidates, not hundreds.
+  std::printf("8 largest of 8000 normal logits: %zu candidates\n", most);
+  EXPECT_LE(most, 40u);
+}
