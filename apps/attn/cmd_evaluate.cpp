@@ -146,7 +146,7 @@ int run_evaluate(const EvaluateArgs& a) {
           path));
   }
   if (m.config.tokenizer != "word")
-    return evaluate_subwords(a, m, path, options, a.decoding.batching(options));
+    return evaluate_subwords(a, m, path, options, a.decoding.batching());
   data::ParallelCorpus corpus = data::read_parallel_corpus(path, a.num_examples);
   const auto range = pair_range(a.pairs, corpus.source.size());
   keep_range(corpus.source, range);

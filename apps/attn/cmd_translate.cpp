@@ -43,7 +43,7 @@ int run_translate(const TranslateArgs& a) {
   const seq2seq::DecodeOptions options = a.decoding.options(m.config);
   const auto precision = a.decoding.precision_scope(m.net->parameters());
   const auto quantize = a.decoding.quantize_scope(m.net->parameters());
-  const seq2seq::BatchOptions batching = a.decoding.batching(options);
+  const seq2seq::BatchOptions batching = a.decoding.batching();
   const bool n_best = a.decoding.n_best_given();
   const std::int64_t num_steps = m.config.num_steps;
   // `first` is the index of sentences[0] in the input; `where` names the

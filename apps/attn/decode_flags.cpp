@@ -59,8 +59,7 @@ void DecodeFlags::add_to(CLI::App* sub, bool with_n_best, bool with_batches) {
            "Subword models: batches (of up to 128 sentences of similar length) translated side "
            "by side, each on one thread with its products on that thread alone "
            "(CTranslate2's inter_threads); 1: one batch at a time, its products on all "
-           "threads; 0 (default): one per thread of --threads for greedy decoding, 1 for beam "
-           "search. The translations are the same")
+           "threads; 0 (default): one per thread of --threads. The translations are the same")
         ->check(in_range<std::int64_t>(0, 1024))
         ->option_text("N")
         ->capture_default_str();
@@ -88,14 +87,11 @@ std::unique_ptr<QuantizeScope> DecodeFlags::quantize_scope(
   return std::make_unique<QuantizeScope>(parameters);
 }
 
-seq2seq::BatchOptions DecodeFlags::batching(const seq2seq::DecodeOptions& options) const {
+seq2seq::BatchOptions DecodeFlags::batching() const {
   seq2seq::BatchOptions b;
-  // By default greedy decoding only: a beam search step is bound by reading
-  // and reordering its beams' caches, and two batches of beams at once were
-  // 5% slower in bf16 and 3% with int8 (5% faster in f32; docs/design.md).
-  b.workers = inter_threads_ > 0       ? static_cast<int>(inter_threads_)
-              : options.beam_size == 1 ? get_num_threads()
-                                       : 1;
+  // By default one batch per thread, greedy or beam search: faster than one
+  // batch at a time on all threads in every precision (docs/design.md).
+  b.workers = inter_threads_ > 0 ? static_cast<int>(inter_threads_) : get_num_threads();
   return b;
 }
 

@@ -45,9 +45,9 @@ class DecodeFlags {
   // precision_scope: with --precision bf16 the other products run in bf16.
   std::unique_ptr<QuantizeScope> quantize_scope(const std::vector<Tensor>& parameters) const;
   // How translate_texts runs its batches: --inter-threads of them side by
-  // side (0: attn's thread count for greedy decoding, one batch at a time for
-  // beam search); every thread joins the scopes above (translate_texts).
-  seq2seq::BatchOptions batching(const seq2seq::DecodeOptions& options) const;
+  // side (0: attn's thread count); every thread joins the scopes above
+  // (translate_texts).
+  seq2seq::BatchOptions batching() const;
 
  private:
   std::int64_t beam_size_ = 1, n_best_ = 1, max_length_ = 0, inter_threads_ = 0;
