@@ -66,8 +66,10 @@ RowStats row_stats_avx512(const float* x, std::int64_t V) {
   return {m, static_cast<double>(m) + std::log(s)};
 }
 
-void row_top_candidates_avx512(const float* x, std::int64_t V, std::int64_t m,
-                               std::vector<std::int64_t>& out) {
+// No standard-library templates in here: their instances, compiled for
+// AVX-512, could be the ones the linker keeps for every caller.
+std::int64_t row_top_candidates_avx512(const float* x, std::int64_t V, std::int64_t m,
+                                       std::int64_t* out) {
   __m512 m0 = _mm512_loadu_ps(x), m1 = _mm512_loadu_ps(x + 16), m2 = _mm512_loadu_ps(x + 32),
          m3 = _mm512_loadu_ps(x + 48);
   const std::int64_t whole = V / 64 * 64;
@@ -83,17 +85,18 @@ void row_top_candidates_avx512(const float* x, std::int64_t V, std::int64_t m,
   _mm512_store_ps(lanes + 32, m2);
   _mm512_store_ps(lanes + 48, m3);
   const __m512 t = _mm512_set1_ps(lane_threshold(lanes, m));
-  std::int64_t v = 0;
+  std::int64_t v = 0, n = 0;
   for (; v + 16 <= V; v += 16) {
     unsigned mask = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + v), t, _CMP_GE_OQ);
-    for (; mask != 0; mask &= mask - 1) out.push_back(v + __builtin_ctz(mask));
+    for (; mask != 0; mask &= mask - 1) out[n++] = v + __builtin_ctz(mask);
   }
   if (v < V) {
     const __mmask16 tail = static_cast<__mmask16>((1u << (V - v)) - 1u);
     unsigned mask =
         _mm512_mask_cmp_ps_mask(tail, _mm512_maskz_loadu_ps(tail, x + v), t, _CMP_GE_OQ);
-    for (; mask != 0; mask &= mask - 1) out.push_back(v + __builtin_ctz(mask));
+    for (; mask != 0; mask &= mask - 1) out[n++] = v + __builtin_ctz(mask);
   }
+  return n;
 }
 
 }  // namespace
@@ -129,27 +132,23 @@ RowStats row_stats(const float* x, std::int64_t V) {
   return row_stats_reference(x, V);
 }
 
-void row_top_candidates_reference(const float* x, std::int64_t V, std::int64_t m,
-                                  std::vector<std::int64_t>& out) {
-  out.clear();
+std::int64_t row_top_candidates_reference(const float* x, std::int64_t V, std::int64_t m,
+                                          std::int64_t* out) {
+  std::int64_t n = 0;
   float lanes[64];
   for (int l = 0; l < 64; ++l) lanes[l] = x[l];
   for (std::int64_t v = 64; v < V / 64 * 64; ++v) lanes[v % 64] = std::max(lanes[v % 64], x[v]);
   const float t = lane_threshold(lanes, m);
   for (std::int64_t v = 0; v < V; ++v)
-    if (x[v] >= t) out.push_back(v);
+    if (x[v] >= t) out[n++] = v;
+  return n;
 }
 
-void row_top_candidates(const float* x, std::int64_t V, std::int64_t m,
-                        std::vector<std::int64_t>& out) {
+std::int64_t row_top_candidates(const float* x, std::int64_t V, std::int64_t m, std::int64_t* out) {
 #if defined(ATTN_ROW_STATS_AVX512)
-  if (has_avx512()) {
-    out.clear();
-    row_top_candidates_avx512(x, V, m, out);
-    return;
-  }
+  if (has_avx512()) return row_top_candidates_avx512(x, V, m, out);
 #endif
-  row_top_candidates_reference(x, V, m, out);
+  return row_top_candidates_reference(x, V, m, out);
 }
 
 }  // namespace attn::detail

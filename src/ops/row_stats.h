@@ -22,7 +22,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <vector>
 
 #include "ops/vec_math.h"
 
@@ -52,17 +51,16 @@ RowStats row_stats(const float* x, std::int64_t V);
 // ...); each lane's largest value is a value of x, at a position of its own,
 // so the m-th largest of the 64 lane maxima, t, is at most the m-th largest
 // value of x, and every one of the m largest values of x is at least t.
-// Appends to `out` (cleared first) the ascending positions of every value at
-// least t: the m largest among them, usually a few more than m (about 12 for
-// m = 8 in a row of 8,000 logits). For V >= 64, 1 <= m <= 64 and x free of
-// NaN (the caller checks: row_stats' log_sum_exp is NaN then).
+// Writes to `out` (room for V) the ascending positions of every value at
+// least t and returns how many: the m largest among them, usually just those
+// (their lanes differ) or a few more. For V >= 64, 1 <= m <= 64 and x free
+// of NaN (the caller checks: row_stats' log_sum_exp is NaN then).
 //
 // row_top_candidates_reference: plain loops. row_top_candidates: the lane
 // maxima in four AVX-512 registers and a compare of 16 values at a time
 // where the CPU has it (the same positions), else the reference.
-void row_top_candidates_reference(const float* x, std::int64_t V, std::int64_t m,
-                                  std::vector<std::int64_t>& out);
-void row_top_candidates(const float* x, std::int64_t V, std::int64_t m,
-                        std::vector<std::int64_t>& out);
+std::int64_t row_top_candidates_reference(const float* x, std::int64_t V, std::int64_t m,
+                                          std::int64_t* out);
+std::int64_t row_top_candidates(const float* x, std::int64_t V, std::int64_t m, std::int64_t* out);
 
 }  // namespace attn::detail

@@ -108,8 +108,13 @@ void row_best(const float* x, std::int64_t V, double log_prob, std::int64_t b, s
     // A few positions that include the m largest logits (ops/row_stats.h),
     // ranked. base + x is monotone in x, so they hold the m best candidates.
     thread_local std::vector<std::int64_t> positions;
-    detail::row_top_candidates(x, V, m, positions);
-    for (std::int64_t v : positions) top.push_back({base + x[v], b, v});
+    if (positions.size() < static_cast<std::size_t>(V))
+      positions.resize(static_cast<std::size_t>(V));
+    const std::int64_t n = detail::row_top_candidates(x, V, m, positions.data());
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t v = positions[static_cast<std::size_t>(i)];
+      top.push_back({base + x[v], b, v});
+    }
     std::partial_sort(top.begin(), top.begin() + m, top.end(), ranks_before);
     top.resize(static_cast<std::size_t>(m));
     return;
