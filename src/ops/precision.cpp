@@ -104,6 +104,8 @@ PrecisionScope::PrecisionScope(Precision p, const std::vector<Tensor>& frozen)
 
 PrecisionScope::PrecisionScope(const Shared& shared)
     : previous_(t_precision), previous_frozen_(t_frozen), frozen_(shared.frozen) {
+  ATTN_CHECK(shared.precision != Precision::bf16 || bf16_supported(), ValueError,
+             "bf16 precision needs a CPU with AVX-512 BF16, which this one lacks");
   t_precision = shared.precision;
   t_frozen = frozen_.get();
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "attn/ops/elementwise.h"
 #include "attn/ops/matmul.h"
@@ -217,4 +218,27 @@ TEST_F(Bf16, F64IsUntouched) {
   Tensor ref = matmul(a, b);
   PrecisionScope bf16(Precision::bf16);
   EXPECT_EQ(max_abs_diff(matmul(a, b), ref), 0.0);
+}
+
+// Without AVX-512 BF16 (this CPU, or forced by ATTN_NO_BF16=1, as ctest's
+// ops_precision_test_no_bf16 runs this file): a bf16 scope is refused, opened
+// or joined, with the reason; f32 scopes still open and join.
+TEST(Bf16Fallback, WithoutBf16TheScopeIsRefused) {
+  if (bf16_supported()) GTEST_SKIP() << "this CPU has AVX-512 BF16 (ATTN_NO_BF16=1 runs this)";
+  const std::string reason = "bf16 precision needs a CPU with AVX-512 BF16, which this one lacks";
+  try {
+    PrecisionScope scope(Precision::bf16);
+    ADD_FAILURE() << "a bf16 scope opened without AVX-512 BF16";
+  } catch (const ValueError& e) {
+    EXPECT_EQ(e.what(), reason);
+  }
+  try {
+    PrecisionScope join(PrecisionScope::Shared{Precision::bf16, nullptr});
+    ADD_FAILURE() << "a bf16 scope joined without AVX-512 BF16";
+  } catch (const ValueError& e) {
+    EXPECT_EQ(e.what(), reason);
+  }
+  PrecisionScope f32(Precision::f32);
+  PrecisionScope join(PrecisionScope::current());
+  EXPECT_EQ(matmul_precision(), Precision::f32);
 }
