@@ -2,10 +2,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "attn/core/threads.h"
 #include "attn/nn/seq2seq_model.h"
 #include "attn/ops/index.h"
-#include "core/parallel.h"
 
 namespace attn::nn {
 
@@ -15,12 +13,12 @@ namespace {
 // elements of each row matter (a cache buffer's valid steps). When `own`
 // (t's memory is the state's alone), t is contiguous and has at least as many
 // rows, they are gathered in t's own memory and its first index.size() rows
-// returned: no allocation, no fresh pages. When every index[i] >= i (as when
-// sentences leave the batch), the rows are copied forward in place, rows that
-// stay where they are not at all: row i is written after rows 0..i-1, and
-// every later read is of a row >= i + 1, not yet written. Any other order
-// goes through a scratch buffer (the rows that change only), since a row may
-// be read after its place was written. Otherwise the rows go to a new tensor.
+// returned: no allocation, no fresh pages. Each row that changes is copied
+// once, in an order in which a row is overwritten only after every row that
+// copies it has: row i reads row index[i], so the rows nobody reads go first
+// (Kahn's order on the graph i -> index[i]); what is left are cycles (a
+// permutation among some rows), each done by saving one row aside. Rows that
+// stay where they are are not touched. Otherwise the rows go to a new tensor.
 Tensor select_leading_rows(const Tensor& t, const std::vector<std::int64_t>& index,
                            std::int64_t keep, bool own) {
   const std::int64_t n = static_cast<std::int64_t>(index.size());
@@ -34,31 +32,44 @@ Tensor select_leading_rows(const Tensor& t, const std::vector<std::int64_t>& ind
     return base + static_cast<std::size_t>(r) * stride;
   };
   if (own && n <= t.size(0)) {
-    bool forward = true;
-    for (std::int64_t i = 0; i < n && forward; ++i) forward = index[i] >= i;
-    if (forward) {
-      for (std::int64_t i = 0; i < n; ++i)
-        if (index[i] != i) std::memcpy(row(data, i), row(data, index[i]), bytes);
-    } else {
-      // Only the rows that change: all their sources read, then all
-      // written, each half split over the threads when it is large.
-      thread_local std::vector<char> scratch;
-      thread_local std::vector<std::int64_t> moved;
-      moved.clear();
-      for (std::int64_t i = 0; i < n; ++i)
-        if (index[i] != i) moved.push_back(i);
-      const std::int64_t m = static_cast<std::int64_t>(moved.size());
-      scratch.resize(static_cast<std::size_t>(m) * bytes);
-      char* buf = scratch.data();
-      const std::int64_t* to = moved.data();
-      const bool parallel = static_cast<std::size_t>(m) * bytes >= (std::size_t(1) << 18);
-      const int threads = detail::loop_threads(parallel);
-      detail::parallel_for(m, threads, [&](std::int64_t j) {
-        std::memcpy(buf + static_cast<std::size_t>(j) * bytes, row(data, index[to[j]]), bytes);
-      });
-      detail::parallel_for(m, threads, [&](std::int64_t j) {
-        std::memcpy(row(data, to[j]), buf + static_cast<std::size_t>(j) * bytes, bytes);
-      });
+    // readers[j]: the changing rows i that still have to copy row j (j < n
+    // changing too; other rows are never overwritten).
+    thread_local std::vector<std::int64_t> readers, ready;
+    thread_local std::vector<char> aside, written;
+    readers.assign(static_cast<std::size_t>(n), 0);
+    auto changes = [&](std::int64_t i) { return i < n && index[i] != i; };
+    for (std::int64_t i = 0; i < n; ++i)
+      if (changes(i) && changes(index[i])) ++readers[static_cast<std::size_t>(index[i])];
+    ready.clear();
+    for (std::int64_t i = 0; i < n; ++i)
+      if (changes(i) && readers[static_cast<std::size_t>(i)] == 0) ready.push_back(i);
+    std::int64_t done = 0, changing = 0;
+    for (std::int64_t i = 0; i < n; ++i) changing += changes(i) ? 1 : 0;
+    written.assign(static_cast<std::size_t>(n), 0);
+    while (!ready.empty()) {
+      const std::int64_t i = ready.back();
+      ready.pop_back();
+      std::memcpy(row(data, i), row(data, index[i]), bytes);
+      written[static_cast<std::size_t>(i)] = 1;
+      ++done;
+      const std::int64_t s = index[i];
+      if (changes(s) && --readers[static_cast<std::size_t>(s)] == 0) ready.push_back(s);
+    }
+    if (done < changing) {
+      // Cycles: every row left is read by exactly one other row left.
+      aside.resize(bytes);
+      for (std::int64_t first = 0; first < n; ++first) {
+        if (!changes(first) || written[static_cast<std::size_t>(first)]) continue;
+        std::memcpy(aside.data(), row(data, first), bytes);
+        std::int64_t i = first;
+        while (index[i] != first) {
+          std::memcpy(row(data, i), row(data, index[i]), bytes);
+          written[static_cast<std::size_t>(i)] = 1;
+          i = index[i];
+        }
+        std::memcpy(row(data, i), aside.data(), bytes);
+        written[static_cast<std::size_t>(i)] = 1;
+      }
     }
     return t.narrow(0, 0, n);
   }

@@ -1,5 +1,9 @@
 #include "attn/nn/transformer.h"
 
+#include <algorithm>
+#include <random>
+#include <vector>
+
 #include "attn/autograd/node.h"
 #include "attn/ops/elementwise.h"
 #include "attn/ops/index.h"
@@ -183,6 +187,54 @@ TEST(Transformer, SelectingCacheRowsEqualsRecomputation) {
   EXPECT_THROW(state.select_rows(from_vector(std::vector<std::int64_t>{0, 1}, {2}),
                                  from_vector(std::vector<std::int64_t>{0}, {1})),
                ValueError);
+}
+
+// The in-place gather of the cache rows against the plain one, on random
+// selections of every kind (kept, dropped, repeated, permuted in cycles):
+// each row of a buffer holds its row number in its valid steps and another
+// value past them, which the gather never touches.
+TEST(DecoderState, RowsGatheredInPlaceAsIndexSelect) {
+  std::mt19937 gen(17);
+  for (int trial = 0; trial < 300; ++trial) {
+    const std::int64_t B = 1 + trial % 23, cap = 6, steps = 1 + trial % cap, H = 2, d = 3;
+    DecoderState state;
+    state.enc_valid_lens = full({B}, 1.0, DType::i64);
+    state.shares_encoder_rows = true;
+    state.steps = steps;
+    Tensor buf = Tensor::empty({B, cap, H, d}, DType::f32);
+    float* p = buf.data<float>();
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t c = 0; c < cap; ++c)
+        for (std::int64_t e = 0; e < H * d; ++e)
+          p[(b * cap + c) * H * d + e] = c < steps ? static_cast<float>(b * 100 + c) : -1.0f;
+    const Tensor before = buf.clone();
+    state.self_k = {buf};
+    state.self_v = {Tensor()};
+    std::uniform_int_distribution<std::int64_t> pick(0, B - 1), count(1, B);
+    std::vector<std::int64_t> rows;
+    if (trial % 3 == 0) {  // a permutation of all rows: cycles only
+      rows.resize(static_cast<std::size_t>(B));
+      for (std::int64_t i = 0; i < B; ++i) rows[static_cast<std::size_t>(i)] = i;
+      std::shuffle(rows.begin(), rows.end(), gen);
+    } else {  // any rows, repeats allowed, at most as many as before
+      const std::int64_t n = count(gen);
+      for (std::int64_t i = 0; i < n; ++i) rows.push_back(pick(gen));
+    }
+    const std::int64_t n = static_cast<std::int64_t>(rows.size());
+    state.select_rows(from_vector(rows, {n}));
+    ASSERT_EQ(state.self_k[0].size(0), n);
+    EXPECT_EQ(state.self_k[0].data<float>(), p) << "gathered in the buffer's own memory";
+    const Tensor expect = index_select(before, 0, from_vector(rows, {n}));
+    const Tensor got = state.self_k[0];
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t c = 0; c < cap; ++c)
+        for (std::int64_t e = 0; e < H * d; ++e) {
+          const std::int64_t at = (i * cap + c) * H * d + e;
+          ASSERT_EQ(got.data<float>()[at], c < steps ? expect.data<float>()[at] : -1.0f)
+              << "trial " << trial << ", row " << i << " (from "
+              << rows[static_cast<std::size_t>(i)] << "), step " << c;
+        }
+  }
 }
 
 // Both attention paths: the fused kernels, and (weights kept) the materialized one.
