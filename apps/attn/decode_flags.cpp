@@ -53,16 +53,25 @@ void DecodeFlags::add_to(CLI::App* sub, bool with_n_best, bool with_batches) {
                   "warning)")
       ->check(CLI::IsMember({"none", "int8"}))
       ->capture_default_str();
-  if (with_batches)
+  if (with_batches) {
+    sub->add_option("--max-batch-size", max_batch_size_,
+                    "Subword models: at most N sentences of similar length decoded together "
+                    "(CTranslate2's max_batch_size; with beam search each has --beam-size rows). "
+                    "Larger batches need more memory, and a sentence's last bits may depend on "
+                    "its batch (its padding). Default: 32")
+        ->check(in_range<std::int64_t>(1, 1 << 20))
+        ->option_text("N")
+        ->capture_default_str();
     sub->add_option(
            "--inter-threads", inter_threads_,
-           "Subword models: batches (of up to 128 sentences of similar length) translated side "
-           "by side, each on one thread with its products on that thread alone "
-           "(CTranslate2's inter_threads); 1: one batch at a time, its products on all "
-           "threads; 0 (default): one per thread of --threads. The translations are the same")
+           "Subword models: batches translated side by side, each on one thread with its "
+           "products on that thread alone (CTranslate2's inter_threads); 1: one batch at a "
+           "time, its products on all threads; 0 (default): one per thread of --threads. The "
+           "translations are the same")
         ->check(in_range<std::int64_t>(0, 1024))
         ->option_text("N")
         ->capture_default_str();
+  }
 }
 
 std::unique_ptr<PrecisionScope> DecodeFlags::precision_scope(
@@ -89,6 +98,7 @@ std::unique_ptr<QuantizeScope> DecodeFlags::quantize_scope(
 
 seq2seq::BatchOptions DecodeFlags::batching() const {
   seq2seq::BatchOptions b;
+  b.batch_size = static_cast<std::size_t>(max_batch_size_);
   // By default one batch per thread, greedy or beam search: faster than one
   // batch at a time on all threads in every precision (docs/design.md).
   b.workers = inter_threads_ > 0 ? static_cast<int>(inter_threads_) : get_num_threads();

@@ -21,8 +21,9 @@ namespace attn::cli {
 
 class DecodeFlags {
  public:
-  // Adds the flags to `sub`; --n-best only `with_n_best`; --inter-threads
-  // only `with_batches` (commands that translate many sentences).
+  // Adds the flags to `sub`; --n-best only `with_n_best`; --max-batch-size
+  // and --inter-threads only `with_batches` (commands that translate many
+  // sentences).
   void add_to(CLI::App* sub, bool with_n_best, bool with_batches = false);
   // Usage errors (CLI::ValidationError) for what the ranges cannot check:
   // --n-best above --beam-size. Call before reading anything.
@@ -44,13 +45,14 @@ class DecodeFlags {
   // AVX-512 VNNI (f32, with a warning on stderr). Open it after
   // precision_scope: with --precision bf16 the other products run in bf16.
   std::unique_ptr<QuantizeScope> quantize_scope(const std::vector<Tensor>& parameters) const;
-  // How translate_texts runs its batches: --inter-threads of them side by
-  // side (0: attn's thread count); every thread joins the scopes above
-  // (translate_texts).
+  // How translate_texts runs its batches: --max-batch-size sentences each,
+  // --inter-threads of them side by side (0: attn's thread count); every
+  // thread joins the scopes above (translate_texts).
   seq2seq::BatchOptions batching() const;
 
  private:
   std::int64_t beam_size_ = 1, n_best_ = 1, max_length_ = 0, inter_threads_ = 0;
+  std::int64_t max_batch_size_ = static_cast<std::int64_t>(seq2seq::BatchOptions{}.batch_size);
   double length_penalty_ = 0, max_length_factor_ = 0;
   std::string precision_ = "f32", quantize_ = "none";
   CLI::Option *n_best_option_ = nullptr, *beam_option_ = nullptr, *penalty_option_ = nullptr;
