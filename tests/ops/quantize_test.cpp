@@ -138,7 +138,8 @@ TEST(Int8Sums, HandComputed) {
 TEST(Int8Linear, EqualsTheReferenceBitForBit) {
   for (const std::int64_t work : {std::int64_t(0), std::numeric_limits<std::int64_t>::max()}) {
     LoopWork path(work);
-    for (const std::int64_t K : {std::int64_t(1), std::int64_t(33), std::int64_t(257)}) {
+    for (const std::int64_t K :
+         {std::int64_t(1), std::int64_t(33), std::int64_t(64), std::int64_t(257)}) {
       Tensor x = odd_rows(17 * 3, K, 300 + K).reshape({3, 17, K});
       Tensor w = odd_rows(33, K, 400 + K), bias = rand32({33}, 500 + K);
       EXPECT_TRUE(same_bits(linear_int8(x, w, bias), linear_int8_reference(x, w, bias))) << K;
