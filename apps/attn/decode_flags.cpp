@@ -101,7 +101,7 @@ seq2seq::BatchOptions DecodeFlags::batching() const {
   b.batch_size = static_cast<std::size_t>(max_batch_size_);
   // By default one batch per thread, greedy or beam search: faster than one
   // batch at a time on all threads in every precision (docs/design.md).
-  b.workers = inter_threads_ > 0 ? static_cast<int>(inter_threads_) : get_num_threads();
+  b.workers = static_cast<int>(inter_threads_);  // 0: one per thread
   return b;
 }
 

@@ -10,6 +10,7 @@
 
 #include "attn/autograd/node.h"
 #include "attn/core/error.h"
+#include "attn/core/threads.h"
 #include "attn/data/text.h"
 #include "attn/nn/attention.h"
 #include "attn/ops/precision.h"
@@ -27,8 +28,8 @@ std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
                                                           const BatchOptions& batching) {
   const std::size_t batch_size = batching.batch_size;
   ATTN_CHECK(batch_size > 0, ValueError, "translate: batch_size must be positive");
-  ATTN_CHECK(batching.workers >= 1, ValueError, "translate: workers must be at least 1, got {}",
-             batching.workers);
+  ATTN_CHECK(batching.workers >= 0, ValueError,
+             "translate: workers must be 0 (one per thread) or more, got {}", batching.workers);
   options.validate();
   DecodeOptions opts = options;
   if (opts.max_length == 0 && opts.max_length_factor == 0) opts.max_length_factor = 3;
@@ -92,7 +93,9 @@ std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
   };
   const int workers = net.concurrent_decoding() && !options.keep_attention
                           ? static_cast<int>(std::min<std::size_t>(
-                                static_cast<std::size_t>(batching.workers), batches))
+                                static_cast<std::size_t>(batching.workers > 0 ? batching.workers
+                                                                              : get_num_threads()),
+                                batches))
                           : 1;
   // With several batches every product packs its frozen weight whatever its
   // rows (attn/ops/precision.h), so a batch's bits do not depend on the

@@ -139,6 +139,7 @@ TEST(TranslateTexts, BatchesSideBySideGiveTheTranslationsOfOneAtATime) {
       options.length_penalty = beam == 1 ? 0.0 : 0.6;
       BatchOptions one;
       one.batch_size = 32;
+      one.workers = 1;
       const auto serial = translate_texts(*net, *c.tokenizer, c.sentences, options, one);
       BatchOptions two = one;
       two.workers = 2;
@@ -204,9 +205,9 @@ TEST(TranslateTexts, AThreadsErrorIsRethrownAndBadOptionsRefused) {
   }
   // The other thread stopped at its next batch: not all 15 began.
   EXPECT_LT(net->in_team.load(), 15);
-  b.workers = 0;
+  b.workers = -1;
   expect_value_error([&] { (void)translate_texts(*net, *c.tokenizer, c.sentences, {}, b); },
-                     "workers must be at least 1, got 0");
+                     "workers must be 0 (one per thread) or more, got -1");
   b.workers = 1;
   b.batch_size = 0;
   expect_value_error([&] { (void)translate_texts(*net, *c.tokenizer, c.sentences, {}, b); },

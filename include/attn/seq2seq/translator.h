@@ -41,14 +41,15 @@ struct BatchOptions {
   // its ops on that thread alone, the longest batches first (CTranslate2's
   // inter_threads): a decoding step of a small model is many short ops, and
   // one batch per thread spends no time forking and joining a team for each
-  // of them nor waiting on the ops that run on one thread. 1: one batch at a
-  // time, its ops on all of attn's threads. Only where there are several
+  // of them nor waiting on the ops that run on one thread. 0: one per thread
+  // of attn's pool (get_num_threads()); 1: one batch at a time, its ops on
+  // all of attn's threads. Only where there are several
   // batches and the model decodes side by side safely
   // (nn::Seq2SeqModel::concurrent_decoding(): the Transformer), and not with
   // options.keep_attention; otherwise 1. Every thread of the team joins the
   // calling thread's precision and quantization scopes (ops/precision.h,
   // ops/quantize.h) and multiplies by the same kept copies of the weights.
-  int workers = 1;
+  int workers = 0;
 };
 
 // Translates every sentence with decode() (greedy or beam search, `options`),
