@@ -198,6 +198,47 @@ void fill_holes(std::int64_t R, std::vector<std::int64_t>& ids, std::vector<std:
   encoder_rows = parents;
 }
 
+// Beam search with every sentence on K rows before and after the step: the
+// same in blocks of K rows. A sentence that goes on keeps its block where it
+// lies inside the new batch, and the last sentences' blocks move into the
+// blocks of sentences that left, rather than every later block moving down.
+// `ids` are the sentences that go on, in their old order, each with K
+// entries of `tokens`, `parents` and `encoder_rows` (whose first is the
+// sentence's first old row); afterwards all are in the new block order.
+void fill_beam_holes(std::int64_t K, std::vector<std::int64_t>& ids,
+                     std::vector<std::int64_t>& tokens, std::vector<std::int64_t>& parents,
+                     std::vector<std::int64_t>& encoder_rows) {
+  const std::size_t n = ids.size(), k = static_cast<std::size_t>(K);
+  std::vector<std::size_t> block(n), movers;
+  std::vector<char> taken(n, 0);
+  for (std::size_t j = 0; j < n; ++j) {
+    const auto q = static_cast<std::size_t>(encoder_rows[j * k] / K);
+    if (q < n) {
+      block[j] = q;
+      taken[q] = 1;
+    } else {
+      movers.push_back(j);
+    }
+  }
+  if (movers.empty()) return;
+  std::size_t next = 0;
+  for (std::size_t q = 0; q < n; ++q)
+    if (!taken[q]) block[movers[next++]] = q;
+  std::vector<std::int64_t> ids2(n), tokens2(n * k), parents2(n * k), encoder_rows2(n * k);
+  for (std::size_t j = 0; j < n; ++j) {
+    ids2[block[j]] = ids[j];
+    for (std::size_t b = 0; b < k; ++b) {
+      tokens2[block[j] * k + b] = tokens[j * k + b];
+      parents2[block[j] * k + b] = parents[j * k + b];
+      encoder_rows2[block[j] * k + b] = encoder_rows[j * k + b];
+    }
+  }
+  ids = std::move(ids2);
+  tokens = std::move(tokens2);
+  parents = std::move(parents2);
+  encoder_rows = std::move(encoder_rows2);
+}
+
 // The attention a hypothesis recorded, as HypothesisAttention: per layer of
 // each kind the architecture has (a Bahdanau model records no self-attention).
 HypothesisAttention assemble_attention(const std::shared_ptr<const AttentionStep>& last) {
@@ -386,7 +427,13 @@ std::vector<std::vector<Hypothesis>> decode(nn::Seq2SeqModel& net, const Tensor&
       }
       row += n;
     }
-    if (K == 1) fill_holes(R, next_active, next_tokens, parents, encoder_rows);
+    if (K == 1) {
+      fill_holes(R, next_active, next_tokens, parents, encoder_rows);
+    } else if (R == K * static_cast<std::int64_t>(active.size()) &&
+               static_cast<std::int64_t>(parents.size()) ==
+                   K * static_cast<std::int64_t>(next_active.size())) {
+      fill_beam_holes(K, next_active, next_tokens, parents, encoder_rows);
+    }
     active = std::move(next_active);
     tokens = std::move(next_tokens);
     if (active.empty()) break;

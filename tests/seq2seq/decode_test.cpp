@@ -276,6 +276,38 @@ TEST(Decode, BeamSizeOneIsGreedy) {
   }
 }
 
+// Beam search in one batch, where sentences leave at different steps and the
+// last sentences' blocks of K rows move into their places: each sentence's
+// n-best list is the one it gets alone (ids, and scores within rounding:
+// the products have other shapes), and each hypothesis' log-probability is
+// its teacher-forced one.
+TEST(Decode, BeamBatchEqualsEachSentenceAlone) {
+  auto net = make_net(config(23, 19), 11, 3.0, 1.0);
+  Sources s = random_sources(40, 8, 23, 11);
+  DecodeOptions o;
+  o.beam_size = 3;
+  o.n_best = 2;
+  o.length_penalty = 0.6;
+  o.max_length_factor = 1.5;  // limits of 2..12 tokens: sentences leave at different steps
+  auto batched = decode(*net, s.ids, s.lens, kBos, kEos, o);
+  std::set<std::int64_t> lengths;
+  for (std::int64_t b = 0; b < s.size(); ++b) {
+    SCOPED_TRACE(b);
+    auto alone = decode(*net, row(s, b).ids, row(s, b).lens, kBos, kEos, o);
+    ASSERT_EQ(batched[b].size(), alone[0].size());
+    for (std::size_t i = 0; i < alone[0].size(); ++i) {
+      const Hypothesis& h = batched[b][i];
+      if (clear_rank(alone[0], i, 1e-4)) {
+        EXPECT_EQ(h.ids, alone[0][i].ids) << "rank " << i;
+      }
+      EXPECT_NEAR(h.score, alone[0][i].score, 1e-4) << "rank " << i;
+      EXPECT_NEAR(h.log_prob, teacher_forced_log_prob(*net, row(s, b), h.ids, h.eos), 1e-4);
+      lengths.insert(static_cast<std::int64_t>(h.ids.size()) + h.eos);
+    }
+  }
+  EXPECT_GE(lengths.size(), 4u) << "hypotheses should end at different steps";
+}
+
 // With a beam at least as wide as the number of candidates, beam search keeps
 // every prefix and is exact: its hypotheses are all hypotheses, ranked as an
 // exhaustive search ranks them. A tiny model: 6 target tokens, at most 4.
