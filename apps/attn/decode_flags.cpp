@@ -2,8 +2,6 @@
 
 #include "commands.h"
 
-#include "attn/core/threads.h"
-
 namespace attn::cli {
 
 void DecodeFlags::add_to(CLI::App* sub, bool with_n_best, bool with_batches) {

@@ -164,50 +164,16 @@ void best_candidates(const std::vector<Candidate>* row_tops, std::int64_t n, std
   out.assign(buffer.begin(), buffer.begin() + m);
 }
 
-// Greedy decoding (one row per sentence): rather than closing the gaps of
-// sentences that left by moving every later row down, the last rows move
-// into the gaps, so a step copies only as many cache rows as sentences left.
-// `parents` are the old rows of the sentences that go on (increasing, one
-// each), with their ids and next tokens in the same order; afterwards they
-// are in the new row order, every new row i taken from an old row >= i (the
-// cache is gathered in place).
-void fill_holes(std::int64_t R, std::vector<std::int64_t>& ids, std::vector<std::int64_t>& tokens,
+// Every sentence on K rows before and after the step (greedy decoding: one
+// row each): rather than closing the gaps of sentences that left by moving
+// every later block of K rows down, a sentence that goes on keeps its block
+// where it lies inside the new batch, and the last sentences' blocks move
+// into the gaps, so a step copies only the caches of as many blocks as
+// sentences left. `ids` are the sentences that go on, in their old order,
+// each with K entries of `tokens`, `parents` and `encoder_rows` (whose first
+// is the sentence's first old row); afterwards all are in the new block order.
+void fill_holes(std::int64_t K, std::vector<std::int64_t>& ids, std::vector<std::int64_t>& tokens,
                 std::vector<std::int64_t>& parents, std::vector<std::int64_t>& encoder_rows) {
-  const std::size_t n = parents.size();
-  if (n == 0 || static_cast<std::int64_t>(n) == R) return;
-  std::vector<std::int64_t> ids2(n, -1), tokens2(n), parents2(n, -1);
-  std::vector<std::size_t> movers;  // items whose old row is past the new batch
-  for (std::size_t j = 0; j < n; ++j) {
-    const std::int64_t r = parents[j];
-    if (r < static_cast<std::int64_t>(n)) {
-      const auto p = static_cast<std::size_t>(r);
-      ids2[p] = ids[j], tokens2[p] = tokens[j], parents2[p] = r;
-    } else {
-      movers.push_back(j);
-    }
-  }
-  std::size_t next = 0;
-  for (std::size_t p = 0; p < n; ++p) {
-    if (parents2[p] >= 0) continue;
-    const std::size_t j = movers[next++];
-    ids2[p] = ids[j], tokens2[p] = tokens[j], parents2[p] = parents[j];
-  }
-  ids = std::move(ids2);
-  tokens = std::move(tokens2);
-  parents = std::move(parents2);
-  encoder_rows = parents;
-}
-
-// Beam search with every sentence on K rows before and after the step: the
-// same in blocks of K rows. A sentence that goes on keeps its block where it
-// lies inside the new batch, and the last sentences' blocks move into the
-// blocks of sentences that left, rather than every later block moving down.
-// `ids` are the sentences that go on, in their old order, each with K
-// entries of `tokens`, `parents` and `encoder_rows` (whose first is the
-// sentence's first old row); afterwards all are in the new block order.
-void fill_beam_holes(std::int64_t K, std::vector<std::int64_t>& ids,
-                     std::vector<std::int64_t>& tokens, std::vector<std::int64_t>& parents,
-                     std::vector<std::int64_t>& encoder_rows) {
   const std::size_t n = ids.size(), k = static_cast<std::size_t>(K);
   std::vector<std::size_t> block(n), movers;
   std::vector<char> taken(n, 0);
@@ -427,13 +393,10 @@ std::vector<std::vector<Hypothesis>> decode(nn::Seq2SeqModel& net, const Tensor&
       }
       row += n;
     }
-    if (K == 1) {
-      fill_holes(R, next_active, next_tokens, parents, encoder_rows);
-    } else if (R == K * static_cast<std::int64_t>(active.size()) &&
-               static_cast<std::int64_t>(parents.size()) ==
-                   K * static_cast<std::int64_t>(next_active.size())) {
-      fill_beam_holes(K, next_active, next_tokens, parents, encoder_rows);
-    }
+    if (R == K * static_cast<std::int64_t>(active.size()) &&
+        static_cast<std::int64_t>(parents.size()) ==
+            K * static_cast<std::int64_t>(next_active.size()))
+      fill_holes(K, next_active, next_tokens, parents, encoder_rows);
     active = std::move(next_active);
     tokens = std::move(next_tokens);
     if (active.empty()) break;
