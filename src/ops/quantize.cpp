@@ -141,6 +141,18 @@ std::int8_t quantize_reference(float x, float inv) {
   return static_cast<std::int8_t>(r);
 }
 
+// One vector of quantize_row_avx512: round(v * vinv) to nearest even,
+// clamped to [-127, 127], + 128. A function of its own rather than a lambda:
+// GCC does not pass a function's target attribute on to its lambdas.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i quantize16_avx512(__m512 v,
+                                                                                      __m512 vinv) {
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127),
+                shift = _mm512_set1_epi32(128);
+  const __m512i r = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v, vinv),
+                                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(r, lo), hi), shift);
+}
+
 // The same row into u8 (xq + 128) with AVX-512: the same f32 product, the
 // same rounding (to nearest even), the same clamp. Returns the row's scale.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) float quantize_row_avx512(const float* x,
@@ -180,18 +192,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) float quantize_row_avx512(c
   // a step packed to bytes (the packs work per 128-bit lane, the permute puts
   // the dwords back in order).
   const __m512 vinv = _mm512_set1_ps(inv);
-  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127),
-                shift = _mm512_set1_epi32(128);
-  auto q = [&](__m512 v) {
-    const __m512i r = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v, vinv),
-                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    return _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(r, lo), hi), shift);
-  };
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
   k = 0;
   for (; k + 64 <= K; k += 64) {
-    const __m512i q0 = q(_mm512_loadu_ps(x + k)), q1 = q(_mm512_loadu_ps(x + k + 16)),
-                  q2 = q(_mm512_loadu_ps(x + k + 32)), q3 = q(_mm512_loadu_ps(x + k + 48));
+    const __m512i q0 = quantize16_avx512(_mm512_loadu_ps(x + k), vinv),
+                  q1 = quantize16_avx512(_mm512_loadu_ps(x + k + 16), vinv),
+                  q2 = quantize16_avx512(_mm512_loadu_ps(x + k + 32), vinv),
+                  q3 = quantize16_avx512(_mm512_loadu_ps(x + k + 48), vinv);
     const __m512i bytes =
         _mm512_packus_epi16(_mm512_packs_epi32(q0, q1), _mm512_packs_epi32(q2, q3));
     _mm512_storeu_si512(out + k, _mm512_permutexvar_epi32(order, bytes));
@@ -199,7 +206,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) float quantize_row_avx512(c
   for (; k < K; k += 16) {
     const __mmask16 m =
         K - k >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (K - k)) - 1u);
-    _mm512_mask_cvtepi32_storeu_epi8(out + k, m, q(_mm512_maskz_loadu_ps(m, x + k)));
+    _mm512_mask_cvtepi32_storeu_epi8(out + k, m,
+                                     quantize16_avx512(_mm512_maskz_loadu_ps(m, x + k), vinv));
   }
   return scale;
 }
