@@ -4,6 +4,7 @@
 // into every kind of run; the shapes of x; one packing per scope; threads
 // that join a scope; and every case that must keep the unpacked path.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -255,10 +256,16 @@ TEST(PackedLinear, OtherThreadsJoinTheScopeAndShareItsCopies) {
   std::vector<Tensor> xs;
   for (std::int64_t M : {16, 40, 130, 7}) xs.push_back(rand32({M, kK}, 19 + M));
   std::vector<Tensor> expect;
+  std::int64_t copies = 0;  // the layouts one thread packs for these rows
   {
+    PackAllRows pack;
     PrecisionScope scope(p, {w, b});
     for (const Tensor& x : xs) expect.push_back(linear(x, w, b));
+    copies = detail::packed_copies();
   }
+  // oneDNN capped below AVX-512 (DNNL_MAX_CPU_ISA) may take bf16 weights
+  // as they lie, with no packed copy; on its own it packs them.
+  if (std::getenv("DNNL_MAX_CPU_ISA") == nullptr) EXPECT_GT(copies, 0);
   PrecisionScope::Shared shared;
   std::vector<Tensor> got(xs.size());
   {
@@ -276,8 +283,8 @@ TEST(PackedLinear, OtherThreadsJoinTheScopeAndShareItsCopies) {
         got[i] = linear(xs[i], w, b);
       });
     for (auto& t : threads) t.join();
-    // The copies the threads made are the scope's.
-    EXPECT_GT(detail::packed_copies(), 0);
+    // The copies the threads made are the scope's, one per layout.
+    EXPECT_EQ(detail::packed_copies(), copies);
     std::thread bare([&] {
       EXPECT_EQ(matmul_precision(), Precision::f32);
       EXPECT_EQ(detail::packed_copies(), 0);
@@ -290,7 +297,7 @@ TEST(PackedLinear, OtherThreadsJoinTheScopeAndShareItsCopies) {
   // The owner's scope has ended; a thread that joins later still finds the copies.
   std::thread late([&] {
     PrecisionScope join(shared);
-    EXPECT_GT(detail::packed_copies(), 0);
+    EXPECT_EQ(detail::packed_copies(), copies);
     EXPECT_TRUE(same_bits(linear(xs[1], w, b), expect[1]));
   });
   late.join();
