@@ -128,6 +128,7 @@ seq2seq::DecodeOptions DecodeFlags::options(const seq2seq::ModelConfig& model) c
                                            "most that many hypotheses",
                                            n_best_, o.beam_size));
   o.n_best = n_best_;
+  o.scores = n_best_given();  // printed only with --n-best
   // d2l's word models decode at most num_steps tokens, as they were trained;
   // subword models leave 0 to translate_texts (3 x the source's length).
   o.max_length = max_length_ > 0 || model.tokenizer != "word" ? max_length_ : model.num_steps;

@@ -32,10 +32,17 @@ struct RowStats {
   double log_sum_exp;
 };
 
-inline RowStats row_stats_reference(const float* x, std::int64_t V) {
+// row_stats(x, V).max alone (the same NaN rule), for an argmax: one
+// compiler-vectorized pass, no exponentials.
+inline float row_max(const float* x, std::int64_t V) {
   float m = x[0];
 #pragma omp simd reduction(max : m)
   for (std::int64_t v = 1; v < V; ++v) m = x[v] > m ? x[v] : m;
+  return m;
+}
+
+inline RowStats row_stats_reference(const float* x, std::int64_t V) {
+  const float m = row_max(x, V);
   double s = 0;
 #pragma omp simd reduction(+ : s)
   for (std::int64_t v = 0; v < V; ++v) s += static_cast<double>(exp_simd<float>(x[v] - m));

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <memory>
 
 #include "attn/autograd/node.h"
@@ -90,16 +91,24 @@ bool ranks_before(const Candidate& a, const Candidate& b) {
 // (x[v] - log_sum_exp). Beam search ranks only the few positions that
 // detail::row_top_candidates finds (one compare per logit, no ranking of
 // the others): 12% less time for beam 4 in bf16 and int8 with the tatoeba
-// model, the same translations and scores.
+// model, the same translations and scores. Greedy decoding without scores
+// takes the argmax alone (log_prob 0 throughout).
 void row_best(const float* x, std::int64_t V, double log_prob, std::int64_t b, std::int64_t m,
-              bool greedy, std::vector<Candidate>& top) {
+              bool greedy, bool scores, std::vector<Candidate>& top) {
   top.clear();
+  auto first_at = [&](float max) {
+    std::int64_t best = 0;
+    while (best < V && !(x[best] == max)) ++best;
+    return best == V ? 0 : best;  // a NaN first logit: as argmax, position 0
+  };
+  if (greedy && !scores) {
+    top.push_back({0.0, b, first_at(detail::row_max(x, V))});
+    return;
+  }
   // The largest logit and log(sum_v exp(x_v)) (ops/row_stats.h).
   const detail::RowStats stats = detail::row_stats(x, V);
   if (greedy) {
-    std::int64_t best = 0;
-    while (best < V && !(x[best] == stats.max)) ++best;
-    if (best == V) best = 0;  // a NaN first logit: as argmax, position 0
+    const std::int64_t best = first_at(stats.max);
     top.push_back({log_prob + (x[best] - stats.log_sum_exp), b, best});
     return;
   }
@@ -309,7 +318,7 @@ std::vector<std::vector<Hypothesis>> decode(nn::Seq2SeqModel& net, const Tensor&
     detail::parallel_for(
         R, detail::loop_threads(R > 1 && R * V >= kParallelGrain), [&](std::int64_t r) {
           row_best(x + r * V, V, row_log_prob[static_cast<std::size_t>(r)], 0, K == 1 ? 1 : 2 * K,
-                   K == 1, row_tops[static_cast<std::size_t>(r)]);
+                   K == 1, options.scores, row_tops[static_cast<std::size_t>(r)]);
         });
 
     std::vector<std::int64_t> next_active, next_tokens;
@@ -351,8 +360,12 @@ std::vector<std::vector<Hypothesis>> decode(nn::Seq2SeqModel& net, const Tensor&
           f.hyp.ids = parent.ids;
           if (c.token != eos) f.hyp.ids.push_back(c.token);
           f.hyp.eos = c.token == eos;
-          f.hyp.log_prob = c.log_prob;
-          f.hyp.score = c.log_prob / length_penalty(t + 1, options.length_penalty);
+          if (K == 1 && !options.scores) {  // not computed
+            f.hyp.log_prob = f.hyp.score = std::numeric_limits<double>::quiet_NaN();
+          } else {
+            f.hyp.log_prob = c.log_prob;
+            f.hyp.score = c.log_prob / length_penalty(t + 1, options.length_penalty);
+          }
           f.attention = history[static_cast<std::size_t>(c.beam)];
           s.finished.push_back(std::move(f));
           continue;

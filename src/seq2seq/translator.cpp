@@ -174,6 +174,15 @@ AttentionMaps attention_maps(nn::Seq2SeqModel& net, const data::Tokenizer& token
   return maps;
 }
 
+namespace {
+// Options for translations whose text alone is used: greedy decoding skips
+// the log-probabilities (DecodeOptions::scores).
+DecodeOptions text_only(DecodeOptions options) {
+  options.scores = false;
+  return options;
+}
+}  // namespace
+
 Validation validate_translator(nn::Seq2SeqModel& net, const data::Tokenizer& tokenizer,
                                const std::vector<data::SentencePair>& text,
                                const data::TokenizedPairs& pairs, const DecodeOptions& options,
@@ -202,7 +211,7 @@ Validation validate_translator(nn::Seq2SeqModel& net, const data::Tokenizer& tok
     refs.push_back(text[static_cast<std::size_t>(i)].target);
   }
   if (!sources.empty())
-    for (auto& t : translate_texts(net, tokenizer, sources, options))
+    for (auto& t : translate_texts(net, tokenizer, sources, text_only(options)))
       hyps.push_back(t.front().text);
   BleuScore counts = corpus_bleu_13a(hyps, refs);
   if (split) {

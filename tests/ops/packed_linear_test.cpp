@@ -265,7 +265,9 @@ TEST(PackedLinear, OtherThreadsJoinTheScopeAndShareItsCopies) {
   }
   // oneDNN capped below AVX-512 (DNNL_MAX_CPU_ISA) may take bf16 weights
   // as they lie, with no packed copy; on its own it packs them.
-  if (std::getenv("DNNL_MAX_CPU_ISA") == nullptr) EXPECT_GT(copies, 0);
+  if (std::getenv("DNNL_MAX_CPU_ISA") == nullptr) {
+    EXPECT_GT(copies, 0);
+  }
   PrecisionScope::Shared shared;
   std::vector<Tensor> got(xs.size());
   {

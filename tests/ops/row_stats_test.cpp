@@ -90,6 +90,26 @@ TEST(RowStats, ExtremeLogitsAsTheReference) {
   }
 }
 
+// row_max is row_stats' maximum, NaN rule included, on rows of odd sizes.
+TEST(RowMax, EqualsTheMaximumOfRowStats) {
+  std::mt19937 gen(11);
+  std::normal_distribution<float> dist(0.0f, 4.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (std::int64_t V : {1, 2, 15, 17, 63, 64, 65, 1001, 8000, 8003}) {
+    const auto n = static_cast<std::size_t>(V);
+    std::vector<float> x(n);
+    for (float& v : x) v = dist(gen);
+    EXPECT_EQ(row_max(x.data(), V), row_stats(x.data(), V).max) << "V " << V;
+    EXPECT_EQ(row_max(x.data(), V), *std::max_element(x.begin(), x.end())) << "V " << V;
+    x[n - 1] = nan;  // ignored unless it is the first
+    if (V > 1) {
+      EXPECT_EQ(row_max(x.data(), V), row_stats(x.data(), V).max) << "V " << V;
+    }
+    x[0] = nan;
+    EXPECT_TRUE(std::isnan(row_max(x.data(), V))) << "V " << V;
+  }
+}
+
 }  // namespace
 
 // row_top_candidates: the vector kernel gives the reference's positions;

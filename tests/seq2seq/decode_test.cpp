@@ -276,6 +276,36 @@ TEST(Decode, BeamSizeOneIsGreedy) {
   }
 }
 
+// Greedy decoding without scores takes the same tokens, and says the scores
+// were not computed (NaN); beam search computes them regardless.
+TEST(Decode, GreedyWithoutScoresTakesTheSameTokens) {
+  auto net = make_net(config(23, 19), 5, 4.0, 1.5);
+  Sources s = random_sources(60, 9, 23, 5);
+  for (std::int64_t K : {1, 3}) {
+    SCOPED_TRACE(K);
+    DecodeOptions with, without;
+    with.max_length = without.max_length = 12;
+    with.beam_size = without.beam_size = K;
+    without.scores = false;
+    auto a = decode(*net, s.ids, s.lens, kBos, kEos, with);
+    auto b = decode(*net, s.ids, s.lens, kBos, kEos, without);
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i].size(), 1u);
+      ASSERT_EQ(b[i].size(), 1u);
+      EXPECT_EQ(a[i][0].ids, b[i][0].ids) << i;
+      EXPECT_EQ(a[i][0].eos, b[i][0].eos) << i;
+      EXPECT_TRUE(std::isfinite(a[i][0].log_prob)) << i;
+      if (K == 1) {
+        EXPECT_TRUE(std::isnan(b[i][0].log_prob) && std::isnan(b[i][0].score)) << i;
+      } else {
+        EXPECT_EQ(a[i][0].log_prob, b[i][0].log_prob) << i;
+        EXPECT_EQ(a[i][0].score, b[i][0].score) << i;
+      }
+    }
+  }
+}
+
 // Beam search in one batch, where sentences leave at different steps and the
 // last sentences' blocks of K rows move into their places: each sentence's
 // n-best list is the one it gets alone (ids, and scores within rounding:

@@ -65,6 +65,12 @@ struct DecodeOptions {
   // Record each hypothesis's attention weights while decoding (for pictures
   // and tests; runs the materialized attention path, which records them).
   bool keep_attention = false;
+  // Greedy decoding (beam_size 1) only: false takes each step's argmax alone,
+  // without the log-softmax over the vocabulary that a log-probability needs
+  // (PyTorch's argmax loop; CTranslate2's return_scores = false); the same
+  // tokens, and the hypotheses' log_prob and score are NaN (not computed).
+  // Beam search ranks by them and computes them regardless.
+  bool scores = true;
 
   void validate() const;  // ValueError naming the first bad field
 };

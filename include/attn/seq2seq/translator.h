@@ -24,7 +24,9 @@ struct TextTranslation {
   std::vector<std::int64_t> source_ids;  // with <eos>, as the encoder read it
   std::vector<std::int64_t> ids;  // the translation, without <bos> and <eos>
   std::string text;  // tokenizer.decode(ids)
-  double log_prob = 0, score = 0;  // of the hypothesis (seq2seq/decode.h); 0 for an empty source
+  // Of the hypothesis (seq2seq/decode.h); 0 for an empty source, NaN where
+  // greedy decoding ran without scores (DecodeOptions::scores).
+  double log_prob = 0, score = 0;
   bool eos = true;  // false: stopped at the length limit without <eos>
 };
 
