@@ -24,6 +24,7 @@
 #include "attn/attn.h"
 #include "attn/ops/attention.h"
 #include "attn/ops/precision.h"
+#include "ops/thread_limit.h"
 
 using namespace attn;
 
@@ -188,6 +189,26 @@ void BM_DecodeReference(benchmark::State& state) {
   decode(state, scaled_dot_product_attention_reference);
 }
 
+// Batch translation's decode step: 32 rows, each one query per head against
+// its own Tk cached steps (4 heads of 64, the tatoeba model), on one thread
+// (as each batch of --inter-threads runs). Reports ns per (row, head) task.
+void BM_DecodeBatch(benchmark::State& state) {
+  const std::int64_t Tk = state.range(0), B = 32, H = 4;
+  Tensor cache_k = random({B, 2 * Tk, H, kDim}, 1), cache_v = random({B, 2 * Tk, H, kDim}, 2);
+  Tensor k = cache_k.narrow(1, 0, Tk), v = cache_v.narrow(1, 0, Tk);
+  Tensor q = random({B, 1, H, kDim}, 3);
+  AttentionOptions opt;
+  opt.training = false;
+  detail::ThreadLimit one(1);
+  for (auto _ : state) {
+    Tensor out = attention_decode(q, k, v, opt);
+    benchmark::DoNotOptimize(out.data<float>());
+  }
+  state.counters["ns_per_task"] =
+      benchmark::Counter(static_cast<double>(B * H), benchmark::Counter::kIsIterationInvariantRate |
+                                                         benchmark::Counter::kInvert);
+}
+
 void sizes(benchmark::internal::Benchmark* b) {
   for (std::int64_t n : {1024, 2048, 4096})
     for (std::int64_t causal : {0, 1}) b->Args({n, causal});
@@ -222,6 +243,7 @@ BENCHMARK(BM_Decode)
     ->Args({16384, 1})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DecodeBatch)->Arg(4)->Arg(10)->Arg(24)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeReference)
     ->Args({4096, 8})
     ->Args({16384, 1})
