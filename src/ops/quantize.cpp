@@ -35,9 +35,11 @@
 #include "attn/core/error.h"
 #include "attn/core/threads.h"
 #include "core/parallel.h"
+#include "ops/int8_small.h"
 #include "ops/matmul_internal.h"
 #include "ops/matmul_primitive.h"
 #include "ops/quantize_internal.h"
+#include "ops/quantize_rows.h"
 #include "ops/thread_limit.h"
 
 // GCC 12 warns inside its own AVX-512 intrinsics (_mm512_undefined_ps used as
@@ -52,14 +54,13 @@ namespace {
 // u8 x s8 sums of K terms stay within int32 up to K = (2^31 - 1) / (255 * 127)
 // = 66311; the largest K int8 takes, a round number below it.
 constexpr std::int64_t kMaxK = 65536;
-// Rows whose largest magnitude is below this count as zero (127 / amax must
-// stay finite).
-constexpr float kTinyAmax = 1e-30f;
 // Products of more multiply-adds than this run on oneDNN's primitive.
 std::atomic<std::int64_t> g_loop_work{std::int64_t(1) << 15};
 // Primitive products below this many multiply-adds run on the calling thread
 // (as matmul.cpp's dnnl_sgemm calls do).
 constexpr std::int64_t kSerialWork = std::int64_t(1) << 22;
+// Products of at most this many rows run on int8_small_product (ops/int8_small.h).
+constexpr std::int64_t kSmallRows = 64;
 
 // One weight, quantized.
 struct QuantizedWeight {
@@ -71,7 +72,14 @@ struct QuantizedWeight {
   // (a copy stays where it is while others are added); `mu` guards it, as
   // the threads that joined the scope share the weight.
   std::deque<std::pair<dnnl::memory::desc, dnnl::memory>> packed;
+  std::vector<std::int8_t> small;  // Wq in int8_small_product's layout, once used
   std::mutex mu;
+
+  const std::int8_t* small_layout() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (small.empty()) small = detail::pack_int8_small(q.data(), N, K);
+    return small.data();
+  }
 
   const dnnl::memory* packed_for(const dnnl::memory::desc& layout) {
     std::lock_guard<std::mutex> lock(mu);
@@ -114,141 +122,12 @@ bool cpu_has_vnni() {
   return (isa & vnni) == vnni;
 }
 
+using detail::dequantize_row;
+using detail::quantize_reference;
+using detail::quantize_row;
+using detail::row_scale_reference;
+using detail::RowScale;
 using detail::ThreadLimit;
-
-// ---- the plain reference of one row's quantization ----
-
-struct RowScale {
-  float scale;  // sx: max|x| / 127; 1 for a zero row; NaN for a row with inf or NaN
-  float inv;  // 127 / max|x|; 0 for a zero or non-finite row
-  bool finite;
-};
-
-RowScale row_scale_reference(const float* x, std::int64_t K) {
-  float amax = 0;
-  for (std::int64_t k = 0; k < K; ++k) {
-    const float a = std::fabs(x[k]);
-    if (!(a <= FLT_MAX)) return {std::nanf(""), 0.0f, false};
-    amax = std::max(amax, a);
-  }
-  if (amax < kTinyAmax) return {1.0f, 0.0f, true};
-  return {amax / 127.0f, 127.0f / amax, true};
-}
-
-std::int8_t quantize_reference(float x, float inv) {
-  if (inv == 0.0f) return 0;  // a zero row, or one holding an infinity or a NaN
-  const float r = std::min(std::max(std::nearbyint(x * inv), -127.0f), 127.0f);
-  return static_cast<std::int8_t>(r);
-}
-
-// One vector of quantize_row_avx512: round(v * vinv) to nearest even,
-// clamped to [-127, 127], + 128. A function of its own rather than a lambda:
-// GCC does not pass a function's target attribute on to its lambdas.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i quantize16_avx512(__m512 v,
-                                                                                      __m512 vinv) {
-  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127),
-                shift = _mm512_set1_epi32(128);
-  const __m512i r = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v, vinv),
-                                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  return _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(r, lo), hi), shift);
-}
-
-// The same row into u8 (xq + 128) with AVX-512: the same f32 product, the
-// same rounding (to nearest even), the same clamp. Returns the row's scale.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) float quantize_row_avx512(const float* x,
-                                                                               std::int64_t K,
-                                                                               std::uint8_t* out) {
-  // max|x| in two registers, 32 values a step; a lane is unordered where
-  // either value is NaN.
-  __m512 m0 = _mm512_setzero_ps(), m1 = _mm512_setzero_ps();
-  __mmask16 unordered = 0;
-  std::int64_t k = 0;
-  for (; k + 32 <= K; k += 32) {
-    const __m512 a = _mm512_loadu_ps(x + k), b = _mm512_loadu_ps(x + k + 16);
-    unordered |= _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);
-    m0 = _mm512_max_ps(m0, _mm512_abs_ps(a));
-    m1 = _mm512_max_ps(m1, _mm512_abs_ps(b));
-  }
-  for (; k < K; k += 16) {
-    const __mmask16 m =
-        K - k >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (K - k)) - 1u);
-    const __m512 v = _mm512_maskz_loadu_ps(m, x + k);
-    unordered |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    m0 = _mm512_max_ps(m0, _mm512_abs_ps(v));
-  }
-  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
-  float scale = 1.0f, inv = 0.0f;
-  if (unordered != 0 || !(amax <= FLT_MAX)) {
-    scale = std::nanf("");
-  } else if (amax >= kTinyAmax) {
-    scale = amax / 127.0f;
-    inv = 127.0f / amax;
-  }
-  if (inv == 0.0f) {  // zero or non-finite row: zeros
-    std::memset(out, 128, static_cast<std::size_t>(K));
-    return scale;
-  }
-  // round(x * inv) to nearest even, clamped to [-127, 127], + 128; 64 values
-  // a step packed to bytes (the packs work per 128-bit lane, the permute puts
-  // the dwords back in order).
-  const __m512 vinv = _mm512_set1_ps(inv);
-  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  k = 0;
-  for (; k + 64 <= K; k += 64) {
-    const __m512i q0 = quantize16_avx512(_mm512_loadu_ps(x + k), vinv),
-                  q1 = quantize16_avx512(_mm512_loadu_ps(x + k + 16), vinv),
-                  q2 = quantize16_avx512(_mm512_loadu_ps(x + k + 32), vinv),
-                  q3 = quantize16_avx512(_mm512_loadu_ps(x + k + 48), vinv);
-    const __m512i bytes =
-        _mm512_packus_epi16(_mm512_packs_epi32(q0, q1), _mm512_packs_epi32(q2, q3));
-    _mm512_storeu_si512(out + k, _mm512_permutexvar_epi32(order, bytes));
-  }
-  for (; k < K; k += 16) {
-    const __mmask16 m =
-        K - k >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (K - k)) - 1u);
-    _mm512_mask_cvtepi32_storeu_epi8(out + k, m,
-                                     quantize16_avx512(_mm512_maskz_loadu_ps(m, x + k), vinv));
-  }
-  return scale;
-}
-
-// y[n] = fma(float(c[n] - comp[n]), sx * sw[n], b[n]) (comp, b may be null).
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void dequantize_row_avx512(
-    const std::int32_t* c, const std::int32_t* comp, float sx, const float* sw, const float* b,
-    std::int64_t N, float* y) {
-  const __m512 vsx = _mm512_set1_ps(sx);
-  for (std::int64_t n = 0; n < N; n += 16) {
-    const __mmask16 m =
-        N - n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (N - n)) - 1u);
-    __m512i acc = _mm512_maskz_loadu_epi32(m, c + n);
-    if (comp) acc = _mm512_sub_epi32(acc, _mm512_maskz_loadu_epi32(m, comp + n));
-    const __m512 s = _mm512_mul_ps(vsx, _mm512_maskz_loadu_ps(m, sw + n));
-    const __m512 bias = b ? _mm512_maskz_loadu_ps(m, b + n) : _mm512_setzero_ps();
-    _mm512_mask_storeu_ps(y + n, m, _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), s, bias));
-  }
-}
-
-float quantize_row(const float* x, std::int64_t K, std::uint8_t* out, bool vector) {
-  if (vector) return quantize_row_avx512(x, K, out);
-  const RowScale s = row_scale_reference(x, K);
-  for (std::int64_t k = 0; k < K; ++k)
-    out[k] = static_cast<std::uint8_t>(quantize_reference(x[k], s.inv) + 128);
-  return s.scale;
-}
-
-// c and y may be the same memory (run_int8): each element is read before
-// its float is written, the scalar loop through memcpy.
-void dequantize_row(const std::int32_t* c, const std::int32_t* comp, float sx, const float* sw,
-                    const float* b, std::int64_t N, float* y, bool vector) {
-  if (vector) return dequantize_row_avx512(c, comp, sx, sw, b, N, y);
-  for (std::int64_t n = 0; n < N; ++n) {
-    std::int32_t cn;
-    std::memcpy(&cn, c + n, sizeof cn);
-    const float v =
-        std::fma(static_cast<float>(cn - (comp ? comp[n] : 0)), sx * sw[n], b ? b[n] : 0.0f);
-    std::memcpy(y + n, &v, sizeof v);
-  }
-}
 
 // Wq, sw and the compensation of weight (N, K), any strides. A weight
 // holding an infinity or a NaN is refused: its scale would make every output
@@ -347,6 +226,42 @@ Scratch& thread_scratch() {
   return s;
 }
 
+// A few rows (a decoding step): int8_small_product (ops/int8_small.h), the
+// floats straight from its registers, no int32 sums in memory; the column
+// groups shared out over threads where the primitive's work would be. The
+// same bits as the primitive's path (exact int32 sums, the same formula).
+Tensor run_int8_small(const Tensor& x, std::int64_t M, QuantizedWeight& w, const Tensor& bias,
+                      const Shape& out_shape) {
+  const std::int64_t N = w.N, K = w.K;
+  Tensor y = Tensor::empty(out_shape, DType::f32);
+  Tensor xc = x.detach().contiguous();
+  Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Scratch& s = thread_scratch();
+  // 3 readable bytes past the last row (int8_small.h).
+  if (s.xq.size() < static_cast<std::size_t>(M * K + 64)) s.xq.resize(M * K + 64);
+  if (s.sx.size() < static_cast<std::size_t>(M)) s.sx.resize(M);
+  const float* px = xc.data<float>();
+  for (std::int64_t m = 0; m < M; ++m) s.sx[m] = quantize_row(px + m * K, K, &s.xq[m * K], true);
+  detail::Int8SmallArgs a{};
+  a.u = s.xq.data();
+  a.ldu = K;
+  a.sx = s.sx.data();
+  a.packed = w.small_layout();
+  a.comp = w.comp.data();
+  a.sw = w.scale.data();
+  a.bias = bc.defined() ? bc.data<float>() : nullptr;
+  a.M = M;
+  a.K = K;
+  a.N = N;
+  a.y = y.data<float>();
+  const std::int64_t groups = (N + 31) / 32;
+  const bool parallel = M * N * K >= kSerialWork && groups > 1;
+  detail::parallel_ranges(
+      groups, detail::loop_threads(parallel),
+      [&](std::int64_t g0, std::int64_t g1) { detail::int8_small_product(a, g0, g1); });
+  return y;
+}
+
 // y (..., N) for x (..., K) through the fast path. The int32 sums are
 // written where y goes (room for the primitive's rows), and each row is
 // turned into floats where it lies: the sums of an output layer (512 rows x
@@ -357,6 +272,7 @@ Tensor run_int8(const Tensor& x, QuantizedWeight& w, const Tensor& bias) {
   out_shape.push_back(N);
   const std::int64_t M = N == 0 ? 0 : shape_numel(out_shape) / N;
   if (M * N == 0) return Tensor::empty(out_shape, DType::f32);
+  if (M <= kSmallRows && int8_supported()) return run_int8_small(x, M, w, bias, out_shape);
   static_assert(sizeof(std::int32_t) == sizeof(float));
   const Tensor room = Tensor::empty({primitive_rows(M), N}, DType::f32);
   Tensor xc = x.detach().contiguous();

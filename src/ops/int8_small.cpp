@@ -1,0 +1,193 @@
+// The few-row int8 product of ops/int8_small.h: its layout, its plain
+// reference, and the AVX-512 VNNI kernel, compiled for that whatever the
+// build targets and called only where the CPU has it.
+#include "ops/int8_small.h"
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+namespace attn::detail {
+
+namespace {
+constexpr std::int64_t kGroup = 32;  // columns per tile: two registers of 16 int32
+constexpr int kTileRows = 12;  // rows per tile: 24 sums in registers
+}  // namespace
+
+std::vector<std::int8_t> pack_int8_small(const std::int8_t* wq, std::int64_t N, std::int64_t K) {
+  const std::int64_t groups = (N + kGroup - 1) / kGroup, k4 = (K + 3) / 4;
+  std::vector<std::int8_t> p(static_cast<std::size_t>(groups * k4 * kGroup * 4), 0);
+  for (std::int64_t n = 0; n < N; ++n) {
+    const std::int64_t g = n / kGroup, c = n % kGroup;
+    for (std::int64_t k = 0; k < K; ++k)
+      p[static_cast<std::size_t>(((g * k4 + k / 4) * kGroup + c) * 4 + k % 4)] = wq[n * K + k];
+  }
+  return p;
+}
+
+void int8_small_product_reference(const Int8SmallArgs& a, const std::int8_t* wq) {
+  for (std::int64_t m = 0; m < a.M; ++m)
+    for (std::int64_t n = 0; n < a.N; ++n) {
+      std::int32_t acc = 0;
+      for (std::int64_t k = 0; k < a.K; ++k)
+        acc += static_cast<std::int32_t>(a.u[m * a.ldu + k]) *
+               static_cast<std::int32_t>(wq[n * a.K + k]);
+      acc -= a.comp[n];
+      a.y[m * a.N + n] =
+          std::fma(static_cast<float>(acc), a.sx[m] * a.sw[n], a.bias ? a.bias[n] : 0.0f);
+    }
+}
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
+// GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+namespace {
+
+// No standard-library templates in here: their instances, compiled for
+// AVX-512, could be the ones the linker keeps for every caller.
+
+__mmask16 first_lanes(std::int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1u);
+}
+
+// What turns a group's sums into floats: its columns' masks, comp, sw and bias.
+struct Epilogue {
+  __mmask16 mlo, mhi;
+  __m512i clo, chi;
+  __m512 slo, shi, blo, bhi;
+};
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) inline void
+store_row(float* y, float sx, __m512i lo, __m512i hi, const Epilogue& e) {
+  const __m512 vsx = _mm512_set1_ps(sx);
+  _mm512_mask_storeu_ps(y, e.mlo,
+                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(lo, e.clo)),
+                                        _mm512_mul_ps(vsx, e.slo), e.blo));
+  _mm512_mask_storeu_ps(y + 16, e.mhi,
+                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(hi, e.chi)),
+                                        _mm512_mul_ps(vsx, e.shi), e.bhi));
+}
+
+// acc += the u8 x s8 dot products of each 4 bytes of x and w, in place.
+// The instruction by hand: with the intrinsic, GCC 12 moved every sum to
+// another register (or to the stack, past 8 rows) at each step.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) inline void dpbusd(
+    __m512i& acc, __m512i x, __m512i w) {
+  asm("vpdpbusd %[w], %[x], %[acc]" : [acc] "+v"(acc) : [x] "v"(x), [w] "v"(w));
+}
+
+// One row's step: its 4 bytes broadcast, two vpdpbusd. Named sums, not an
+// array: GCC kept an array's sums on the stack, loading and storing them at
+// every step.
+#define ATTN_INT8_ROW_STEP(r)                               \
+  if constexpr (R > r) {                                    \
+    std::int32_t four;                                      \
+    std::memcpy(&four, u + (r)*a.ldu + 4 * s, sizeof four); \
+    const __m512i x = _mm512_set1_epi32(four);              \
+    dpbusd(lo##r, x, w0);                                   \
+    dpbusd(hi##r, x, w1);                                   \
+  }
+#define ATTN_INT8_ROW_STORE(r) \
+  if constexpr (R > r) store_row(a.y + (m0 + r) * a.N + n0, a.sx[m0 + r], lo##r, hi##r, e);
+
+// y for rows [m0, m0 + R) and group g: the sums over all of K in registers,
+// then acc - comp, times sx * sw, plus the bias, as dequantize_row does.
+template <int R>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), noinline)) void tile(
+    const Int8SmallArgs& a, std::int64_t m0, std::int64_t g) {
+  static_assert(R >= 1 && R <= kTileRows);
+  const std::int64_t k4 = (a.K + 3) / 4;
+  const std::int8_t* w = a.packed + g * k4 * kGroup * 4;
+  const std::uint8_t* u = a.u + m0 * a.ldu;
+  const __m512i z = _mm512_setzero_si512();
+  __m512i lo0 = z, lo1 = z, lo2 = z, lo3 = z, lo4 = z, lo5 = z, lo6 = z, lo7 = z, lo8 = z, lo9 = z,
+          lo10 = z, lo11 = z;
+  __m512i hi0 = z, hi1 = z, hi2 = z, hi3 = z, hi4 = z, hi5 = z, hi6 = z, hi7 = z, hi8 = z, hi9 = z,
+          hi10 = z, hi11 = z;
+  for (std::int64_t s = 0; s < k4; ++s) {
+    const __m512i w0 = _mm512_loadu_si512(w + s * 128), w1 = _mm512_loadu_si512(w + s * 128 + 64);
+    ATTN_INT8_ROW_STEP(0)
+    ATTN_INT8_ROW_STEP(1)
+    ATTN_INT8_ROW_STEP(2)
+    ATTN_INT8_ROW_STEP(3)
+    ATTN_INT8_ROW_STEP(4)
+    ATTN_INT8_ROW_STEP(5)
+    ATTN_INT8_ROW_STEP(6)
+    ATTN_INT8_ROW_STEP(7)
+    ATTN_INT8_ROW_STEP(8)
+    ATTN_INT8_ROW_STEP(9)
+    ATTN_INT8_ROW_STEP(10)
+    ATTN_INT8_ROW_STEP(11)
+  }
+  const std::int64_t n0 = g * kGroup;
+  Epilogue e;
+  e.mlo = first_lanes(a.N - n0);
+  e.mhi = first_lanes(a.N - n0 - 16);
+  e.clo = _mm512_maskz_loadu_epi32(e.mlo, a.comp + n0);
+  e.chi = _mm512_maskz_loadu_epi32(e.mhi, a.comp + n0 + 16);
+  e.slo = _mm512_maskz_loadu_ps(e.mlo, a.sw + n0);
+  e.shi = _mm512_maskz_loadu_ps(e.mhi, a.sw + n0 + 16);
+  e.blo = a.bias ? _mm512_maskz_loadu_ps(e.mlo, a.bias + n0) : _mm512_setzero_ps();
+  e.bhi = a.bias ? _mm512_maskz_loadu_ps(e.mhi, a.bias + n0 + 16) : _mm512_setzero_ps();
+  ATTN_INT8_ROW_STORE(0)
+  ATTN_INT8_ROW_STORE(1)
+  ATTN_INT8_ROW_STORE(2)
+  ATTN_INT8_ROW_STORE(3)
+  ATTN_INT8_ROW_STORE(4)
+  ATTN_INT8_ROW_STORE(5)
+  ATTN_INT8_ROW_STORE(6)
+  ATTN_INT8_ROW_STORE(7)
+  ATTN_INT8_ROW_STORE(8)
+  ATTN_INT8_ROW_STORE(9)
+  ATTN_INT8_ROW_STORE(10)
+  ATTN_INT8_ROW_STORE(11)
+}
+#undef ATTN_INT8_ROW_STEP
+#undef ATTN_INT8_ROW_STORE
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void rows_tile(
+    const Int8SmallArgs& a, std::int64_t m0, std::int64_t rows, std::int64_t g) {
+  switch (rows) {
+    case 1: return tile<1>(a, m0, g);
+    case 2: return tile<2>(a, m0, g);
+    case 3: return tile<3>(a, m0, g);
+    case 4: return tile<4>(a, m0, g);
+    case 5: return tile<5>(a, m0, g);
+    case 6: return tile<6>(a, m0, g);
+    case 7: return tile<7>(a, m0, g);
+    case 8: return tile<8>(a, m0, g);
+    case 9: return tile<9>(a, m0, g);
+    case 10: return tile<10>(a, m0, g);
+    case 11: return tile<11>(a, m0, g);
+    default: return tile<12>(a, m0, g);
+  }
+}
+
+}  // namespace
+
+// The rows in tiles of equal size (32 rows: 11, 11, 10), each group's
+// weights read once per tile from the nearest cache.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void int8_small_product(
+    const Int8SmallArgs& a, std::int64_t g0, std::int64_t g1) {
+  const std::int64_t tiles = (a.M + kTileRows - 1) / kTileRows;
+  if (tiles == 0) return;
+  const std::int64_t base = a.M / tiles, extra = a.M % tiles;
+  for (std::int64_t g = g0; g < g1; ++g) {
+    std::int64_t m0 = 0;
+    for (std::int64_t t = 0; t < tiles; ++t) {
+      const std::int64_t rows = base + (t < extra ? 1 : 0);
+      rows_tile(a, m0, rows, g);
+      m0 += rows;
+    }
+  }
+}
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+}  // namespace attn::detail

@@ -1,0 +1,161 @@
+// One row's int8 quantization and dequantization (ops/quantize_rows.h):
+// the plain references and the AVX-512 kernels, compiled for AVX-512
+// whatever the build targets and called only where the CPU has it.
+#include "ops/quantize_rows.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+// GCC 12 warns inside its own AVX-512 intrinsics (_mm512_undefined_ps used as
+// the pass-through of an unmasked operation; GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace attn::detail {
+
+namespace {
+// Rows whose largest magnitude is below this count as zero (127 / amax must
+// stay finite).
+constexpr float kTinyAmax = 1e-30f;
+}  // namespace
+
+RowScale row_scale_reference(const float* x, std::int64_t K) {
+  float amax = 0;
+  for (std::int64_t k = 0; k < K; ++k) {
+    const float a = std::fabs(x[k]);
+    if (!(a <= FLT_MAX)) return {std::nanf(""), 0.0f, false};
+    amax = std::max(amax, a);
+  }
+  if (amax < kTinyAmax) return {1.0f, 0.0f, true};
+  return {amax / 127.0f, 127.0f / amax, true};
+}
+
+std::int8_t quantize_reference(float x, float inv) {
+  if (inv == 0.0f) return 0;  // a zero row, or one holding an infinity or a NaN
+  const float r = std::min(std::max(std::nearbyint(x * inv), -127.0f), 127.0f);
+  return static_cast<std::int8_t>(r);
+}
+
+namespace {
+
+// No standard-library templates in the AVX-512 functions: their instances,
+// compiled for AVX-512, could be the ones the linker keeps for every caller.
+
+// One vector of quantize_row_avx512: round(v * vinv) to nearest even,
+// clamped to [-127, 127], + 128. A function of its own rather than a lambda:
+// GCC does not pass a function's target attribute on to its lambdas.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i quantize16_avx512(__m512 v,
+                                                                                      __m512 vinv) {
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127),
+                shift = _mm512_set1_epi32(128);
+  const __m512i r = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v, vinv),
+                                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(r, lo), hi), shift);
+}
+
+// The same row into u8 (xq + 128) with AVX-512: the same f32 product, the
+// same rounding (to nearest even), the same clamp. Returns the row's scale.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) float quantize_row_avx512(const float* x,
+                                                                               std::int64_t K,
+                                                                               std::uint8_t* out) {
+  // max|x| in two registers, 32 values a step; a lane is unordered where
+  // either value is NaN.
+  __m512 m0 = _mm512_setzero_ps(), m1 = _mm512_setzero_ps();
+  __mmask16 unordered = 0;
+  std::int64_t k = 0;
+  for (; k + 32 <= K; k += 32) {
+    const __m512 a = _mm512_loadu_ps(x + k), b = _mm512_loadu_ps(x + k + 16);
+    unordered |= _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);
+    m0 = _mm512_max_ps(m0, _mm512_abs_ps(a));
+    m1 = _mm512_max_ps(m1, _mm512_abs_ps(b));
+  }
+  for (; k < K; k += 16) {
+    const __mmask16 m =
+        K - k >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (K - k)) - 1u);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + k);
+    unordered |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    m0 = _mm512_max_ps(m0, _mm512_abs_ps(v));
+  }
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
+  float scale = 1.0f, inv = 0.0f;
+  if (unordered != 0 || !(amax <= FLT_MAX)) {
+    scale = std::nanf("");
+  } else if (amax >= kTinyAmax) {
+    scale = amax / 127.0f;
+    inv = 127.0f / amax;
+  }
+  if (inv == 0.0f) {  // zero or non-finite row: zeros
+    std::memset(out, 128, static_cast<std::size_t>(K));
+    return scale;
+  }
+  // round(x * inv) to nearest even, clamped to [-127, 127], + 128; 64 values
+  // a step packed to bytes (the packs work per 128-bit lane, the permute puts
+  // the dwords back in order).
+  const __m512 vinv = _mm512_set1_ps(inv);
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  k = 0;
+  for (; k + 64 <= K; k += 64) {
+    const __m512i q0 = quantize16_avx512(_mm512_loadu_ps(x + k), vinv),
+                  q1 = quantize16_avx512(_mm512_loadu_ps(x + k + 16), vinv),
+                  q2 = quantize16_avx512(_mm512_loadu_ps(x + k + 32), vinv),
+                  q3 = quantize16_avx512(_mm512_loadu_ps(x + k + 48), vinv);
+    const __m512i bytes =
+        _mm512_packus_epi16(_mm512_packs_epi32(q0, q1), _mm512_packs_epi32(q2, q3));
+    _mm512_storeu_si512(out + k, _mm512_permutexvar_epi32(order, bytes));
+  }
+  for (; k < K; k += 16) {
+    const __mmask16 m =
+        K - k >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (K - k)) - 1u);
+    _mm512_mask_cvtepi32_storeu_epi8(out + k, m,
+                                     quantize16_avx512(_mm512_maskz_loadu_ps(m, x + k), vinv));
+  }
+  return scale;
+}
+
+// y[n] = fma(float(c[n] - comp[n]), sx * sw[n], b[n]) (comp, b may be null).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void dequantize_row_avx512(
+    const std::int32_t* c, const std::int32_t* comp, float sx, const float* sw, const float* b,
+    std::int64_t N, float* y) {
+  const __m512 vsx = _mm512_set1_ps(sx);
+  for (std::int64_t n = 0; n < N; n += 16) {
+    const __mmask16 m =
+        N - n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (N - n)) - 1u);
+    __m512i acc = _mm512_maskz_loadu_epi32(m, c + n);
+    if (comp) acc = _mm512_sub_epi32(acc, _mm512_maskz_loadu_epi32(m, comp + n));
+    const __m512 s = _mm512_mul_ps(vsx, _mm512_maskz_loadu_ps(m, sw + n));
+    const __m512 bias = b ? _mm512_maskz_loadu_ps(m, b + n) : _mm512_setzero_ps();
+    _mm512_mask_storeu_ps(y + n, m, _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), s, bias));
+  }
+}
+
+}  // namespace
+
+float quantize_row(const float* x, std::int64_t K, std::uint8_t* out, bool vector) {
+  if (vector) return quantize_row_avx512(x, K, out);
+  const RowScale s = row_scale_reference(x, K);
+  for (std::int64_t k = 0; k < K; ++k)
+    out[k] = static_cast<std::uint8_t>(quantize_reference(x[k], s.inv) + 128);
+  return s.scale;
+}
+
+// c and y may be the same memory (run_int8): each element is read before
+// its float is written, the scalar loop through memcpy.
+void dequantize_row(const std::int32_t* c, const std::int32_t* comp, float sx, const float* sw,
+                    const float* b, std::int64_t N, float* y, bool vector) {
+  if (vector) return dequantize_row_avx512(c, comp, sx, sw, b, N, y);
+  for (std::int64_t n = 0; n < N; ++n) {
+    std::int32_t cn;
+    std::memcpy(&cn, c + n, sizeof cn);
+    const float v =
+        std::fma(static_cast<float>(cn - (comp ? comp[n] : 0)), sx * sw[n], b ? b[n] : 0.0f);
+    std::memcpy(y + n, &v, sizeof v);
+  }
+}
+
+}  // namespace attn::detail
+
+#pragma GCC diagnostic pop
