@@ -33,8 +33,11 @@ struct RowStats {
 };
 
 // row_stats(x, V).max alone (the same NaN rule), for an argmax: one
-// compiler-vectorized pass, no exponentials.
+// compiler-vectorized pass, no exponentials. A NaN first value is returned
+// as it is: the vectorized reduction starts its lanes elsewhere and, at
+// some optimization levels, dropped it.
 inline float row_max(const float* x, std::int64_t V) {
+  if (std::isnan(x[0])) return x[0];
   float m = x[0];
 #pragma omp simd reduction(max : m)
   for (std::int64_t v = 1; v < V; ++v) m = x[v] > m ? x[v] : m;
