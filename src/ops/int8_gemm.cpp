@@ -1,7 +1,7 @@
-// The few-row int8 product of ops/int8_small.h: its layout, its plain
+// The few-row int8 product of ops/int8_gemm.h: its layout, its plain
 // reference, and the AVX-512 VNNI kernel, compiled for that whatever the
 // build targets and called only where the CPU has it.
-#include "ops/int8_small.h"
+#include "ops/int8_gemm.h"
 
 #include <immintrin.h>
 
@@ -15,7 +15,7 @@ constexpr std::int64_t kGroup = 32;  // columns per tile: two registers of 16 in
 constexpr int kTileRows = 12;  // rows per tile: 24 sums in registers
 }  // namespace
 
-std::vector<std::int8_t> pack_int8_small(const std::int8_t* wq, std::int64_t N, std::int64_t K) {
+std::vector<std::int8_t> pack_int8_gemm(const std::int8_t* wq, std::int64_t N, std::int64_t K) {
   const std::int64_t groups = (N + kGroup - 1) / kGroup, k4 = (K + 3) / 4;
   std::vector<std::int8_t> p(static_cast<std::size_t>(groups * k4 * kGroup * 4), 0);
   for (std::int64_t n = 0; n < N; ++n) {
@@ -26,7 +26,7 @@ std::vector<std::int8_t> pack_int8_small(const std::int8_t* wq, std::int64_t N, 
   return p;
 }
 
-void int8_small_product_reference(const Int8SmallArgs& a, const std::int8_t* wq) {
+void int8_gemm_reference(const Int8GemmArgs& a, const std::int8_t* wq) {
   for (std::int64_t m = 0; m < a.M; ++m)
     for (std::int64_t n = 0; n < a.N; ++n) {
       std::int32_t acc = 0;
@@ -99,7 +99,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) i
 // then acc - comp, times sx * sw, plus the bias, as dequantize_row does.
 template <int R>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), noinline)) void tile(
-    const Int8SmallArgs& a, std::int64_t m0, std::int64_t g) {
+    const Int8GemmArgs& a, std::int64_t m0, std::int64_t g) {
   static_assert(R >= 1 && R <= kTileRows);
   const std::int64_t k4 = (a.K + 3) / 4;
   const std::int8_t* w = a.packed + g * k4 * kGroup * 4;
@@ -151,7 +151,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), noinline)) void t
 #undef ATTN_INT8_ROW_STORE
 
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void rows_tile(
-    const Int8SmallArgs& a, std::int64_t m0, std::int64_t rows, std::int64_t g) {
+    const Int8GemmArgs& a, std::int64_t m0, std::int64_t rows, std::int64_t g) {
   switch (rows) {
     case 1: return tile<1>(a, m0, g);
     case 2: return tile<2>(a, m0, g);
@@ -172,8 +172,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void rows_tile(
 
 // The rows in tiles of equal size (32 rows: 11, 11, 10), each group's
 // weights read once per tile from the nearest cache.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void int8_small_product(
-    const Int8SmallArgs& a, std::int64_t g0, std::int64_t g1) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void int8_gemm(
+    const Int8GemmArgs& a, std::int64_t g0, std::int64_t g1) {
   const std::int64_t tiles = (a.M + kTileRows - 1) / kTileRows;
   if (tiles == 0) return;
   const std::int64_t base = a.M / tiles, extra = a.M % tiles;
