@@ -13,6 +13,9 @@ namespace attn::detail {
 namespace {
 constexpr std::int64_t kGroup = 32;  // columns per tile: two registers of 16 int32
 constexpr int kTileRows = 12;  // rows per tile: 24 sums in registers
+// Tiles whose rows (at most 48 x K bytes) stay in the nearest cache while
+// every column group passes.
+constexpr std::int64_t kChunkTiles = 4;
 }  // namespace
 
 std::vector<std::int8_t> pack_int8_gemm(const std::int8_t* wq, std::int64_t N, std::int64_t K) {
@@ -177,13 +180,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void int8_gemm(
   const std::int64_t tiles = (a.M + kTileRows - 1) / kTileRows;
   if (tiles == 0) return;
   const std::int64_t base = a.M / tiles, extra = a.M % tiles;
-  for (std::int64_t g = g0; g < g1; ++g) {
-    std::int64_t m0 = 0;
-    for (std::int64_t t = 0; t < tiles; ++t) {
-      const std::int64_t rows = base + (t < extra ? 1 : 0);
-      rows_tile(a, m0, rows, g);
-      m0 += rows;
-    }
+  // Tile t's first row.
+  auto first = [&](std::int64_t t) { return t * base + (t < extra ? t : extra); };
+  for (std::int64_t t0 = 0; t0 < tiles; t0 += kChunkTiles) {
+    const std::int64_t t1 = t0 + kChunkTiles < tiles ? t0 + kChunkTiles : tiles;
+    for (std::int64_t g = g0; g < g1; ++g)
+      for (std::int64_t t = t0; t < t1; ++t) rows_tile(a, first(t), first(t + 1) - first(t), g);
   }
 }
 
