@@ -105,15 +105,25 @@ void DecoderState::select_rows(const Tensor& rows, const Tensor& encoder_rows) {
              "DecoderState::select_rows: {} encoder rows for {} rows", enc_index.size(),
              index.size());
   // The self-attention buffers are the state's own (step() writes them in
-  // place); only their valid steps are kept.
-  for (auto* cache : {&self_k, &self_v})
-    for (Tensor& buf : *cache)
-      if (buf.defined()) {
-        ATTN_CHECK(buf.dim() == 4 && steps <= buf.size(1), ShapeError,
-                   "DecoderState::select_rows: a self-attention cache of shape {} for {} steps",
-                   shape_str(buf.shape()), steps);
-        buf = select_leading_rows(buf, index, steps * buf.size(2) * buf.size(3), true);
-      }
+  // place); only their valid steps are kept, or only the table's rows picked.
+  if (self_rows.defined()) {
+    ATTN_CHECK(self_rows.dim() == 2 && self_rows.size(0) == B && self_rows.size(1) == steps,
+               ShapeError,
+               "DecoderState::select_rows: a table of cache rows of shape {} for {} "
+               "rows and {} steps",
+               shape_str(self_rows.shape()), B, steps);
+    self_rows =
+        index_select(self_rows, 0, from_vector(index, {static_cast<std::int64_t>(index.size())}));
+  } else {
+    for (auto* cache : {&self_k, &self_v})
+      for (Tensor& buf : *cache)
+        if (buf.defined()) {
+          ATTN_CHECK(buf.dim() == 4 && steps <= buf.size(1), ShapeError,
+                     "DecoderState::select_rows: a self-attention cache of shape {} for {} steps",
+                     shape_str(buf.shape()), steps);
+          buf = select_leading_rows(buf, index, steps * buf.size(2) * buf.size(3), true);
+        }
+  }
   if (hidden.defined())
     hidden = index_select(hidden, 1, from_vector(index, {static_cast<std::int64_t>(index.size())}));
   if (shares_encoder_rows) {  // the encoder side stays; only the index changes

@@ -132,19 +132,22 @@ Tensor DecoderBlock::forward(const Tensor& X, const Tensor& enc_outputs,
 }
 
 namespace {
-// Appends x (B, T, H, d) to the cache buffer `buf` (B, capacity, H, d) that
-// holds `len` steps, growing it geometrically; returns the view of the
-// len + T valid steps.
+// Writes x (R, T, H, d) at steps len..len+T-1 of rows 0..R-1 of the cache
+// buffer `buf` (rows, capacity, H, d), which holds `len` steps; grows it
+// geometrically in steps and to at least R rows (the valid steps of every
+// old row kept in place); returns the view of every row's len + T steps.
 Tensor append_to_cache(Tensor& buf, const Tensor& x, std::int64_t len) {
-  const std::int64_t T = x.size(1);
-  if (!buf.defined() || len + T > buf.size(1)) {
+  const std::int64_t R = x.size(0), T = x.size(1);
+  const std::int64_t rows = buf.defined() ? buf.size(0) : 0;
+  if (!buf.defined() || len + T > buf.size(1) || R > rows) {
     const std::int64_t old = buf.defined() ? buf.size(1) : 0;
-    const std::int64_t capacity = std::max({len + T, 2 * old, std::int64_t{16}});
-    Tensor grown = Tensor::empty({x.size(0), capacity, x.size(2), x.size(3)}, x.dtype());
-    if (len > 0) copy_(grown.narrow(1, 0, len), buf.narrow(1, 0, len));
+    const std::int64_t capacity =
+        len + T > old ? std::max({len + T, 2 * old, std::int64_t{16}}) : old;
+    Tensor grown = Tensor::empty({std::max(R, rows), capacity, x.size(2), x.size(3)}, x.dtype());
+    if (len > 0) copy_(grown.narrow(0, 0, rows).narrow(1, 0, len), buf.narrow(1, 0, len));
     buf = grown;
   }
-  copy_(buf.narrow(1, len, T), x);
+  copy_(buf.narrow(0, 0, R).narrow(1, len, T), x);
   return buf.narrow(1, 0, len + T);
 }
 }  // namespace
@@ -155,8 +158,10 @@ Tensor DecoderBlock::forward_cached(const Tensor& X, DecoderState& state,
   Tensor K = append_to_cache(state.self_k[i], k, state.steps);
   Tensor V = append_to_cache(state.self_v[i], v, state.steps);
   // The new tokens sit at positions steps..steps+T-1: each sees the cache and
-  // the new tokens up to itself (causal with offset K - T).
-  Tensor Y = addnorm1->forward(X, attention1->attend(X, K, V, Tensor(), /*causal=*/true));
+  // the new tokens up to itself (causal with offset K - T), each step of
+  // each row read from the buffer row state.self_rows names.
+  Tensor Y =
+      addnorm1->forward(X, attention1->attend(X, K, V, Tensor(), /*causal=*/true, state.self_rows));
   if (!state.cross_k[i].defined()) {
     auto [ck, cv] = attention2->project_kv(state.enc_outputs, state.enc_outputs);
     state.cross_k[i] = ck;
@@ -190,6 +195,7 @@ DecoderState TransformerDecoder::init_state(const Tensor& enc_outputs,
   s.enc_outputs = enc_outputs;
   s.enc_valid_lens = enc_valid_lens;
   s.shares_encoder_rows = true;
+  s.self_rows = Tensor::empty({enc_outputs.size(0), 0}, DType::i64);
   s.self_k.resize(num_layers);
   s.self_v.resize(num_layers);
   s.cross_k.resize(num_layers);
@@ -208,6 +214,27 @@ Tensor TransformerDecoder::forward(const Tensor& X, const DecoderState& state) {
   return dense->forward(H);
 }
 
+namespace {
+// state.self_rows with T more steps, each row's own: (R, steps + T).
+void extend_cache_table(DecoderState& state, std::int64_t R, std::int64_t T) {
+  const Tensor& old = state.self_rows;
+  const std::int64_t S = state.steps;
+  ATTN_CHECK(old.defined() && old.dim() == 2 && old.size(0) == R && old.size(1) == S, ShapeError,
+             "TransformerDecoder::step: a state whose table of cache rows has shape {} for {} "
+             "rows and {} steps (a state from init_state, changed only by step and select_rows)",
+             old.defined() ? shape_str(old.shape()) : std::string("undefined"), R, S);
+  Tensor table = Tensor::empty({R, S + T}, DType::i64);
+  const Tensor src = old.contiguous();
+  const std::int64_t* o = src.data<std::int64_t>();
+  std::int64_t* t = table.data<std::int64_t>();
+  for (std::int64_t r = 0; r < R; ++r) {
+    std::copy(o + r * S, o + (r + 1) * S, t + r * (S + T));
+    std::fill(t + r * (S + T) + S, t + (r + 1) * (S + T), r);
+  }
+  state.self_rows = table;
+}
+}  // namespace
+
 Tensor TransformerDecoder::step(const Tensor& X, DecoderState& state) {
   autograd::NoGradGuard no_grad;  // the cache is written in place: inference only
   // The new tokens sit at positions steps, steps + 1, ... (d2l adds position
@@ -217,6 +244,7 @@ Tensor TransformerDecoder::step(const Tensor& X, DecoderState& state) {
   const Tensor cross_lens = rows.defined() && state.enc_valid_lens.defined()
                                 ? index_select(state.enc_valid_lens, 0, rows)
                                 : state.enc_valid_lens;
+  extend_cache_table(state, X.size(0), X.size(1));
   for (auto& blk : blks->blocks) H = blk->forward_cached(H, state, cross_lens);
   state.steps += X.size(1);
   return dense->forward(H);

@@ -26,6 +26,7 @@
 // the pass-through of an unmasked operation; GCC bug 105593).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include "ops/attention_kernels.h"
 #include "ops/attention_vec_avx512.h"

@@ -11,50 +11,74 @@
 namespace attn::detail {
 namespace {
 
+// Where key (or value) c of one (row, head) lies: in one row of the cache
+// (key c at base + c * st) ...
+template <class T>
+struct KeysInRow {
+  const T* base;
+  i64 st;
+  const T* at(i64 c) const { return base + c * st; }
+};
+
+// ... or, through a table, in row rows[c] (key c at base + rows[c] * sb +
+// c * st, base the head's first key of row 0).
+template <class T>
+struct KeysByTable {
+  const T* base;
+  i64 sb, st;
+  const std::int64_t* rows;
+  const T* at(i64 c) const { return base + rows[c] * sb + c * st; }
+};
+
 template <class V>
 struct DecodeAttention {
   using T = typename V::T;
   using R = typename V::R;
   static constexpr int W = V::W;
 
-  // sc[c] = x . k_c for c < n, k_c = k + c * ks; four keys at a time (four
+  // sc[c - ka] = x . k_c for c in [ka, ka + n); four keys at a time (four
   // independent FMA chains), a scalar tail over the head dim.
-  static void scores(const T* x, const T* k, i64 ks, i64 n, i64 d, T* sc) {
+  template <class Keys>
+  static void scores(const T* x, const Keys& keys, i64 ka, i64 n, i64 d, T* sc) {
     const i64 dv = d / W * W;
     i64 c = 0;
     for (; c + 4 <= n; c += 4) {
-      const T* k0 = k + c * ks;
+      const T* k0 = keys.at(ka + c);
+      const T* k1 = keys.at(ka + c + 1);
+      const T* k2 = keys.at(ka + c + 2);
+      const T* k3 = keys.at(ka + c + 3);
       R s0 = V::zero(), s1 = V::zero(), s2 = V::zero(), s3 = V::zero();
       for (i64 i = 0; i < dv; i += W) {
         const R xv = V::load(x + i);
         s0 = V::fma(xv, V::load(k0 + i), s0);
-        s1 = V::fma(xv, V::load(k0 + ks + i), s1);
-        s2 = V::fma(xv, V::load(k0 + 2 * ks + i), s2);
-        s3 = V::fma(xv, V::load(k0 + 3 * ks + i), s3);
+        s1 = V::fma(xv, V::load(k1 + i), s1);
+        s2 = V::fma(xv, V::load(k2 + i), s2);
+        s3 = V::fma(xv, V::load(k3 + i), s3);
       }
       T t0 = V::hsum(s0), t1 = V::hsum(s1), t2 = V::hsum(s2), t3 = V::hsum(s3);
       for (i64 i = dv; i < d; ++i) {
         t0 += x[i] * k0[i];
-        t1 += x[i] * k0[ks + i];
-        t2 += x[i] * k0[2 * ks + i];
-        t3 += x[i] * k0[3 * ks + i];
+        t1 += x[i] * k1[i];
+        t2 += x[i] * k2[i];
+        t3 += x[i] * k3[i];
       }
       sc[c] = t0;
       sc[c + 1] = t1;
       sc[c + 2] = t2;
       sc[c + 3] = t3;
     }
-    for (; c < n; ++c) sc[c] = lane_dot<V>(x, k + c * ks, d);
+    for (; c < n; ++c) sc[c] = lane_dot<V>(x, keys.at(ka + c), d);
   }
 
-  // o (Dv) = sum_c p[c] v_c over keys [ka, kb).
-  static void weighted_sum(const T* p, const T* vb, i64 vst, i64 ka, i64 kb, i64 Dv, T* o) {
+  // o (Dv) = sum_c p[c - ka] v_c over values [ka, kb).
+  template <class Values>
+  static void weighted_sum(const T* p, const Values& vals, i64 ka, i64 kb, i64 Dv, T* o) {
     i64 d = 0;
     for (; d + 4 * W <= Dv; d += 4 * W) {
       R acc0 = V::zero(), acc1 = V::zero(), acc2 = V::zero(), acc3 = V::zero();
       for (i64 c = ka; c < kb; ++c) {
         const R pc = V::set1(p[c - ka]);
-        const T* vr = vb + c * vst + d;
+        const T* vr = vals.at(c) + d;
         acc0 = V::fma(pc, V::load(vr), acc0);
         acc1 = V::fma(pc, V::load(vr + W), acc1);
         acc2 = V::fma(pc, V::load(vr + 2 * W), acc2);
@@ -67,13 +91,12 @@ struct DecodeAttention {
     }
     for (; d + W <= Dv; d += W) {
       R acc = V::zero();
-      for (i64 c = ka; c < kb; ++c)
-        acc = V::fma(V::set1(p[c - ka]), V::load(vb + c * vst + d), acc);
+      for (i64 c = ka; c < kb; ++c) acc = V::fma(V::set1(p[c - ka]), V::load(vals.at(c) + d), acc);
       V::store(o + d, acc);
     }
     for (; d < Dv; ++d) {
       T acc = 0;
-      for (i64 c = ka; c < kb; ++c) acc += p[c - ka] * vb[c * vst + d];
+      for (i64 c = ka; c < kb; ++c) acc += p[c - ka] * vals.at(c)[d];
       o[d] = acc;
     }
   }
@@ -93,13 +116,27 @@ struct DecodeAttention {
     const T scale = static_cast<T>(a.scale);
     const T* qr = a.q.row(b, h, r);
     for (i64 d = 0; d < a.D; ++d) qs[d] = qr[d] * scale;
-    const i64 bk = a.kv_rows ? a.kv_rows[b] : b;  // the row of k and v
-    const T* kb0 = a.k.row(bk, h, 0);
+    if (a.kv_key_rows) {
+      const std::int64_t* rows = a.kv_key_rows + b * a.K;
+      finish_part(a, qs, KeysByTable<T>{a.k.row(0, h, 0), a.k.sb, a.k.st, rows},
+                  KeysByTable<T>{a.v.row(0, h, 0), a.v.sb, a.v.st, rows}, L, ka, e, sc, m, l, o);
+    } else {
+      const i64 bk = a.kv_rows ? a.kv_rows[b] : b;  // the row of k and v
+      finish_part(a, qs, KeysInRow<T>{a.k.row(bk, h, 0), a.k.st},
+                  KeysInRow<T>{a.v.row(bk, h, 0), a.v.st}, L, ka, e, sc, m, l, o);
+    }
+  }
+
+  // decode_part's softmax and weighted sum, keys and values found by `keys`
+  // and `vals`.
+  template <class Keys>
+  static void finish_part(const AttnArgs<T>& a, const T* qs, const Keys& keys, const Keys& vals,
+                          i64 L, i64 ka, i64 e, T* sc, T& m, T& l, T* o) {
     const i64 len = e - ka;
     if (L == 0) {
       std::fill(sc, sc + len, T(0));
     } else {
-      scores(qs, kb0 + ka * a.k.st, a.k.st, len, a.D, sc);
+      scores(qs, keys, ka, len, a.D, sc);
     }
     T mx = -std::numeric_limits<T>::infinity();
     for (i64 c = 0; c < len; ++c) mx = std::max(mx, sc[c]);
@@ -124,7 +161,7 @@ struct DecodeAttention {
     }
     m = mx;
     l = V::hsum(sum) + tail;
-    weighted_sum(sc, a.v.row(bk, h, 0), a.v.st, ka, e, a.Dv, o);
+    weighted_sum(sc, vals, ka, e, a.Dv, o);
   }
 
   static void decode(const AttnArgs<T>& a) {

@@ -51,8 +51,10 @@ struct AttnArgs {
   T* saved = nullptr;
   AttnMask mask;
   // Decode kernel only: batch row b of q reads row kv_rows[b] of k and v
-  // (null: row b).
+  // (null: row b); or, where kv_key_rows (B, K) is set, its key c from row
+  // kv_key_rows[b * K + c] (a beam search cache shared by indirection).
   const std::int64_t* kv_rows = nullptr;
+  const std::int64_t* kv_key_rows = nullptr;
   AttnDropout drop;
   double scale = 1.0;
   // backward

@@ -144,6 +144,9 @@ TEST(Transformer, SelectingCacheRowsEqualsRecomputation) {
     Tensor idx1 = from_vector(first, {m});
     net.decoder->step(index_select(prefix, 0, idx1).narrow(1, 2, 1).contiguous(), state);
     const std::int64_t n = static_cast<std::int64_t>(rows.size());
+    // The cache is read through the table of rows: selecting moves nothing.
+    const Tensor buf_before = state.self_k[0].clone();
+    const float* buf = state.self_k[0].data<float>();
     if (encoder_rows.empty()) {
       state.select_rows(from_vector(rows, {n}));
     } else {
@@ -151,6 +154,11 @@ TEST(Transformer, SelectingCacheRowsEqualsRecomputation) {
     }
     EXPECT_EQ(state.batch_size(), n);
     EXPECT_EQ(state.steps, 3);
+    EXPECT_EQ(state.self_k[0].data<float>(), buf);
+    EXPECT_EQ(max_abs_diff(state.self_k[0], buf_before), 0.0);
+    ASSERT_EQ(state.self_rows.shape(), (Shape{n, 3}));
+    for (std::int64_t i = 0; i < n; ++i)  // the last step of each row came from its parent row
+      EXPECT_EQ(state.self_rows.data<std::int64_t>()[i * 3 + 2], rows[static_cast<std::size_t>(i)]);
     // The source row of each new row.
     std::vector<std::int64_t> source;
     for (std::int64_t r : rows) source.push_back(first[static_cast<std::size_t>(r)]);

@@ -63,9 +63,10 @@ class AdditiveAttention : public Module {
 // dec_valid_lens when Q == K; combined with valid_lens by the minimum).
 // The fused path is ops' scaled_dot_product_attention, which picks its kernel
 // (without grad and dropout and with few queries, as when decoding against a
-// KV cache, the decode kernel). `kv_rows` (heads layout only; (B) integers or
-// undefined): batch row b of the queries attends row kv_rows[b] of keys and
-// values, as AttentionOptions::kv_rows.
+// KV cache, the decode kernel). `kv_rows` (heads layout only; (B) or (B, K)
+// integers, or undefined): batch row b of the queries attends row kv_rows[b]
+// of keys and values (or, per key, key c of row kv_rows[b, c]), as
+// AttentionOptions::kv_rows.
 class DotProductAttention : public Module {
  public:
   explicit DotProductAttention(double dropout);
@@ -105,8 +106,9 @@ class MultiHeadAttention : public Module {
   // values once into heads (B, K, num_heads, num_hiddens / num_heads), then
   // attend with any number of queries against them (K and V may be views of
   // a larger cache buffer). valid_lens is per batch element, (B) or (B, Q).
-  // kv_rows ((B) integers, or undefined): query row b attends row kv_rows[b]
-  // of K and V (beams sharing their sentence's encoder side).
+  // kv_rows ((B) or (B, K) integers, or undefined): query row b attends row
+  // kv_rows[b] of K and V (beams sharing their sentence's encoder side), or
+  // key c of row kv_rows[b, c] (beams sharing their prefix's cache).
   std::pair<Tensor, Tensor> project_kv(const Tensor& keys, const Tensor& values);
   Tensor attend(const Tensor& queries, const Tensor& K, const Tensor& V,
                 const Tensor& valid_lens = Tensor(), bool causal = false,

@@ -38,6 +38,14 @@ struct DecoderState {
   // beams of a sentence share one copy of its source's keys and values.
   bool shares_encoder_rows = false;
   Tensor encoder_index;  // (batch_size()) i64, or undefined: row i's is row i
+  // Set by a decoder that reads its self-attention cache through a table
+  // (the Transformer, AttentionOptions::kv_rows per key): (batch_size(),
+  // steps) i64, step c of row i lying in buffer row self_rows[i, c]. Each
+  // step writes the new keys and values of row i in buffer row i, so
+  // select_rows only picks rows of the table and never moves self_k and
+  // self_v: the beams of a sentence share the cache of their common prefix.
+  // Undefined: row i of the buffers is row i.
+  Tensor self_rows;
 
   // Batch rows of the state (of encoder_index, else of enc_valid_lens).
   std::int64_t batch_size() const {
@@ -55,8 +63,9 @@ struct DecoderState {
   // sentence share a source, so beam search passes the rows that leave that
   // side in place (the identity, when every sentence keeps its rows) or only
   // close the gaps of sentences that left.
-  // The rows are gathered in place, in the state's own buffers, when there
-  // are no more of them than before (only the `steps` valid positions of the
+  // With self_rows only the table's rows are picked; otherwise the rows are
+  // gathered in place, in the state's own buffers, when there are no more
+  // of them than before (only the `steps` valid positions of the
   // self-attention cache are moved); more rows take new buffers. With
   // shares_encoder_rows only encoder_index changes on the encoder side.
   // enc_outputs and enc_valid_lens, the caller's tensors, are copied the

@@ -51,12 +51,15 @@ struct AttentionOptions {
   bool training = true;
   Generator* generator = nullptr;  // nullptr: default_generator()
   double scale = 0.0;  // 0: 1 / sqrt(D)
-  // 4-D only: (B) integer, or undefined. Batch row b of q attends the keys
-  // and values of row kv_rows[b] of k and v, which may have any number of
-  // rows (every entry in [0, k.size(0))); valid_lens stays per row of q. Beam
-  // search uses it so that the beams of a sentence share one copy of its
-  // encoder side. The decode kernel reads the rows in place; every other
-  // path gathers them first (index_select, differentiable).
+  // 4-D only: (B) or (B, K) integers, or undefined. (B): batch row b of q
+  // attends the keys and values of row kv_rows[b] of k and v, which may have
+  // any number of rows (every entry in [0, k.size(0))). (B, K): its key and
+  // value c are key and value c of row kv_rows[b, c]. valid_lens stays per
+  // row of q. Beam search uses (B) so that the beams of a sentence share one
+  // copy of its encoder side, and (B, K) so that they share the cache of
+  // their common prefix (no rows copied when beams are pruned). The decode
+  // kernel reads the rows in place; every other path gathers them first
+  // (index_select, differentiable).
   Tensor kv_rows;
 };
 
