@@ -1,7 +1,7 @@
 // int8 weights for inference (attn/ops/quantize.h): the scope and its
-// quantized weights, the row quantization (plain reference and AVX-512
-// kernel), the s32 product on oneDNN's VNNI matmul or integer loops, and the
-// dequantization with the bias in one pass.
+// quantized weights, and the product: attn's VNNI kernel (ops/int8_gemm.h)
+// where the CPU has AVX-512 VNNI, else integer loops and the dequantization
+// with the bias in one pass.
 //
 //   sw[n] = max_k |W[n,k]| / 127      Wq[n,k] = round(W[n,k] * (127 / max_k |W[n,k]|))
 //   sx[m] = max_k |x[m,k]| / 127      xq[m,k] = round(x[m,k] * (127 / max_k |x[m,k]|))
@@ -10,17 +10,12 @@
 //   y[m,n] = fma(float(acc[m,n]), sx[m] * sw[n], b[n])
 #include "attn/ops/quantize.h"
 
-#include <immintrin.h>
-#include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
-#include <atomic>
-#include <cfloat>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,15 +32,8 @@
 #include "core/parallel.h"
 #include "ops/int8_gemm.h"
 #include "ops/matmul_internal.h"
-#include "ops/matmul_primitive.h"
 #include "ops/quantize_internal.h"
 #include "ops/quantize_rows.h"
-#include "ops/thread_limit.h"
-
-// GCC 12 warns inside its own AVX-512 intrinsics (_mm512_undefined_ps used as
-// the pass-through of an unmasked operation; GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace attn {
 
@@ -54,10 +42,7 @@ namespace {
 // u8 x s8 sums of K terms stay within int32 up to K = (2^31 - 1) / (255 * 127)
 // = 66311; the largest K int8 takes, a round number below it.
 constexpr std::int64_t kMaxK = 65536;
-// Products of more multiply-adds than this run on oneDNN's primitive.
-std::atomic<std::int64_t> g_loop_work{std::int64_t(1) << 15};
-// Primitive products below this many multiply-adds run on the calling thread
-// (as matmul.cpp's dnnl_sgemm calls do).
+// Products below this many multiply-adds run on the calling thread.
 constexpr std::int64_t kSerialWork = std::int64_t(1) << 22;
 
 // One weight, quantized.
@@ -66,28 +51,15 @@ struct QuantizedWeight {
   std::vector<std::int8_t> q;  // Wq, N x K row-major
   std::vector<float> scale;  // sw, N
   std::vector<std::int32_t> comp;  // 128 * sum_k Wq[n,k], N
-  // Wq packed for the primitives that used it, by the layout they asked for
-  // (a copy stays where it is while others are added); `mu` guards it, as
-  // the threads that joined the scope share the weight.
-  std::deque<std::pair<dnnl::memory::desc, dnnl::memory>> packed;
-  std::vector<std::int8_t> gemm;  // Wq in int8_gemm's layout, once used
+  // Wq in int8_gemm's layout, once used; `mu` guards it, as the threads
+  // that joined the scope share the weight.
+  std::vector<std::int8_t> gemm;
   std::mutex mu;
 
   const std::int8_t* gemm_layout() {
     std::lock_guard<std::mutex> lock(mu);
     if (gemm.empty()) gemm = detail::pack_int8_gemm(q.data(), N, K);
     return gemm.data();
-  }
-
-  const dnnl::memory* packed_for(const dnnl::memory::desc& layout) {
-    std::lock_guard<std::mutex> lock(mu);
-    for (auto& [d, m] : packed)
-      if (d == layout) return &m;
-    dnnl::memory m = detail::pack_weights(dnnl::memory::data_type::s8, q.data(), K, N,
-                                          dnnl::memory::dims{1, K}, layout);
-    if (!m) return nullptr;
-    packed.emplace_back(layout, std::move(m));
-    return &packed.back().second;
   }
 };
 
@@ -114,7 +86,8 @@ bool cpu_has_vnni() {
   if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")))
     return false;
-  // oneDNN must also be allowed to use it (ONEDNN_MAX_CPU_ISA may cap it).
+  // A cap on oneDNN's ISA (ONEDNN_MAX_CPU_ISA) caps this kernel too: one
+  // variable turns every AVX-512 path off.
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
   const auto vnni = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_vnni);
   return (isa & vnni) == vnni;
@@ -125,7 +98,6 @@ using detail::quantize_reference;
 using detail::quantize_row;
 using detail::row_scale_reference;
 using detail::RowScale;
-using detail::ThreadLimit;
 
 // Wq, sw and the compensation of weight (N, K), any strides. A weight
 // holding an infinity or a NaN is refused: its scale would make every output
@@ -159,31 +131,15 @@ std::unique_ptr<QuantizedWeight> quantize_weight(const Tensor& weight, const cha
   return w;
 }
 
-// Rows of x for a product: M = x's rows; the primitive runs on `rows` >= M
-// (the bucket of M, so that one primitive serves nearby batch sizes).
-std::int64_t primitive_rows(std::int64_t M) {
-  if (M <= 16) return M;
-  const std::int64_t step = M <= 1024 ? 16 : 128;
-  return (M + step - 1) / step * step;
-}
-
 bool parallel_rows(std::int64_t M, std::int64_t per_row) {
   return M > 1 && M * per_row >= 2 * kParallelGrain;
 }
 
-// acc (M x N) for the u8 rows xq (M x K): the primitive's sums, which include
-// the compensation (returns true), or the integer loops' (false).
-bool int8_sums(const std::uint8_t* xq, std::int64_t M, QuantizedWeight& w, std::int32_t* acc) {
+// acc (M x N) = the int32 sums of the u8 rows xq (M x K), 128 taken off
+// each (the portable path).
+void int8_sums(const std::uint8_t* xq, std::int64_t M, const QuantizedWeight& w,
+               std::int32_t* acc) {
   const std::int64_t N = w.N, K = w.K;
-  if (M * N * K > g_loop_work.load(std::memory_order_relaxed) && int8_supported()) {
-    std::optional<ThreadLimit> alone;
-    if (omp_get_max_threads() > 1 && !omp_in_parallel() && (M * N * K < kSerialWork || !fork_ok()))
-      alone.emplace(1);
-    if (detail::PackedPrimitive* p = detail::int8_primitive(primitive_rows(M), K, N)) {
-      const dnnl::memory* b = w.packed_for(p->weights);
-      if (b != nullptr && detail::run_packed_primitive(*p, xq, *b, nullptr, acc)) return true;
-    }
-  }
   detail::parallel_for(M, detail::loop_threads(parallel_rows(M, N * K / 16)), [&](std::int64_t m) {
     const std::uint8_t* a = xq + m * K;
     for (std::int64_t n = 0; n < N; ++n) {
@@ -195,7 +151,6 @@ bool int8_sums(const std::uint8_t* xq, std::int64_t M, QuantizedWeight& w, std::
       acc[m * N + n] = s;
     }
   });
-  return false;
 }
 
 // Scratch reused by every product of this thread.
@@ -204,19 +159,17 @@ struct Scratch {
   std::vector<float> sx;
 };
 
-// x (M, K) contiguous f32 -> xq, sx in the scratch; acc (room for
-// primitive_rows(M) x N) filled. Returns whether acc includes the
-// compensation.
-bool quantized_sums(const float* x, std::int64_t M, QuantizedWeight& w, Scratch& s,
+// x (M, K) contiguous f32 -> xq, sx in the scratch; acc (M x N) filled.
+void quantized_sums(const float* x, std::int64_t M, const QuantizedWeight& w, Scratch& s,
                     std::int32_t* acc) {
-  const std::int64_t K = w.K, rows = primitive_rows(M);
-  if (s.xq.size() < static_cast<std::size_t>(rows * K)) s.xq.resize(rows * K);
+  const std::int64_t K = w.K;
+  if (s.xq.size() < static_cast<std::size_t>(M * K)) s.xq.resize(M * K);
   if (s.sx.size() < static_cast<std::size_t>(M)) s.sx.resize(M);
   const bool vector = int8_supported();
   detail::parallel_for(M, detail::loop_threads(parallel_rows(M, K)), [&](std::int64_t m) {
     s.sx[m] = quantize_row(x + m * K, K, &s.xq[m * K], vector);
   });
-  return int8_sums(s.xq.data(), M, w, acc);
+  int8_sums(s.xq.data(), M, w, acc);
 }
 
 Scratch& thread_scratch() {
@@ -228,7 +181,7 @@ Scratch& thread_scratch() {
 // straight from its registers, no int32 sums in memory; the rows quantized
 // and the column groups shared out over threads where the product is large
 // enough. The same bits as the other paths (exact int32 sums, the same
-// formula). It replaced oneDNN's primitive here, which it beats by 10-20%
+// formula). It replaced oneDNN's u8 x s8 primitive, which it beat by 10-20%
 // on every shape of the tatoeba model (1 to 1,024 rows; ops/int8_gemm.h).
 Tensor run_int8_vnni(const Tensor& x, std::int64_t M, QuantizedWeight& w, const Tensor& bias,
                      const Shape& out_shape) {
@@ -274,20 +227,18 @@ Tensor run_int8(const Tensor& x, QuantizedWeight& w, const Tensor& bias) {
   if (M * N == 0) return Tensor::empty(out_shape, DType::f32);
   if (int8_supported()) return run_int8_vnni(x, M, w, bias, out_shape);
   static_assert(sizeof(std::int32_t) == sizeof(float));
-  const Tensor room = Tensor::empty({primitive_rows(M), N}, DType::f32);
+  Tensor y = Tensor::empty(out_shape, DType::f32);
   Tensor xc = x.detach().contiguous();
   Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
   Scratch& s = thread_scratch();
-  float* out = room.data<float>();
+  float* out = y.data<float>();
   auto* acc = reinterpret_cast<std::int32_t*>(out);
-  const bool with_comp = quantized_sums(xc.data<float>(), M, w, s, acc);
-  const bool vector = int8_supported();
+  quantized_sums(xc.data<float>(), M, w, s, acc);
   const float* b = bc.defined() ? bc.data<float>() : nullptr;
   detail::parallel_for(M, detail::loop_threads(parallel_rows(M, N)), [&](std::int64_t m) {
-    dequantize_row(acc + m * N, with_comp ? w.comp.data() : nullptr, s.sx[m], w.scale.data(), b, N,
-                   out + m * N, vector);
+    dequantize_row(acc + m * N, s.sx[m], w.scale.data(), b, N, out + m * N);
   });
-  return room.narrow(0, 0, M).reshape(out_shape);
+  return y;
 }
 
 void check_operands(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
@@ -434,12 +385,7 @@ Tensor int8_accumulators(const Tensor& x, const Tensor& weight) {
   if (M * N == 0) return acc;
   Tensor xc = x.detach().contiguous();
   Scratch s;
-  std::vector<std::int32_t> sums(static_cast<std::size_t>(primitive_rows(M) * N));
-  const bool with_comp = quantized_sums(xc.data<float>(), M, *w, s, sums.data());
-  std::int32_t* out = acc.data<std::int32_t>();
-  for (std::int64_t m = 0; m < M; ++m)
-    for (std::int64_t n = 0; n < N; ++n)
-      out[m * N + n] = sums[m * N + n] - (with_comp ? w->comp[n] : 0);
+  quantized_sums(xc.data<float>(), M, *w, s, acc.data<std::int32_t>());
   return acc;
 }
 
@@ -467,15 +413,6 @@ Tensor int8_accumulators_reference(const Tensor& x, const Tensor& weight) {
   return acc;
 }
 
-std::int64_t set_int8_loop_work(std::int64_t work) { return g_loop_work.exchange(work); }
-
-std::string int8_primitive_impl(std::int64_t M, std::int64_t K, std::int64_t N) {
-  const PackedPrimitive* p = int8_primitive(primitive_rows(M), K, N);
-  return p ? p->impl : std::string();
-}
-
 }  // namespace detail
 
 }  // namespace attn
-
-#pragma GCC diagnostic pop

@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <string>
 
 #include "attn/core/tensor.h"
 
@@ -17,17 +16,9 @@ namespace attn::detail {
 std::optional<Tensor> quantized_linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 
 // The int32 sums acc[m,n] = sum_k xq[m,k] Wq[n,k] (i32 (M, N)) for x (M, K)
-// and weight (N, K): through the fast path (primitive or loops, as chosen
-// for the size), and through the reference's plain loops.
+// and weight (N, K): through the portable path's integer loops (the VNNI
+// kernel's own test is ops/int8_gemm_test), and through plain loops.
 Tensor int8_accumulators(const Tensor& x, const Tensor& weight);
 Tensor int8_accumulators_reference(const Tensor& x, const Tensor& weight);
-
-// Products of at most this many multiply-adds run as integer loops, above it
-// on oneDNN's primitive (default 2^15). Returns the previous value. For tests.
-std::int64_t set_int8_loop_work(std::int64_t work);
-
-// oneDNN's name for the implementation of the int8 product of this size
-// ("brg:avx512_core_vnni"), or "" when it has no VNNI kernel for it.
-std::string int8_primitive_impl(std::int64_t M, std::int64_t K, std::int64_t N);
 
 }  // namespace attn::detail

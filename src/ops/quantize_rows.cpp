@@ -1,6 +1,6 @@
 // One row's int8 quantization and dequantization (ops/quantize_rows.h):
-// the plain references and the AVX-512 kernels, compiled for AVX-512
-// whatever the build targets and called only where the CPU has it.
+// the plain references and the AVX-512 quantization kernel, compiled for
+// AVX-512 whatever the build targets and called only where the CPU has it.
 #include "ops/quantize_rows.h"
 
 #include <immintrin.h>
@@ -116,22 +116,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) float quantize_row_avx512(c
   return scale;
 }
 
-// y[n] = fma(float(c[n] - comp[n]), sx * sw[n], b[n]) (comp, b may be null).
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void dequantize_row_avx512(
-    const std::int32_t* c, const std::int32_t* comp, float sx, const float* sw, const float* b,
-    std::int64_t N, float* y) {
-  const __m512 vsx = _mm512_set1_ps(sx);
-  for (std::int64_t n = 0; n < N; n += 16) {
-    const __mmask16 m =
-        N - n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (N - n)) - 1u);
-    __m512i acc = _mm512_maskz_loadu_epi32(m, c + n);
-    if (comp) acc = _mm512_sub_epi32(acc, _mm512_maskz_loadu_epi32(m, comp + n));
-    const __m512 s = _mm512_mul_ps(vsx, _mm512_maskz_loadu_ps(m, sw + n));
-    const __m512 bias = b ? _mm512_maskz_loadu_ps(m, b + n) : _mm512_setzero_ps();
-    _mm512_mask_storeu_ps(y + n, m, _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), s, bias));
-  }
-}
-
 }  // namespace
 
 float quantize_row(const float* x, std::int64_t K, std::uint8_t* out, bool vector) {
@@ -143,15 +127,13 @@ float quantize_row(const float* x, std::int64_t K, std::uint8_t* out, bool vecto
 }
 
 // c and y may be the same memory (run_int8): each element is read before
-// its float is written, the scalar loop through memcpy.
-void dequantize_row(const std::int32_t* c, const std::int32_t* comp, float sx, const float* sw,
-                    const float* b, std::int64_t N, float* y, bool vector) {
-  if (vector) return dequantize_row_avx512(c, comp, sx, sw, b, N, y);
+// its float is written, through memcpy.
+void dequantize_row(const std::int32_t* c, float sx, const float* sw, const float* b,
+                    std::int64_t N, float* y) {
   for (std::int64_t n = 0; n < N; ++n) {
     std::int32_t cn;
     std::memcpy(&cn, c + n, sizeof cn);
-    const float v =
-        std::fma(static_cast<float>(cn - (comp ? comp[n] : 0)), sx * sw[n], b ? b[n] : 0.0f);
+    const float v = std::fma(static_cast<float>(cn), sx * sw[n], b ? b[n] : 0.0f);
     std::memcpy(y + n, &v, sizeof v);
   }
 }

@@ -1,6 +1,6 @@
 // src/ops/quantize_rows.h — internal: one row's int8 quantization and
 // dequantization (ops/quantize.cpp's formulas): the plain references and
-// the AVX-512 kernels, which give the same bits.
+// the AVX-512 quantization kernel, which gives the same bits.
 #pragma once
 
 #include <cstdint>
@@ -23,9 +23,10 @@ std::int8_t quantize_reference(float x, float inv);
 // AVX-512 kernel (the caller checks the CPU), else the reference.
 float quantize_row(const float* x, std::int64_t K, std::uint8_t* out, bool vector);
 
-// y[n] = fma(float(c[n] - comp[n]), sx * sw[n], b[n]) (comp, b may be null);
-// c and y may be the same memory. vector: AVX-512, else plain loops.
-void dequantize_row(const std::int32_t* c, const std::int32_t* comp, float sx, const float* sw,
-                    const float* b, std::int64_t N, float* y, bool vector);
+// y[n] = fma(float(c[n]), sx * sw[n], b[n]) (b may be null), the int32 sums
+// of the portable path (ops/quantize.cpp) into floats; c and y may be the
+// same memory. (int8_gemm does the same in its registers.)
+void dequantize_row(const std::int32_t* c, float sx, const float* sw, const float* b,
+                    std::int64_t N, float* y);
 
 }  // namespace attn::detail

@@ -1,6 +1,6 @@
-// int8 weights (ops/quantize.h): the fast path's int32 sums equal the plain
-// reference's exactly, on oneDNN's primitive and on the integer loops; its f32
-// results equal the reference bit for bit; both stay within the bound the
+// int8 weights (ops/quantize.h): the integer loops' int32 sums equal the
+// plain reference's exactly; linear_int8's f32 results (the VNNI kernel, or
+// the loops) equal the reference bit for bit; both stay within the bound the
 // quantization step allows of the f32 product; the scope, its bypasses, the
 // combination with bf16 and the errors. Run twice by CTest: as is, and with
 // ATTN_NO_VNNI=1 (the fallback: no scope, the integer loops).
@@ -61,16 +61,6 @@ Tensor odd_rows(std::int64_t M, std::int64_t K, std::uint64_t seed) {
   return x;
 }
 
-// Forces the integer loops (huge) or oneDNN's primitive (0) for a scope.
-class LoopWork {
- public:
-  explicit LoopWork(std::int64_t work) : saved_(detail::set_int8_loop_work(work)) {}
-  ~LoopWork() { detail::set_int8_loop_work(saved_); }
-
- private:
-  std::int64_t saved_;
-};
-
 class Int8 : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -93,25 +83,19 @@ TEST(Int8Names, ParseAndPrint) {
   }
 }
 
-// The int32 sums of every path equal the reference's exactly, on odd sizes
-// (K neither a multiple of 4 nor of 64) and odd rows, in x and in the weight.
+// The int32 sums of the portable path equal the reference's exactly, on odd
+// sizes (K neither a multiple of 4 nor of 64) and odd rows, in x and in the
+// weight. (The VNNI kernel: ops/int8_gemm_test, and linear_int8 against the
+// formula below.)
 TEST(Int8Sums, EqualTheReferenceExactly) {
   for (const std::int64_t M : kSizes)
     for (const std::int64_t K : kSizes)
       for (const std::int64_t N : kSizes) {
         if (M * K * N > 257 * 257 * 33) continue;  // the reference is plain loops
         Tensor x = odd_rows(M, K, 100 + M * 7 + K * 3 + N), w = odd_rows(N, K, 200 + M + K + N);
-        const Tensor ref = detail::int8_accumulators_reference(x, w);
-        {
-          LoopWork loops(std::numeric_limits<std::int64_t>::max());
-          EXPECT_TRUE(same_bits(detail::int8_accumulators(x, w), ref))
-              << "loops, M " << M << " K " << K << " N " << N;
-        }
-        {
-          LoopWork primitive(0);
-          EXPECT_TRUE(same_bits(detail::int8_accumulators(x, w), ref))
-              << "primitive, M " << M << " K " << K << " N " << N;
-        }
+        EXPECT_TRUE(
+            same_bits(detail::int8_accumulators(x, w), detail::int8_accumulators_reference(x, w)))
+            << "M " << M << " K " << K << " N " << N;
       }
 }
 
@@ -123,10 +107,7 @@ TEST(Int8Sums, HandComputed) {
   // w row (4, 4, -4): wq = (127, 127, -127). acc = 127 * (64 - 127 - 32) = -12065.
   Tensor x = from_vector<float>({1.0f, -2.0f, 0.5f}, {1, 3});
   Tensor w = from_vector<float>({4.0f, 4.0f, -4.0f}, {1, 3});
-  for (const std::int64_t work : {std::int64_t(0), std::numeric_limits<std::int64_t>::max()}) {
-    LoopWork path(work);
-    EXPECT_EQ(detail::int8_accumulators(x, w).data<std::int32_t>()[0], -12065);
-  }
+  EXPECT_EQ(detail::int8_accumulators(x, w).data<std::int32_t>()[0], -12065);
   EXPECT_EQ(detail::int8_accumulators_reference(x, w).data<std::int32_t>()[0], -12065);
   // y = -12065 * (2/127) * (4/127) = -5.984; the f32 product is 4 - 8 - 2 = -6.
   const float y = linear_int8(x, w).data<float>()[0];
@@ -134,20 +115,17 @@ TEST(Int8Sums, HandComputed) {
 }
 
 // linear_int8 equals its reference bit for bit: 3-D inputs, with and without
-// bias, both kernels.
+// bias; the VNNI kernel, and the integer loops in the run with ATTN_NO_VNNI=1.
 TEST(Int8Linear, EqualsTheReferenceBitForBit) {
-  for (const std::int64_t work : {std::int64_t(0), std::numeric_limits<std::int64_t>::max()}) {
-    LoopWork path(work);
-    for (const std::int64_t K :
-         {std::int64_t(1), std::int64_t(33), std::int64_t(64), std::int64_t(257)}) {
-      Tensor x = odd_rows(17 * 3, K, 300 + K).reshape({3, 17, K});
-      Tensor w = odd_rows(33, K, 400 + K), bias = rand32({33}, 500 + K);
-      EXPECT_TRUE(same_bits(linear_int8(x, w, bias), linear_int8_reference(x, w, bias))) << K;
-      EXPECT_TRUE(same_bits(linear_int8(x, w), linear_int8_reference(x, w))) << K;
-      Tensor v = x.select(0, 1).select(0, 2);  // a vector input (K)
-      EXPECT_EQ(linear_int8(v, w, bias).shape(), Shape{33});
-      EXPECT_TRUE(same_bits(linear_int8(v, w, bias), linear_int8_reference(v, w, bias)));
-    }
+  for (const std::int64_t K :
+       {std::int64_t(1), std::int64_t(33), std::int64_t(64), std::int64_t(257)}) {
+    Tensor x = odd_rows(17 * 3, K, 300 + K).reshape({3, 17, K});
+    Tensor w = odd_rows(33, K, 400 + K), bias = rand32({33}, 500 + K);
+    EXPECT_TRUE(same_bits(linear_int8(x, w, bias), linear_int8_reference(x, w, bias))) << K;
+    EXPECT_TRUE(same_bits(linear_int8(x, w), linear_int8_reference(x, w))) << K;
+    Tensor v = x.select(0, 1).select(0, 2);  // a vector input (K)
+    EXPECT_EQ(linear_int8(v, w, bias).shape(), Shape{33});
+    EXPECT_TRUE(same_bits(linear_int8(v, w, bias), linear_int8_reference(v, w, bias)));
   }
 }
 
@@ -266,20 +244,6 @@ TEST(Int8Linear, BadArgumentsNameTheFunction) {
             "grad is enabled");
   autograd::NoGradGuard no_grad;
   EXPECT_EQ(message([&] { linear_int8(x, wg); }), "no error");
-}
-
-// oneDNN runs the product on its VNNI kernels, never a reference one.
-TEST_F(Int8, OneDnnRunsAVnniKernel) {
-  for (const auto& [M, K, N] :
-       {std::array<std::int64_t, 3>{1, 256, 1024}, std::array<std::int64_t, 3>{37, 33, 17},
-        std::array<std::int64_t, 3>{600, 256, 8000}}) {
-    const std::string impl = detail::int8_primitive_impl(M, K, N);
-    std::printf("int8 product %lld x %lld x %lld: %s\n", static_cast<long long>(M),
-                static_cast<long long>(K), static_cast<long long>(N), impl.c_str());
-    EXPECT_TRUE(impl.find("vnni") != std::string::npos || impl.find("amx") != std::string::npos)
-        << impl;
-    EXPECT_EQ(impl.find("ref"), std::string::npos) << impl;
-  }
 }
 
 // Inside a scope: linear() with a frozen weight is linear_int8, bit for bit,
@@ -432,6 +396,5 @@ TEST(Int8Fallback, WithoutVnniTheScopeIsRefused) {
                  "lacks");
   }
   Tensor x = odd_rows(33, 257, 41), w = odd_rows(17, 257, 42), bias = rand32({17}, 43);
-  LoopWork primitive_if_it_could(0);
   EXPECT_TRUE(same_bits(linear_int8(x, w, bias), linear_int8_reference(x, w, bias)));
 }

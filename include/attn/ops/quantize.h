@@ -24,12 +24,12 @@
 // to zero), and the result must not depend on which sentences share a batch.
 // Per output row of W for the same reason: each output unit keeps its range.
 //
-// Kernel: oneDNN's matmul primitive (brgemm, AVX-512 VNNI) multiplies u8
-// activations by s8 weights into s32: xq + 128 (u8) times Wq, less the
-// compensation 128 * sum_k Wq[n,k] computed once with the weights, which is
-// the same integer sum. The weights are reordered once into the layout the
-// primitive asks for. Products of at most 2^15 multiply-adds (a decoding step
-// of a small model) run as plain integer loops instead: the same sums.
+// Kernel: attn's own AVX-512 VNNI kernel (src/ops/int8_gemm.h) multiplies
+// u8 activations by s8 weights into int32 sums held in registers: xq + 128
+// (u8) times Wq, less the compensation 128 * sum_k Wq[n,k] computed once with
+// the weights, which is the same integer sum; each sum becomes its float y
+// as it leaves the registers. The weights are laid out for it once per
+// scope. Without VNNI, plain integer loops give the same sums.
 // Error: |y - x W^T| <= sx/2 sum_k |W[n,k]| + sw/2 (sum_k |x[m,k]| + K sx/2)
 // plus f32 rounding; on random data about 0.1 sqrt(K) max|x| max|W| / 127
 // (tests/ops/quantize_test.cpp).
@@ -64,9 +64,9 @@ enum class Quantization { none, int8 };
 const char* quantization_name(Quantization q);
 Quantization parse_quantization(const std::string& text);
 
-// True when this CPU runs int8 products on AVX-512 VNNI (and oneDNN may use
-// it). Can be forced off with the environment variable ATTN_NO_VNNI=1 (tests
-// of the fallback).
+// True when this CPU runs int8 products on AVX-512 VNNI (and ONEDNN_MAX_CPU_ISA,
+// which caps attn's other AVX-512 paths too, allows it). Can be forced off
+// with the environment variable ATTN_NO_VNNI=1 (tests of the fallback).
 bool int8_supported();
 
 // Runs the f32 Linear products whose weights are among `frozen` in int8 until
@@ -102,8 +102,8 @@ class QuantizeScope {
 // The int8 product above for any f32 x (..., K), weight (N, K), bias (N) or
 // undefined -> y (..., N), whether or not a scope is open (a weight frozen in
 // an open scope uses its kept quantization; any other is quantized now). On
-// oneDNN's VNNI kernels where the CPU has them, else on the integer loops (the
-// same numbers). Not differentiable: refuses tensors that require grad while
+// the VNNI kernel where the CPU has it, else on the integer loops (the same
+// numbers). Not differentiable: refuses tensors that require grad while
 // grad is enabled. Errors name "linear_int8".
 Tensor linear_int8(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
