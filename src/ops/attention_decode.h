@@ -70,6 +70,30 @@ struct DecodeAttention {
     for (; c < n; ++c) sc[c] = lane_dot<V>(x, keys.at(ka + c), d);
   }
 
+  // scores() 16 keys at a time where V offers lane_sums and hmax (AVX-512) and the
+  // head dim is whole vectors: 16 independent FMA chains, their reductions
+  // done together (V::lane_sums), the 16 scores stored as one vector (sc has
+  // room for W more). Keys past n repeat the last one (their scores are
+  // written past n, never read).
+  static constexpr bool kLaneSums = requires(const R* r, R x) {
+    V::lane_sums(r);
+    V::hmax(x);
+  };
+  template <class Keys>
+  static void scores16(const T* x, const Keys& keys, i64 ka, i64 n, i64 d, T* sc) {
+    for (i64 c = 0; c < n; c += 16) {
+      const T* kp[16];
+      for (int j = 0; j < 16; ++j) kp[j] = keys.at(ka + std::min<i64>(c + j, n - 1));
+      R acc[16];
+      for (int j = 0; j < 16; ++j) acc[j] = V::zero();
+      for (i64 i = 0; i < d; i += W) {
+        const R xv = V::load(x + i);
+        for (int j = 0; j < 16; ++j) acc[j] = V::fma(xv, V::load(kp[j] + i), acc[j]);
+      }
+      if constexpr (kLaneSums) V::store(sc + c, V::lane_sums(acc));
+    }
+  }
+
   // o (Dv) = sum_c p[c - ka] v_c over values [ka, kb).
   template <class Values>
   static void weighted_sum(const T* p, const Values& vals, i64 ka, i64 kb, i64 Dv, T* o) {
@@ -135,8 +159,30 @@ struct DecodeAttention {
     const i64 len = e - ka;
     if (L == 0) {
       std::fill(sc, sc + len, T(0));
+    } else if (kLaneSums && a.D % W == 0 && len > 4) {
+      scores16(qs, keys, ka, len, a.D, sc);
     } else {
       scores(qs, keys, ka, len, a.D, sc);
+    }
+    if constexpr (kLaneSums) {
+      // Whole vectors: the scores padded with -inf (exp gives 0) to a
+      // multiple of W (sc has room), the maximum and the sum reduced once.
+      const i64 nv = ceil_div(len, i64{W}) * W;
+      std::fill(sc + len, sc + nv, -std::numeric_limits<T>::infinity());
+      R mv = V::load(sc);
+      for (i64 c = W; c < nv; c += W) mv = V::max(mv, V::load(sc + c));
+      const T mx = V::hmax(mv);
+      const R mxv = V::set1(mx);
+      R sum = V::zero();
+      for (i64 c = 0; c < nv; c += W) {
+        const R p = V::exp(V::sub(V::load(sc + c), mxv));
+        V::store(sc + c, p);
+        sum = V::add(sum, p);
+      }
+      m = mx;
+      l = V::hsum(sum);
+      weighted_sum(sc, vals, ka, e, a.Dv, o);
+      return;
     }
     T mx = -std::numeric_limits<T>::infinity();
     for (i64 c = 0; c < len; ++c) mx = std::max(mx, sc[c]);

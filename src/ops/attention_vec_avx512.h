@@ -29,6 +29,25 @@ struct VecAvx512 {
   static R div(R a, R b) { return _mm512_div_ps(a, b); }
   static R max(R a, R b) { return _mm512_max_ps(a, b); }
   static float hsum(R x) { return _mm512_reduce_add_ps(x); }
+  static float hmax(R x) { return _mm512_reduce_max_ps(x); }
+  // The 16 horizontal sums of a[0..15] as one vector (lane j: the sum of
+  // a[j]'s lanes): four levels of adjacent pairs added, each pair of vectors
+  // becoming one (x's halved lanes, then y's), 30 permutes and 15 adds in
+  // all against 16 separate reductions. The decode kernel's scores.
+  static R lane_sums(const R* a) {
+    R l1[8], l2[4];
+    for (int i = 0; i < 8; ++i) l1[i] = pair_sums(a[2 * i], a[2 * i + 1]);
+    for (int i = 0; i < 4; ++i) l2[i] = pair_sums(l1[2 * i], l1[2 * i + 1]);
+    return pair_sums(pair_sums(l2[0], l2[1]), pair_sums(l2[2], l2[3]));
+  }
+  // Lanes 0-7: x's lanes added in adjacent pairs; lanes 8-15: y's.
+  static R pair_sums(R x, R y) {
+    const __m512i even =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd =
+        _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    return _mm512_add_ps(_mm512_permutex2var_ps(x, even, y), _mm512_permutex2var_ps(x, odd, y));
+  }
   // Lane interleaving of one block of 16 rows, through a 16 x 16 transpose
   // in registers (pairs of rows interleaved by 1, 2, 4 and 8 elements):
   // dst[j * 16 + l] = scale * src[l][j] for l < 16, j < n <= 16. Masked
