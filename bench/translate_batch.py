@@ -241,7 +241,7 @@ def main():
     torch_version = peer_info["torch"] if peer_info else "?"
     print(f"\n{n} sentences ({a.input or os.path.join(a.model, 'data', 'test.tsv')}), read as "
           f"attn translate reads stdin (chunks of 1024, by length; attn's batches: its "
-          f"--max-batch-size, 32 by default; the peer's: its --batch-size, 128 by default); medians "
+          f"--max-batch-size, by default 32 sentences, or 64 rows in bf16 and int8; the peer's: its --batch-size, 128 by default); medians "
           f"of {a.pairs} rounds, the order rotating; load average before {load_before}, "
           f"after {load_after}")
     print(f"attn: --threads {a.threads}, "

@@ -100,7 +100,7 @@ int run_translate(const TranslateArgs& a) {
   // stdin: read as a stream of bounded lines and translated in chunks as it
   // comes, so that a long stream needs bounded memory and a pipe sees output
   // before its end. A chunk is sorted by length into batches of
-  // --max-batch-size (32): 1024 lines give batches of alike lengths, and
+  // --max-batch-size (32 or fewer): 1024 lines give batches of alike lengths, and
   // enough of them to keep the --inter-threads busy to the chunk's end.
   constexpr std::size_t kBatch = 1024;
   io::LineReader lines(io::fd_source(STDIN_FILENO, "stdin"), "translate: stdin",

@@ -21,16 +21,25 @@
 
 namespace attn::seq2seq {
 
+std::size_t automatic_batch_size(std::int64_t beam_size) {
+  constexpr std::size_t kSentences = 32, kReducedRows = 64;
+  const bool reduced =
+      matmul_precision() == Precision::bf16 || QuantizeScope::current().cache != nullptr;
+  if (!reduced) return kSentences;
+  const std::size_t beams = static_cast<std::size_t>(std::max<std::int64_t>(beam_size, 1));
+  return std::min(kSentences, std::max<std::size_t>(1, kReducedRows / beams));
+}
+
 std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
                                                           const data::Tokenizer& tokenizer,
                                                           const std::vector<std::string>& sentences,
                                                           const DecodeOptions& options,
                                                           const BatchOptions& batching) {
-  const std::size_t batch_size = batching.batch_size;
-  ATTN_CHECK(batch_size > 0, ValueError, "translate: batch_size must be positive");
   ATTN_CHECK(batching.workers >= 0, ValueError,
              "translate: workers must be 0 (one per thread) or more, got {}", batching.workers);
   options.validate();
+  const std::size_t batch_size =
+      batching.batch_size > 0 ? batching.batch_size : automatic_batch_size(options.beam_size);
   DecodeOptions opts = options;
   if (opts.max_length == 0 && opts.max_length_factor == 0) opts.max_length_factor = 3;
   const data::Vocab& tv = tokenizer.vocab(data::Side::target);

@@ -208,10 +208,22 @@ TEST(TranslateTexts, AThreadsErrorIsRethrownAndBadOptionsRefused) {
   b.workers = -1;
   expect_value_error([&] { (void)translate_texts(*net, *c.tokenizer, c.sentences, {}, b); },
                      "workers must be 0 (one per thread) or more, got -1");
-  b.workers = 1;
-  b.batch_size = 0;
-  expect_value_error([&] { (void)translate_texts(*net, *c.tokenizer, c.sentences, {}, b); },
-                     "batch_size must be positive");
+}
+
+// batch_size 0: 32 sentences in f32; 64 rows in bf16 or int8.
+TEST(TranslateTexts, AutomaticBatchSize) {
+  for (std::int64_t beam : {1, 4, 64}) EXPECT_EQ(automatic_batch_size(beam), 32u) << beam;
+  const std::vector<std::pair<std::int64_t, std::size_t>> reduced = {
+      {1, 32}, {2, 32}, {3, 21}, {4, 16}, {8, 8}, {64, 1}, {100, 1}};
+  if (bf16_supported()) {
+    PrecisionScope bf16(Precision::bf16, {});
+    for (const auto& [beam, n] : reduced) EXPECT_EQ(automatic_batch_size(beam), n) << beam;
+  }
+  if (int8_supported()) {
+    QuantizeScope int8(std::vector<Tensor>{});
+    for (const auto& [beam, n] : reduced) EXPECT_EQ(automatic_batch_size(beam), n) << beam;
+  }
+  EXPECT_EQ(automatic_batch_size(4), 32u);  // the scopes ended
 }
 
 }  // namespace

@@ -33,12 +33,15 @@ struct TextTranslation {
 // How translate_texts runs its batches.
 struct BatchOptions {
   // At most this many sentences of similar length per decode() call
-  // (CTranslate2's max_batch_size, and its default). Smaller batches keep a
-  // step's caches and logits in the CPU's caches: with the tatoeba model and
-  // two batches side by side, 32 sentences took 1.24 s for beam 4 with int8
-  // against 1.53 s for 128 (docs/design.md). A sentence's last bits may
-  // depend on its batch (the encoder pads to the batch's longest source).
-  std::size_t batch_size = 32;
+  // (CTranslate2's max_batch_size); 0: automatic_batch_size(). Smaller
+  // batches keep a step's caches and logits in the CPU's caches, larger ones
+  // make bigger matrix products: with the tatoeba model and two batches side
+  // by side, int8 beam 4 took 1.53 s with 128 sentences a batch, 1.2 s with
+  // 32 and 0.98 s with 16; f32 beam 4 2.6 s with 32 and 2.7 s with 16
+  // (docs/design.md). The translations do not depend on it, except that a
+  // sentence's last bits may depend on its batch (the encoder pads to the
+  // batch's longest source).
+  std::size_t batch_size = 0;
   // Batches decoded side by side, each on one thread of an OpenMP team with
   // its ops on that thread alone, the longest batches first (CTranslate2's
   // inter_threads): a decoding step of a small model is many short ops, and
@@ -53,6 +56,13 @@ struct BatchOptions {
   // ops/quantize.h) and multiplies by the same kept copies of the weights.
   int workers = 0;
 };
+
+// The batch size of BatchOptions::batch_size 0 for decoding with
+// `beam_size` beams on this thread: 32 sentences; while this thread's
+// products run in bf16 (a bf16 PrecisionScope) or int8 (a QuantizeScope),
+// whose kernels are as fast on few rows, batches of 64 rows instead:
+// min(32, max(1, 64 / beam_size)) sentences (16 for beam 4).
+std::size_t automatic_batch_size(std::int64_t beam_size);
 
 // Translates every sentence with decode() (greedy or beam search, `options`),
 // in batches of sentences of similar length (`batching`). Sources are never
