@@ -13,6 +13,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -99,6 +100,10 @@ using detail::quantize_row;
 using detail::row_scale_reference;
 using detail::RowScale;
 
+bool parallel_rows(std::int64_t M, std::int64_t per_row) {
+  return M > 1 && M * per_row >= 2 * kParallelGrain;
+}
+
 // Wq, sw and the compensation of weight (N, K), any strides. A weight
 // holding an infinity or a NaN is refused: its scale would make every output
 // NaN.
@@ -112,27 +117,40 @@ std::unique_ptr<QuantizedWeight> quantize_weight(const Tensor& weight, const cha
   w->scale.resize(static_cast<std::size_t>(N));
   w->comp.resize(static_cast<std::size_t>(N));
   const float* p = weight.data<float>();
-  std::vector<float> row(static_cast<std::size_t>(K));
-  for (std::int64_t n = 0; n < N; ++n) {
-    for (std::int64_t k = 0; k < K; ++k) row[k] = p[n * s0 + k * s1];
-    const RowScale s = row_scale_reference(row.data(), K);
-    ATTN_CHECK(s.finite, ValueError,
-               "{}: weight {} holds an infinity or a NaN in row {}: it cannot be quantized", op,
-               shape_str(weight.shape()), n);
-    std::int32_t sum = 0;
-    for (std::int64_t k = 0; k < K; ++k) {
-      const std::int8_t q = quantize_reference(row[k], s.inv);
-      w->q[n * K + k] = q;
-      sum += q;
+  // Rows in parallel, each through quantize_row (the AVX-512 kernel where the
+  // CPU has VNNI, the same bits as the reference), from a contiguous copy of
+  // the row where the weight's rows are not.
+  const bool vector = int8_supported();
+  std::atomic<std::int64_t> bad{N};
+  detail::parallel_for(N, detail::loop_threads(parallel_rows(N, K)), [&](std::int64_t n) {
+    thread_local std::vector<float> row;
+    thread_local std::vector<std::uint8_t> u;
+    const float* x = p + n * s0;
+    if (s1 != 1) {
+      row.resize(static_cast<std::size_t>(K));
+      for (std::int64_t k = 0; k < K; ++k) row[k] = p[n * s0 + k * s1];
+      x = row.data();
     }
-    w->scale[n] = s.scale;
+    u.resize(static_cast<std::size_t>(K));
+    const float scale = quantize_row(x, K, u.data(), vector);
+    if (std::isnan(scale)) {  // the first such row is named
+      std::int64_t seen = bad.load();
+      while (n < seen && !bad.compare_exchange_weak(seen, n)) {}
+      return;
+    }
+    std::int32_t sum = 0;
+    std::int8_t* q = w->q.data() + n * K;
+    for (std::int64_t k = 0; k < K; ++k) {
+      q[k] = static_cast<std::int8_t>(static_cast<std::int32_t>(u[k]) - 128);
+      sum += q[k];
+    }
+    w->scale[n] = scale;
     w->comp[n] = 128 * sum;
-  }
+  });
+  ATTN_CHECK(bad.load() == N, ValueError,
+             "{}: weight {} holds an infinity or a NaN in row {}: it cannot be quantized", op,
+             shape_str(weight.shape()), bad.load());
   return w;
-}
-
-bool parallel_rows(std::int64_t M, std::int64_t per_row) {
-  return M > 1 && M * per_row >= 2 * kParallelGrain;
 }
 
 // acc (M x N) = the int32 sums of the u8 rows xq (M x K), 128 taken off

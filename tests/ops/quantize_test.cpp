@@ -213,6 +213,29 @@ TEST(Int8Linear, NonFiniteValues) {
                  "linear_int8: weight [7, 20] holds an infinity or a NaN in row 3: it cannot be "
                  "quantized");
   }
+  // Several bad rows, quantized in parallel: the first is named.
+  Tensor many = odd_rows(300, 64, 903);
+  many.data<float>()[250 * 64 + 5] = INFINITY;
+  many.data<float>()[171 * 64 + 63] = -INFINITY;
+  many.data<float>()[290 * 64] = std::nanf("");
+  try {
+    linear_int8(rand32({2, 64}, 904), many);
+    ADD_FAILURE() << "an infinite weight was quantized";
+  } catch (const ValueError& e) {
+    EXPECT_STREQ(e.what(),
+                 "linear_int8: weight [300, 64] holds an infinity or a NaN in row 171: it cannot "
+                 "be quantized");
+  }
+}
+
+// A weight whose rows are not contiguous (a transposed view) gives the bits
+// of its contiguous copy.
+TEST(Int8Linear, StridedWeightsAsTheirCopies) {
+  Tensor x = odd_rows(9, 33, 905), wt = odd_rows(33, 300, 906);
+  const Tensor w = wt.transpose(0, 1);  // (300, 33), strides (1, 300)
+  ASSERT_NE(w.stride(1), 1);
+  EXPECT_TRUE(same_bits(linear_int8(x, w), linear_int8(x, w.contiguous())));
+  EXPECT_TRUE(same_bits(linear_int8(x, w), linear_int8_reference(x, w.contiguous())));
 }
 
 TEST(Int8Linear, BadArgumentsNameTheFunction) {
