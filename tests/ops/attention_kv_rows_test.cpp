@@ -154,63 +154,47 @@ TEST(AttentionKvRows, OtherPathsGatherAndDifferentiate) {
          v = leaf64({3, 7, 2, 4}, 3);
   const Tensor rows = ids({2, 0, 2, 1});
   const Tensor lens = ids({7, 3, 0, 5});
-  EXPECT_GRADCHECK(
-      [rows, lens](const Inputs& x) {
-        AttentionOptions o;
-        o.valid_lens = lens;
-        o.kv_rows = rows;
-        return scaled_dot_product_attention(x[0], x[1], x[2], o);
-      },
-      (Inputs{q, k, v}));
-  for_each_isa([&] {
-    for (std::int64_t Q : {12, 70}) {  // small path, then tiled
-      SCOPED_TRACE(Q);
-      Tensor q32 = random32({4, Q, 3, 8}, 5), k32 = random32({2, 65, 3, 8}, 6),
-             v32 = random32({2, 65, 3, 5}, 7);
-      AttentionOptions o;
-      o.causal = true;
-      o.kv_rows = ids({1, 1, 0, 1});
-      q32.requires_grad_();
-      Tensor out = scaled_dot_product_attention(q32, k32, v32, o);
-      EXPECT_LT(rel_diff(out, gathered_reference(q32.detach(), k32, v32, o)), 2e-6);
-    }
-  });
-  // A table per key: gradients flow to the keys and values each row read.
+  // A row per query row, then a table per key (gradients flow to the keys
+  // and values each row read).
   const Tensor table = random_table(4, 7, 3, 8);
-  EXPECT_GRADCHECK(
-      [table, lens](const Inputs& x) {
-        AttentionOptions o;
-        o.valid_lens = lens;
-        o.kv_rows = table;
-        return scaled_dot_product_attention(x[0], x[1], x[2], o);
-      },
-      (Inputs{q, k, v}));
+  for (const Tensor& r : {rows, table}) {
+    EXPECT_GRADCHECK(
+        [r, lens](const Inputs& x) {
+          AttentionOptions o;
+          o.valid_lens = lens;
+          o.kv_rows = r;
+          return scaled_dot_product_attention(x[0], x[1], x[2], o);
+        },
+        (Inputs{q, k, v}));
+  }
+  struct Fused {
+    std::int64_t B, Bk;
+    Tensor rows;  // (B) or (B, 65)
+  };
+  const std::vector<Fused> fused = {{4, 2, ids({1, 1, 0, 1})}, {3, 4, random_table(3, 65, 4, 12)}};
   for_each_isa([&] {
-    for (std::int64_t Q : {12, 70}) {
-      SCOPED_TRACE(Q);
-      Tensor q32 = random32({3, Q, 2, 8}, 9), k32 = random32({4, 65, 2, 8}, 10),
-             v32 = random32({4, 65, 2, 5}, 11);
-      AttentionOptions o;
-      o.causal = true;
-      o.kv_rows = random_table(3, 65, 4, 12);
-      q32.requires_grad_();
-      Tensor out = scaled_dot_product_attention(q32, k32, v32, o);
-      EXPECT_LT(rel_diff(out, gathered_reference(q32.detach(), k32, v32, o)), 2e-6);
-    }
+    for (const Fused& f : fused)
+      for (std::int64_t Q : {12, 70}) {  // small path, then tiled
+        SCOPED_TRACE(Q);
+        Tensor q32 = random32({f.B, Q, 3, 8}, 5), k32 = random32({f.Bk, 65, 3, 8}, 6),
+               v32 = random32({f.Bk, 65, 3, 5}, 7);
+        AttentionOptions o;
+        o.causal = true;
+        o.kv_rows = f.rows;
+        q32.requires_grad_();
+        Tensor out = scaled_dot_product_attention(q32, k32, v32, o);
+        EXPECT_LT(rel_diff(out, gathered_reference(q32.detach(), k32, v32, o)), 2e-6);
+      }
   });
-  {
+  // The materialized path (attention weights kept) gathers too.
+  for (const Tensor& r : {rows, table}) {
     AttentionOptions o;
-    o.kv_rows = table;
+    o.kv_rows = r;
+    o.valid_lens = lens;
     MaterializedAttention m = scaled_dot_product_attention_materialized(q, k, v, o);
     EXPECT_LT(rel_diff(m.output, gathered_reference(q, k, v, o)), 1e-12);
+    EXPECT_EQ(m.weights.shape(), (Shape{8, 5, 7}));
   }
-  // The materialized path (attention weights kept) gathers too.
-  AttentionOptions o;
-  o.kv_rows = rows;
-  o.valid_lens = lens;
-  MaterializedAttention m = scaled_dot_product_attention_materialized(q, k, v, o);
-  EXPECT_LT(rel_diff(m.output, gathered_reference(q, k, v, o)), 1e-12);
-  EXPECT_EQ(m.weights.shape(), (Shape{8, 5, 7}));
 }
 
 TEST(AttentionKvRows, BadRowsAreClearErrors) {
