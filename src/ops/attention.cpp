@@ -37,6 +37,7 @@
 #include "attn/ops/precision.h"
 #include "attn/ops/softmax.h"
 #include "ops/attention_kernel.h"
+#include "ops/attention_kv_rows.h"
 
 namespace attn {
 
@@ -297,42 +298,6 @@ struct Problem {
   }
 };
 
-// AttentionOptions::kv_rows as i64, checked: 4-D operands, one entry per
-// batch row of q (B) or per batch row and key (B, K), each a row of k and v
-// (in [0, Bk)).
-Tensor checked_kv_rows(const Tensor& kv_rows, bool four_d, std::int64_t B, std::int64_t K,
-                       std::int64_t Bk, const char* op) {
-  ATTN_CHECK(four_d, ShapeError,
-             "{}: kv_rows needs the 4-D layout (B, T, H, D); the operands are 3-D", op);
-  const bool per_row = kv_rows.dim() == 1 && kv_rows.size(0) == B;
-  const bool per_key = kv_rows.dim() == 2 && kv_rows.size(0) == B && kv_rows.size(1) == K;
-  ATTN_CHECK((per_row || per_key) && !is_floating(kv_rows.dtype()), ShapeError,
-             "{}: kv_rows must be integers of shape [{}] (one per batch row) or [{}, {}] (one "
-             "per batch row and key), got {} {}",
-             op, B, B, K, dtype_name(kv_rows.dtype()), shape_str(kv_rows.shape()));
-  Tensor r = kv_rows.detach().to(DType::i64).contiguous();
-  const std::int64_t* pr = r.data<std::int64_t>();
-  for (std::int64_t i = 0; i < r.numel(); ++i)
-    ATTN_CHECK(pr[i] >= 0 && pr[i] < Bk, ValueError,
-               "{}: kv_rows[{}] = {} is outside [0, {}) (the rows of the keys and values)", op,
-               per_row ? fmt::format("{}", i) : fmt::format("{}, {}", i / K, i % K), pr[i], Bk);
-  return r;
-}
-
-// t (Bk, K, H, d) read through checked kv_rows: row b of the result is row
-// rows[b] of t, or (per key) its key c is key c of row rows[b, c];
-// differentiable (index_select).
-Tensor gather_kv(const Tensor& t, const Tensor& rows) {
-  if (rows.dim() == 1) return index_select(t, 0, rows);
-  const std::int64_t B = rows.size(0), K = rows.size(1);
-  Tensor flat = Tensor::empty({B * K}, DType::i64);
-  const std::int64_t* r = rows.data<std::int64_t>();
-  std::int64_t* f = flat.data<std::int64_t>();
-  for (std::int64_t i = 0; i < B * K; ++i) f[i] = r[i] * K + i % K;
-  Tensor all = t.reshape({t.size(0) * K, t.size(2), t.size(3)});
-  return index_select(all, 0, flat).reshape({B, K, t.size(2), t.size(3)});
-}
-
 // The last dim read with stride 1, so a row is a plain array.
 Tensor rows_unit_stride(const Tensor& t) {
   Tensor d = t.detach();
@@ -371,7 +336,7 @@ Problem prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Attenti
   ATTN_CHECK(v.size(t_dim) == p.K, ShapeError,
              "{}: keys {} and values {} must have the same number of steps", op,
              shape_str(k.shape()), shape_str(v.shape()));
-  if (rows) p.kv_rows = checked_kv_rows(opt.kv_rows, four, p.B, p.K, k.size(0), op);
+  if (rows) p.kv_rows = detail::checked_kv_rows(opt.kv_rows, four, p.B, p.K, k.size(0), op);
   ATTN_CHECK(k.size(d_dim) == p.D, ShapeError,
              "{}: queries {} and keys {} must have the same feature size", op, shape_str(q.shape()),
              shape_str(k.shape()));
@@ -536,7 +501,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     if (p.kv_rows.defined()) {
       // Only the decode kernel reads the rows in place: the others get them
       // gathered (dropout already drawn: it stays as drawn).
-      Tensor kg = gather_kv(k, p.kv_rows), vg = gather_kv(v, p.kv_rows);
+      Tensor kg = detail::gather_kv(k, p.kv_rows), vg = detail::gather_kv(v, p.kv_rows);
       Problem g = p;
       g.k = rows_unit_stride(kg);
       g.v = rows_unit_stride(vg);
@@ -555,7 +520,7 @@ MaterializedAttention materialized(const Tensor& q, const Tensor& k, const Tenso
   if (p.kv_rows.defined()) {
     AttentionOptions o = opt;
     o.kv_rows = Tensor();
-    return materialized(q, gather_kv(k, p.kv_rows), gather_kv(v, p.kv_rows), o, op);
+    return materialized(q, detail::gather_kv(k, p.kv_rows), detail::gather_kv(v, p.kv_rows), o, op);
   }
   const std::int64_t N = p.N();
   // (B, T, H, d) -> (B * H, T, d), d2l's transpose_qkv.
