@@ -215,18 +215,17 @@ Tensor run_int8_vnni(const Tensor& x, std::int64_t M, QuantizedWeight& w, const 
   detail::parallel_for(M, detail::loop_threads(parallel_rows(M, K)), [&](std::int64_t m) {
     s.sx[m] = quantize_row(px + m * K, K, &s.xq[m * K], true);
   });
-  detail::Int8GemmArgs a{};
-  a.u = s.xq.data();
-  a.ldu = K;
-  a.sx = s.sx.data();
-  a.packed = w.gemm_layout();
-  a.comp = w.comp.data();
-  a.sw = w.scale.data();
-  a.bias = bc.defined() ? bc.data<float>() : nullptr;
-  a.M = M;
-  a.K = K;
-  a.N = N;
-  a.y = y.data<float>();
+  const detail::Int8GemmArgs a{.u = s.xq.data(),
+                               .ldu = K,
+                               .sx = s.sx.data(),
+                               .packed = w.gemm_layout(),
+                               .comp = w.comp.data(),
+                               .sw = w.scale.data(),
+                               .bias = bc.defined() ? bc.data<float>() : nullptr,
+                               .M = M,
+                               .K = K,
+                               .N = N,
+                               .y = y.data<float>()};
   const std::int64_t groups = (N + 31) / 32;
   const bool parallel = M * N * K >= kSerialWork && groups > 1;
   detail::parallel_ranges(groups, detail::loop_threads(parallel),

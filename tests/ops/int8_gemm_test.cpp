@@ -52,19 +52,17 @@ Operands random_operands(std::int64_t M, std::int64_t K, std::int64_t N, std::in
 
 Int8GemmArgs args(const Operands& o, const std::vector<std::int8_t>& packed, bool with_bias,
                   std::int64_t M, std::int64_t K, std::int64_t N, std::int64_t ldu, float* y) {
-  Int8GemmArgs a{};
-  a.u = o.u.data();
-  a.ldu = ldu;
-  a.sx = o.sx.data();
-  a.packed = packed.data();
-  a.comp = o.comp.data();
-  a.sw = o.sw.data();
-  a.bias = with_bias ? o.bias.data() : nullptr;
-  a.M = M;
-  a.K = K;
-  a.N = N;
-  a.y = y;
-  return a;
+  return {.u = o.u.data(),
+          .ldu = ldu,
+          .sx = o.sx.data(),
+          .packed = packed.data(),
+          .comp = o.comp.data(),
+          .sw = o.sw.data(),
+          .bias = with_bias ? o.bias.data() : nullptr,
+          .M = M,
+          .K = K,
+          .N = N,
+          .y = y};
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
