@@ -157,15 +157,6 @@ PackedPrimitive* packed_primitive(dnnl::memory::data_type at, dnnl::memory::data
   return it->second.get();
 }
 
-PackedPrimitive* int8_primitive(std::int64_t M, std::int64_t K, std::int64_t N) {
-  using dt = dnnl::memory::data_type;
-  PackedPrimitive* p = packed_primitive(dt::u8, dt::s8, dt::s32, M, K, N);
-  if (p == nullptr) return nullptr;
-  const std::string& impl = p->impl;
-  return impl.find("vnni") != std::string::npos || impl.find("amx") != std::string::npos ? p
-                                                                                         : nullptr;
-}
-
 dnnl::memory pack_weights(dnnl::memory::data_type t, const void* w, std::int64_t K, std::int64_t N,
                           const dnnl::memory::dims& strides, const dnnl::memory::desc& layout,
                           void* buffer) {

@@ -19,8 +19,8 @@ bool primitive_product(dnnl::memory::data_type ab, const void* pa, const dnnl::m
                        const dnnl::memory::dims& as, const void* pb, const dnnl::memory::dims& bd,
                        const dnnl::memory::dims& bs, float* pc, const dnnl::memory::dims& cd);
 
-// ---- products on packed weights: int8 (ops/quantize.h) and frozen Linear
-// weights (ops/packed_linear.cpp) ----
+// ---- products on packed weights: frozen Linear weights
+// (ops/packed_linear.cpp) ----
 //
 // c (M x N, type `ct`, dense) = a (M x K, type `at`, dense) @ b (K x N, type
 // `bt`, packed once in the layout the primitive asks for: `weights`), then
@@ -39,11 +39,6 @@ struct PackedPrimitive {
 PackedPrimitive* packed_primitive(dnnl::memory::data_type at, dnnl::memory::data_type bt,
                                   dnnl::memory::data_type ct, std::int64_t M, std::int64_t K,
                                   std::int64_t N, bool bias = false, bool relu = false);
-
-// The int8 product: u8 x s8 -> s32, no bias. Null unless oneDNN runs it on
-// AVX-512 VNNI (or AMX) kernels, which sum the products exactly: its plain
-// AVX-512 int8 kernels sum pairs of products in saturating 16 bits.
-PackedPrimitive* int8_primitive(std::int64_t M, std::int64_t K, std::int64_t N);
 
 // A weight w (K x N, of type `t`, element (k, n) at k * strides[0] + n *
 // strides[1]) packed into a new memory of `layout`; an empty memory when
