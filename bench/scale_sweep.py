@@ -14,8 +14,18 @@ bundled corpus, d2l's word vocabularies and fixed-length batches):
 
 Each round runs every side once, the order rotating from round to round;
 each run trains for --seconds and reports target tokens (valid positions) per
-second of training. Printed: the median of each side over the rounds and the
-ratios of the medians, with the load average before each round.
+second of training. Printed: each round's figures with the load average
+before it, then the median of each side over the rounds, its model GFLOP/s
+(below) and its ratio to the peer's median.
+
+Model FLOP/s: the matrix products of one step, forward and backward (6 FLOP
+per multiply-add of a Linear layer, at every position of the padded
+(batch, T) batches of both sides, the encoder's and the decoder's; 3 x 2 per
+multiply-add of the attention's scores and weighted values), times the steps
+a run made, over its seconds of training (attn's include its checkpoints).
+The embeddings (gathers), layer norms, softmax, loss and optimizer are not
+counted. The issue's mark for bf16 is above the f32 FMA peak of this machine
+(562 GFLOP/s).
 
 The peer runs at its best: OMP_WAIT_POLICY=PASSIVE (4-5x faster than
 PyTorch's spinning default on 2 cores here) and OPENBLAS_CORETYPE=SKYLAKEX
@@ -37,6 +47,18 @@ CONFIGS = {
 }
 
 
+def model_flops_per_step(cfg, tgt_vocab):
+    """Matrix-product FLOP of one training step (forward + backward)."""
+    h, f, layers = cfg["num_hiddens"], cfg["ffn_num_hiddens"], cfg["num_layers"]
+    positions = cfg["batch_size"] * cfg["num_steps"]
+    encoder = 4 * h * h + 2 * h * f  # W_q, W_k, W_v, W_o; the FFN
+    decoder = 8 * h * h + 2 * h * f  # self- and cross-attention; the FFN
+    linear_macs = positions * (layers * (encoder + decoder) + h * tgt_vocab)
+    # scores and weighted values of 3 attentions per layer pair, each T x T
+    attention_macs = layers * 3 * 2 * cfg["batch_size"] * cfg["num_steps"] ** 2 * h
+    return 6 * (linear_macs + attention_macs)
+
+
 def flags(cfg):
     out = []
     for k, v in cfg.items():
@@ -53,7 +75,10 @@ def run_attn(a, cfg, precision, work):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     with open(metrics) as f:
         m = json.load(f)
-    return m["tokens_per_s"], m["step_losses"]
+    with open(os.path.join(work, "model", "config.json")) as f:
+        vocab = json.load(f)["tgt_vocab_size"]
+    gflops = m["steps"] * model_flops_per_step(cfg, vocab) / m["train_seconds"] / 1e9
+    return m["tokens_per_s"], gflops, m["step_losses"]
 
 
 def run_peer(a, cfg):
@@ -63,7 +88,9 @@ def run_peer(a, cfg):
            "--lr", str(a.lr), "--epochs", "1000", "--max-seconds", str(a.seconds),
            "--translate-reps", "1"] + flags(cfg)
     out = subprocess.run(cmd, check=True, env=env, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])["tokens_per_s"], None
+    m = json.loads(out.strip().splitlines()[-1])
+    gflops = m["steps"] * model_flops_per_step(cfg, m["tgt_vocab_size"]) / m["train_seconds"] / 1e9
+    return m["tokens_per_s"], gflops, None
 
 
 def main():
@@ -87,19 +114,28 @@ def main():
         for name in a.configs.split(","):
             cfg = CONFIGS[name]
             got = {s: [] for s in sides}
+            flops = {s: [] for s in sides}
             losses = {s: [] for s in sides}
             for r in range(a.pairs):
                 load = os.getloadavg()[0]
                 order = sides[r % len(sides):] + sides[:r % len(sides)]
                 for side in order:
-                    v, curve = run_peer(a, cfg) if side == "pytorch" else run_attn(
+                    v, g, curve = run_peer(a, cfg) if side == "pytorch" else run_attn(
                         a, cfg, side.split()[1], work)
                     got[side].append(v)
+                    flops[side].append(g)
                     losses[side].append(curve)
                 print(f"config {name} round {r + 1} (load {load:.2f}): " +
                       ", ".join(f"{s} {got[s][-1]:.0f}" for s in sides), flush=True)
             med = {s: statistics.median(v) for s, v in got.items()}
-            results[name] = {"config": cfg, "tokens_per_s": got, "median": med}
+            med_flops = {s: statistics.median(v) for s, v in flops.items()}
+            for s in sides:
+                print(f"config {name}: {s} median {med[s]:.0f} tokens/s, "
+                      f"{med_flops[s]:.0f} model GFLOP/s" +
+                      (f", {med[s] / med['pytorch']:.2f}x pytorch" if s != "pytorch" else ""),
+                      flush=True)
+            results[name] = {"config": cfg, "tokens_per_s": got, "median": med,
+                             "model_gflops": flops, "median_gflops": med_flops}
             # The same seed and data, so the same batches: each attn
             # precision's step losses (its first run) over the steps all of
             # them reached, the mean of the last fifth of those steps.

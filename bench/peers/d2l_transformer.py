@@ -58,7 +58,7 @@ def main():
     opt = torch.optim.Adam(net.parameters(), lr=a.lr)
     bos = tv.token_to_idx["<bos>"]
     net.train()
-    tokens, start, out_of_time = 0, time.perf_counter(), False
+    tokens, steps, start, out_of_time = 0, 0, time.perf_counter(), False
     for epoch in range(a.epochs):
         loss_sum, epoch_tokens = 0.0, 0
         for idx in torch.randperm(len(X)).split(a.batch_size):
@@ -69,6 +69,7 @@ def main():
             l.sum().backward()
             nn.utils.clip_grad_norm_(net.parameters(), 1)
             opt.step()
+            steps += 1
             with torch.no_grad():
                 loss_sum += float(l.sum())
                 epoch_tokens += int(yl.sum())
@@ -107,6 +108,7 @@ def main():
         pred = translate("i'm home .")
         times.append(time.perf_counter() - t0)
     result = {"final_loss": final_loss, "tokens_per_s": tokens / seconds, "train_seconds": seconds,
+              "steps": steps, "src_vocab_size": len(sv), "tgt_vocab_size": len(tv),
               "translate_ms": 1000 * statistics.median(times), "translation": pred,
               "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     print(json.dumps(result) if a.json else "\n".join(f"{k}: {v}" for k, v in result.items()))
