@@ -50,4 +50,25 @@ class ContentionFilter {
   std::int64_t run_start_ns_ = kNoRun;  // first sample of the current disagreement
 };
 
+// The round trip between the threads of an OpenMP team of `threads` (thread
+// 0 and each other thread in turn, kProbeTrips each way: the least round
+// trip of each pair, the largest over the pairs), in ns; -1 where it could
+// not be measured: a team of fewer than two threads (one asked, or inside a
+// parallel region), or a probe not done within kProbeBudgetNs of its start
+// (the team's threads being created, or another process holding a core). Threads on cores that
+// share a cache answer in about 120 ns on the development machine (a virtual one); when the host
+// puts them on cores apart, in about 400 ns.
+inline constexpr int kProbeTrips = 16;
+inline constexpr std::int64_t kProbeBudgetNs = 1'000'000;
+std::int64_t team_round_trip_ns(int threads);
+
+// ATTN_GRAIN_SCALE's value: N for a whole number 1 <= N <= 1024 (grain_scale()
+// is then N, whatever the probe says), else 0 (unset, or not such a number:
+// adaptive).
+std::int64_t parse_grain_scale(const char* s);
+
+// Fixes grain_scale() at `scale` (0: adaptive again, or ATTN_GRAIN_SCALE's
+// value); returns the previous setting. For tests.
+std::int64_t set_grain_scale(std::int64_t scale);
+
 }  // namespace attn::detail

@@ -75,10 +75,12 @@ Tensor draw(const Shape& shape, Generator& gen, DType dtype, Map map, const char
   std::int64_t n = t.numel();
   std::uint64_t seed = gen.seed(), start = gen.reserve(static_cast<std::uint64_t>(n));
   T* p = static_cast<T*>(t.raw_data());
-  detail::parallel_for((n + 3) / 4, detail::loop_threads(n > 65536), [&](std::int64_t blk) {
-    auto r = philox4x32(start + blk, 0, seed);
-    for (int j = 0; j < 4 && blk * 4 + j < n; ++j) p[blk * 4 + j] = map(uniform_from_bits(r[j]));
-  });
+  detail::parallel_for((n + 3) / 4, detail::loop_threads(n > 65536 * grain_scale()),
+                       [&](std::int64_t blk) {
+                         auto r = philox4x32(start + blk, 0, seed);
+                         for (int j = 0; j < 4 && blk * 4 + j < n; ++j)
+                           p[blk * 4 + j] = map(uniform_from_bits(r[j]));
+                       });
   return t;
 }
 

@@ -90,7 +90,7 @@ void for_each_row(const Shape& shape, const std::array<Shape, N>& strides,
     }
   };
 
-  parallel = parallel && total >= kParallelGrain && fork_ok();
+  parallel = parallel && total >= parallel_grain() && fork_ok();
   if (!parallel || rows == 1) {
     if (rows == 1 && parallel) {
       // One long row: split it into chunks instead.

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "core/contention.h"
@@ -62,19 +63,31 @@ int own_runnable_threads() {
   return n;
 }
 
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 struct Contention {
   std::atomic<std::int64_t> next_sample_ns{0};
   std::atomic<bool> busy{false};  // filter.busy(), for the threads that do not sample
+  std::atomic<bool> far{false};  // the last probe's round trip was above kFarRoundTripNs
   std::atomic_flag sampling = ATOMIC_FLAG_INIT;  // one sampler at a time owns `filter`
+  std::int64_t next_probe_ns = 0;  // owned by the sampler
   detail::ContentionFilter filter;
   const int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   const bool enabled = [] {
     const char* s = std::getenv("ATTN_ADAPTIVE_THREADS");
     return s == nullptr || std::strcmp(s, "0") != 0;
   }();
+  std::atomic<std::int64_t> forced_scale{
+      detail::parse_grain_scale(std::getenv("ATTN_GRAIN_SCALE"))};
 
   // Others' runnable tasks and attn's team outnumber the cores: busy. The
-  // state follows the samples as core/contention.h describes.
+  // state follows the samples as core/contention.h describes. While not
+  // busy, and at most every kProbeEveryNs, the team's round trip is probed
+  // (from outside any parallel region, with a team to probe).
   void sample(std::int64_t now) {
     if (sampling.test_and_set(std::memory_order_acquire)) return;
     const int running = runnable_tasks(), own = own_runnable_threads();
@@ -83,7 +96,22 @@ struct Contention {
       filter.observe(others + omp_get_max_threads() > cores, now);
       busy.store(filter.busy(), std::memory_order_relaxed);
     }
+    const int threads = omp_get_max_threads();
+    if (now >= next_probe_ns && !filter.busy() && threads > 1 && !omp_in_parallel()) {
+      const std::int64_t trip = detail::team_round_trip_ns(threads);
+      if (trip >= 0) far.store(trip > kFarRoundTripNs, std::memory_order_relaxed);
+      next_probe_ns = now + (trip >= 0 ? kProbeEveryNs : kProbeEveryNs / 10);  // unmeasured: soon
+    }
     sampling.clear(std::memory_order_release);
+  }
+
+  // Samples when the last sample is 20 ms old (one caller at a time).
+  void maybe_sample() {
+    const std::int64_t now = now_ns();
+    std::int64_t next = next_sample_ns.load(std::memory_order_relaxed);
+    if (now >= next &&
+        next_sample_ns.compare_exchange_strong(next, now + 20'000'000, std::memory_order_relaxed))
+      sample(now);
   }
 };
 
@@ -92,24 +120,85 @@ Contention& contention() {
   return c;
 }
 
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 bool fork_ok() {
   Contention& c = contention();
   if (!c.enabled) return true;
-  const std::int64_t now = now_ns();
-  std::int64_t next = c.next_sample_ns.load(std::memory_order_relaxed);
-  if (now >= next &&
-      c.next_sample_ns.compare_exchange_strong(next, now + 20'000'000, std::memory_order_relaxed))
-    c.sample(now);
+  c.maybe_sample();
   return !c.busy.load(std::memory_order_relaxed);
 }
+
+std::int64_t grain_scale() {
+  Contention& c = contention();
+  const std::int64_t forced = c.forced_scale.load(std::memory_order_relaxed);
+  if (forced > 0) return forced;
+  if (!c.enabled) return 1;
+  c.maybe_sample();
+  return c.far.load(std::memory_order_relaxed) ? kFarGrainScale : 1;
+}
+
+namespace detail {
+
+std::int64_t set_grain_scale(std::int64_t scale) {
+  return contention().forced_scale.exchange(scale);
+}
+
+std::int64_t parse_grain_scale(const char* s) {
+  if (s == nullptr) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(s, &end, 10);
+  return end != s && *end == '\0' && n >= 1 && n <= 1024 ? n : 0;
+}
+
+std::int64_t team_round_trip_ns(int threads) {
+  if (threads < 2 || omp_in_parallel()) return -1;
+  std::atomic<std::int64_t> ball{0};
+  std::atomic<int> turn{1};  // the thread playing with thread 0
+  std::atomic<bool> gave_up{false};
+  std::int64_t worst = -1;  // thread 0's
+  int team = 1;
+  const std::int64_t start = now_ns();
+  // Spins until ready(); false once the probe has gone on for its budget.
+  auto wait_for = [&](auto&& ready) {
+    for (int spins = 1; !ready(); ++spins) {
+      if (gave_up.load(std::memory_order_relaxed)) return false;
+      if (spins % 64 == 0 && now_ns() - start > kProbeBudgetNs) {
+        gave_up.store(true, std::memory_order_relaxed);
+        return false;
+      }
+    }
+    return true;
+  };
+#pragma omp parallel num_threads(threads)
+  {
+    const int me = omp_get_thread_num(), n = omp_get_num_threads();
+    if (me == 0) team = n;
+    for (int t = 1; t < n; ++t) {
+      if (me == 0) {
+        std::int64_t best = std::numeric_limits<std::int64_t>::max();
+        for (std::int64_t k = 0; k < kProbeTrips; ++k) {
+          const std::int64_t t0 = now_ns();
+          ball.store(2 * k + 1, std::memory_order_release);
+          if (!wait_for([&] { return ball.load(std::memory_order_acquire) == 2 * k + 2; })) break;
+          best = std::min(best, now_ns() - t0);
+        }
+        worst = std::max(worst, best);
+        ball.store(0, std::memory_order_relaxed);
+        turn.store(t + 1, std::memory_order_release);
+      } else if (me == t) {
+        for (std::int64_t k = 0; k < kProbeTrips; ++k) {
+          if (!wait_for([&] { return ball.load(std::memory_order_acquire) == 2 * k + 1; })) break;
+          ball.store(2 * k + 2, std::memory_order_release);
+        }
+      }
+      if (!wait_for([&] { return turn.load(std::memory_order_acquire) > t; })) break;
+    }
+  }
+  return gave_up.load() || team < 2 ? -1 : worst;
+}
+
+}  // namespace detail
 
 void init_threads_from_env() { static ThreadsFromEnv once; }
 

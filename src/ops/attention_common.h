@@ -60,7 +60,17 @@ typename V::T lane_dot(const typename V::T* x, const typename V::T* y, i64 n) {
 // Below this many multiply-adds a call runs on one thread: forking costs more.
 constexpr i64 kParallelWork = 1 << 17;
 
+// The team a call of `work` multiply-adds is split for: every thread from
+// kParallelWork on. Kernels that split keys into chunks by it (few heads,
+// many threads) do so whatever the grain scale, so the bits do not depend on
+// where the cores sit.
 inline int team_size(i64 work) { return work >= kParallelWork ? omp_get_max_threads() : 1; }
+
+// The threads that run it: team_size's, or 1 below kParallelWork times
+// grain_scale() (the team's cores far apart, attn/core/threads.h).
+inline int team_threads(i64 work) {
+  return work >= kParallelWork * grain_scale() ? omp_get_max_threads() : 1;
+}
 
 // body() on every thread of a team of `threads` where threads > 1 and
 // fork_ok(), else once on the calling thread, outside any region: a region of

@@ -221,7 +221,8 @@ struct DecodeAttention {
                         : std::max<i64>(1, std::min(ceil_div(2 * max_threads, N), K / kMinChunk));
     const i64 chunk = ceil_div(K, nch);
     const i64 units = N * nch;
-    const int threads = static_cast<int>(std::min<i64>(max_threads, units));
+    const int threads =
+        static_cast<int>(std::min<i64>(std::min(max_threads, team_threads(work)), units));
     Carver count(nullptr);
     count.take<T>(a.D);
     count.take<T>(chunk + W);

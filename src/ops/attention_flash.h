@@ -282,7 +282,7 @@ struct FlashAttention {
     const std::size_t slice = count.used();
     i64 work = N * a.Q * a.K * (a.D + a.Dv);
     if (a.mask.causal) work /= 2;
-    const int threads = static_cast<int>(std::min<i64>(team_size(work), units));
+    const int threads = static_cast<int>(std::min<i64>(team_threads(work), units));
     std::byte* ws = tls_workspace.get(slice * static_cast<std::size_t>(threads));
     run_team(threads, [&] {
       Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
@@ -516,7 +516,8 @@ struct FlashAttention {
     const int max_threads = team_size(work);
     const i64 nkc = N >= max_threads ? 1 : std::min(nkt, ceil_div(4 * max_threads, N));
     const i64 units = N * nkc;
-    const int threads = static_cast<int>(std::min<i64>(max_threads, units));
+    const int threads =
+        static_cast<int>(std::min<i64>(std::min(max_threads, team_threads(work)), units));
     Carver count(nullptr);
     carve(count, nkc);
     const std::size_t slice = count.used();

@@ -276,7 +276,7 @@ struct SmallAttention {
     Carver count(nullptr);
     carve_small(count, a, backward);
     const std::size_t slice = count.used();
-    const int threads = static_cast<int>(std::min<i64>(team_size(work), groups));
+    const int threads = static_cast<int>(std::min<i64>(team_threads(work), groups));
     std::byte* ws = tls_workspace.get(slice * static_cast<std::size_t>(threads));
     run_team(threads, [&] {
       Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));

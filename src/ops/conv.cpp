@@ -61,7 +61,7 @@ ConvShape check(const Tensor& X, const Tensor& weight, const Tensor& bias, const
 template <class T>
 void im2col(const T* x, T* u, const ConvShape& s) {
   const std::int64_t rows = s.B * s.n, width = s.k * s.d_in;
-  detail::parallel_for(rows, detail::loop_threads(rows * width >= kParallelGrain),
+  detail::parallel_for(rows, detail::loop_threads(rows * width >= parallel_grain()),
                        [&](std::int64_t r) {
                          const std::int64_t b = r / s.n, t = r % s.n;
                          T* ur = u + r * width;
@@ -81,7 +81,7 @@ void im2col(const T* x, T* u, const ConvShape& s) {
 template <class T>
 void col2im(const T* du, T* dx, const ConvShape& s) {
   const std::int64_t rows = s.B * s.n, width = s.k * s.d_in;
-  detail::parallel_for(rows, detail::loop_threads(rows * width >= kParallelGrain),
+  detail::parallel_for(rows, detail::loop_threads(rows * width >= parallel_grain()),
                        [&](std::int64_t r) {
                          const std::int64_t b = r / s.n, src = r % s.n;
                          T* o = dx + r * s.d_in;

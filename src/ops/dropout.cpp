@@ -72,9 +72,9 @@ template <class T>
 void apply_mask(const T* x, T* y, std::int64_t n, std::uint64_t seed, std::uint64_t offset,
                 std::uint32_t threshold, T scale, const T* base = nullptr) {
   const std::int64_t chunks = (n + 4 * kChunk - 1) / (4 * kChunk);
-  detail::parallel_for(chunks, detail::loop_threads(n >= kDropoutGrain), [&](std::int64_t c) {
-    mask_chunk(x, y, n, c, seed, offset, threshold, scale, base);
-  });
+  detail::parallel_for(
+      chunks, detail::loop_threads(n >= kDropoutGrain * grain_scale()),
+      [&](std::int64_t c) { mask_chunk(x, y, n, c, seed, offset, threshold, scale, base); });
 }
 
 Tensor masked_scale(const Tensor& x, std::uint64_t seed, std::uint64_t offset,

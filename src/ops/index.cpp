@@ -63,7 +63,7 @@ void embedding_backward_kernel(T* gw, const T* g, const std::int64_t* ids, std::
                                std::int64_t D) {
   constexpr std::int64_t kBlock = 64;
   const std::int64_t blocks = (D + kBlock - 1) / kBlock;
-  detail::parallel_for(blocks, detail::loop_threads(n * D >= kParallelGrain && D > kBlock),
+  detail::parallel_for(blocks, detail::loop_threads(n * D >= parallel_grain() && D > kBlock),
                        [&](std::int64_t blk) {
                          const std::int64_t c0 = blk * kBlock, c1 = std::min(D, c0 + kBlock);
                          for (std::int64_t i = 0; i < n; ++i) {
@@ -82,7 +82,7 @@ template <class T>
 void index_add_kernel(T* gx, const T* g, const std::int64_t* idx, std::int64_t outer,
                       std::int64_t n, std::int64_t k, std::int64_t inner) {
   detail::parallel_for(outer,
-                       detail::loop_threads(outer * k * inner >= kParallelGrain && outer > 1),
+                       detail::loop_threads(outer * k * inner >= parallel_grain() && outer > 1),
                        [&](std::int64_t o) {
                          for (std::int64_t j = 0; j < k; ++j) {
                            T* dst = gx + (o * n + idx[j]) * inner;
@@ -115,7 +115,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     const char* pw = static_cast<const char*>(w.raw_data());
     char* po = static_cast<char*>(out.raw_data());
     const std::int64_t* pi = idx.data<std::int64_t>();
-    detail::parallel_for(n, detail::loop_threads(n * D >= kParallelGrain), [&](std::int64_t i) {
+    detail::parallel_for(n, detail::loop_threads(n * D >= parallel_grain()), [&](std::int64_t i) {
       std::memcpy(po + i * row_bytes, pw + pi[i] * row_bytes, row_bytes);
     });
   }
@@ -207,7 +207,7 @@ Tensor index_select(const Tensor& x, std::int64_t dim, const Tensor& index) {
     char* po = static_cast<char*>(out.raw_data());
     const std::int64_t* pi = idx.data<std::int64_t>();
     detail::parallel_for(
-        outer * k, detail::loop_threads(out.numel() >= kParallelGrain), [&](std::int64_t r) {
+        outer * k, detail::loop_threads(out.numel() >= parallel_grain()), [&](std::int64_t r) {
           const std::int64_t o = r / k, j = r % k;
           std::memcpy(po + r * row_bytes, px + (o * n + pi[j]) * row_bytes, row_bytes);
         });

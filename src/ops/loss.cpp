@@ -39,7 +39,7 @@ template <class T>
 void forward_rows(const T* x, const std::int64_t* labels, T* loss, T* nll, T* mx, T* ls,
                   std::int64_t rows, std::int64_t c, T eps) {
   detail::parallel_for(
-      rows, detail::loop_threads(rows > 1 && rows * c >= kParallelGrain), [&](std::int64_t r) {
+      rows, detail::loop_threads(rows > 1 && rows * c >= parallel_grain()), [&](std::int64_t r) {
         const T* xr = x + r * c;
         T m = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : m)
@@ -72,7 +72,7 @@ void scaled_exp_shifted(const T* x, T* o, std::int64_t c, T g, T m, T ls) {
 template <class T>
 void backward_rows(const T* g, const T* x, const std::int64_t* labels, const T* mx, const T* ls,
                    T* dx, std::int64_t rows, std::int64_t c, T eps) {
-  detail::parallel_for(rows, detail::loop_threads(rows > 1 && rows * c >= kParallelGrain),
+  detail::parallel_for(rows, detail::loop_threads(rows > 1 && rows * c >= parallel_grain()),
                        [&](std::int64_t r) {
                          const T* xr = x + r * c;
                          T* o = dx + r * c;

@@ -218,7 +218,8 @@ void gemm_loops(char ta, char tb, std::int64_t M, std::int64_t N, std::int64_t K
 
 bool gemm(char ta, char tb, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
           std::int64_t lda, const float* B, std::int64_t ldb, float* C, std::int64_t ldc) {
-  if (M * N * K < kSerialGemmWork && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+  if (M * N * K < kSerialGemmWork * grain_scale() && omp_get_max_threads() > 1 &&
+      !omp_in_parallel()) {
     ThreadLimit one(1);
     return dnnl_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc) == dnnl_success;
   }
@@ -384,7 +385,7 @@ void run_gemms(const Operand& A, const Operand& B, const Shape& batch, std::int6
     // done: one oneDNN matmul primitive call for the whole batch
   } else {
     const std::vector<std::int64_t> oa = batch_offsets(A.t, batch), ob = batch_offsets(B.t, batch);
-    if (M * N * K <= kSmallGemmWork && nb * M * N * K >= kMinParallelWork &&
+    if (M * N * K <= kSmallGemmWork && nb * M * N * K >= kMinParallelWork * grain_scale() &&
         omp_get_max_threads() > 1 && !omp_in_parallel() && fork_ok()) {
       std::atomic<bool> all_ok{true};
 #pragma omp parallel for schedule(static)
@@ -426,8 +427,14 @@ Tensor detail::product(const Tensor& a, const Tensor& b, const char* op) {
   // the same bits on one thread as on two for every shape tested (test
   // Matmul.SameBitsOnOneThreadAsOnTwo: the Transformer's products forward and
   // backward, long sums over tokens included, f32 and bf16).
+  // With the team's cores far apart (grain_scale, attn/core/threads.h),
+  // products below the scaled serial threshold run on this thread too.
   std::optional<ThreadLimit> alone;
-  if (omp_get_max_threads() > 1 && !omp_in_parallel() && !fork_ok()) alone.emplace(1);
+  if (omp_get_max_threads() > 1 && !omp_in_parallel()) {
+    const std::int64_t scale = grain_scale();
+    if (!fork_ok() || (scale > 1 && shape_numel(batch) * M * N * K < kSerialGemmWork * scale))
+      alone.emplace(1);
+  }
   dispatch_float(a.dtype(), op, [&]<class T>() { run_gemms<T>(A, B, batch, M, N, K, out, op); });
   return out;
 }

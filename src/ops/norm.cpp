@@ -67,7 +67,7 @@ template <class T>
 void forward_rows(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, std::int64_t rows,
                   std::int64_t d, T eps) {
   detail::parallel_for(
-      rows, detail::loop_threads(rows > 1 && rows * d >= kParallelGrain),
+      rows, detail::loop_threads(rows > 1 && rows * d >= parallel_grain()),
       [&](std::int64_t r) { ln_row(x + r * d, w, b, y + r * d, mean[r], rstd[r], d, eps); });
 }
 
@@ -93,7 +93,7 @@ inline void ln_row_backward(const T* gr, const T* xr, const T* w, T mu, T rs, T*
 template <class T>
 void backward_input(const T* g, const T* x, const T* w, const T* mean, const T* rstd, T* dx,
                     std::int64_t rows, std::int64_t d) {
-  detail::parallel_for(rows, detail::loop_threads(rows > 1 && rows * d >= kParallelGrain),
+  detail::parallel_for(rows, detail::loop_threads(rows > 1 && rows * d >= parallel_grain()),
                        [&](std::int64_t r) {
                          ln_row_backward(g + r * d, x + r * d, w, mean[r], rstd[r], dx + r * d, d);
                        });
@@ -104,7 +104,7 @@ template <class T>
 void backward_params(const T* g, const T* x, const T* mean, const T* rstd, T* dw, T* db,
                      std::int64_t rows, std::int64_t d) {
   detail::parallel_for((d + kColBlock - 1) / kColBlock,
-                       detail::loop_threads(d > kColBlock && rows * d >= kParallelGrain),
+                       detail::loop_threads(d > kColBlock && rows * d >= parallel_grain()),
                        [&](std::int64_t blk) {
                          const std::int64_t c0 = blk * kColBlock, c1 = std::min(d, c0 + kColBlock);
                          if (dw) std::fill(dw + c0, dw + c1, T(0));
@@ -183,7 +183,8 @@ void add_norm_forward(const T* base, const T* x, const T* w, const T* b, T* s, T
   const std::int64_t per_block = std::max<std::int64_t>(1, kBlockElems / d);
   const std::int64_t blocks = (rows + per_block - 1) / per_block;
   detail::parallel_for(
-      blocks, detail::loop_threads(blocks > 1 && rows * d >= kAddNormGrain), [&](std::int64_t blk) {
+      blocks, detail::loop_threads(blocks > 1 && rows * d >= kAddNormGrain * grain_scale()),
+      [&](std::int64_t blk) {
         const std::int64_t r0 = blk * per_block, r1 = std::min(rows, r0 + per_block);
         add_norm_rows(base, x, w, b, s, y, mean, rstd, r0, r1, d, eps, m);
       });
@@ -217,7 +218,8 @@ void add_norm_backward(const T* g, const T* s, const T* w, const T* mean, const 
   const std::int64_t per_block = std::max<std::int64_t>(1, kBlockElems / d);
   const std::int64_t blocks = (rows + per_block - 1) / per_block;
   detail::parallel_for(
-      blocks, detail::loop_threads(blocks > 1 && rows * d >= kAddNormGrain), [&](std::int64_t blk) {
+      blocks, detail::loop_threads(blocks > 1 && rows * d >= kAddNormGrain * grain_scale()),
+      [&](std::int64_t blk) {
         const std::int64_t r0 = blk * per_block, r1 = std::min(rows, r0 + per_block);
         add_norm_backward_rows(g, s, w, mean, rstd, dbase, dx, r0, r1, d, m);
       });

@@ -171,7 +171,7 @@ std::optional<Tensor> packed_linear(const Tensor& x, const Tensor& weight, const
     const std::int64_t rows = run_rows(M - row);
     std::optional<ThreadLimit> alone;
     if (omp_get_max_threads() > 1 && !omp_in_parallel() &&
-        (rows * N * K < kSerialWork || !fork_ok()))
+        (rows * N * K < kSerialWork * grain_scale() || !fork_ok()))
       alone.emplace(1);
     PackedPrimitive* p =
         packed_primitive(type, type, dnnl::memory::data_type::f32, rows, K, N, bc.defined(), relu);

@@ -134,7 +134,8 @@ void to_bf16(const float* x, std::uint16_t* out, std::int64_t n) {
   // Memory-bound: split across the threads above 64 Ki elements, in chunks
   // of whole 32-element vectors.
   constexpr std::int64_t kGrain = 1 << 16;
-  const int threads = n >= 2 * kGrain && !omp_in_parallel() ? omp_get_max_threads() : 1;
+  const int threads =
+      n >= 2 * kGrain * grain_scale() && !omp_in_parallel() ? omp_get_max_threads() : 1;
   const std::int64_t chunk = ((n + threads - 1) / threads + 31) / 32 * 32;
   detail::parallel_for(threads, threads > 1 && fork_ok() ? threads : 1, [&](std::int64_t t) {
     const std::int64_t lo = std::min(n, t * chunk), len = std::min(n, lo + chunk) - lo;

@@ -101,7 +101,7 @@ using detail::row_scale_reference;
 using detail::RowScale;
 
 bool parallel_rows(std::int64_t M, std::int64_t per_row) {
-  return M > 1 && M * per_row >= 2 * kParallelGrain;
+  return M > 1 && M * per_row >= 2 * parallel_grain();
 }
 
 // Wq, sw and the compensation of weight (N, K), any strides. A weight
@@ -227,7 +227,7 @@ Tensor run_int8_vnni(const Tensor& x, std::int64_t M, QuantizedWeight& w, const 
                                .N = N,
                                .y = y.data<float>()};
   const std::int64_t groups = (N + 31) / 32;
-  const bool parallel = M * N * K >= kSerialWork && groups > 1;
+  const bool parallel = M * N * K >= kSerialWork * grain_scale() && groups > 1;
   detail::parallel_ranges(groups, detail::loop_threads(parallel),
                           [&](std::int64_t g0, std::int64_t g1) { detail::int8_gemm(a, g0, g1); });
   return y;

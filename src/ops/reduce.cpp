@@ -93,7 +93,7 @@ Tensor sum_kernel(const Tensor& x, const Plan& p) {
     std::int64_t rows = p.count;
     std::fill(po, po + outer, T(0));
     detail::parallel_for((outer + 63) / 64,
-                         detail::loop_threads(x.numel() >= kParallelGrain && outer >= 64),
+                         detail::loop_threads(x.numel() >= parallel_grain() && outer >= 64),
                          [&](std::int64_t blk) {
                            const std::int64_t c0 = blk * 64, c1 = std::min(outer, c0 + 64);
                            for (std::int64_t r = 0; r < rows; ++r) {
@@ -107,7 +107,7 @@ Tensor sum_kernel(const Tensor& x, const Plan& p) {
   Tensor rows = rows_view(x, p);
   const T* pr = rows.data<T>();
   std::int64_t inner = p.count;
-  detail::parallel_for(outer, detail::loop_threads(x.numel() >= kParallelGrain),
+  detail::parallel_for(outer, detail::loop_threads(x.numel() >= parallel_grain()),
                        [&](std::int64_t o) {
                          const T* row = pr + o * inner;
                          T s = 0;
@@ -148,7 +148,7 @@ std::pair<Tensor, Tensor> max_kernel(const Tensor& x, const Plan& p) {
   const T* pr = rows.data<T>();
   T* pv = values.data<T>();
   std::int64_t* pi = index.data<std::int64_t>();
-  detail::parallel_for(outer, detail::loop_threads(x.numel() >= kParallelGrain),
+  detail::parallel_for(outer, detail::loop_threads(x.numel() >= parallel_grain()),
                        [&](std::int64_t o) {
                          const T* row = pr + o * inner;
                          std::int64_t best = 0;

@@ -39,7 +39,7 @@ using detail::tanh_simd;
 template <class T>
 void gru_gates(const T* xg, const T* hg, const T* h, T* h_new, T* gates, std::int64_t B,
                std::int64_t H) {
-  detail::parallel_for(B, detail::loop_threads(B > 1 && B * H >= kParallelGrain),
+  detail::parallel_for(B, detail::loop_threads(B > 1 && B * H >= parallel_grain()),
                        [&](std::int64_t b) {
                          const T* xr = xg + b * 3 * H;
                          const T* hr = hg + b * 3 * H;
@@ -68,7 +68,7 @@ void gru_gates(const T* xg, const T* hg, const T* h, T* h_new, T* gates, std::in
 template <class T>
 void gru_gates_backward(T* dh, const T* gates, const T* h_prev, T* gx, T* gh, std::int64_t B,
                         std::int64_t H) {
-  detail::parallel_for(B, detail::loop_threads(B > 1 && B * H >= kParallelGrain),
+  detail::parallel_for(B, detail::loop_threads(B > 1 && B * H >= parallel_grain()),
                        [&](std::int64_t b) {
                          const T* g = gates + b * 4 * H;
                          const T* hp = h_prev + b * H;

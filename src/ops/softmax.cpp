@@ -75,7 +75,7 @@ inline auto row_lengths(const std::int64_t* len) {
 // Runs f(row) for every row, in parallel when the work is large.
 template <class F>
 void for_rows(std::int64_t rows, std::int64_t d, F f) {
-  detail::parallel_for(rows, detail::loop_threads(rows > 1 && rows * d >= kParallelGrain),
+  detail::parallel_for(rows, detail::loop_threads(rows > 1 && rows * d >= parallel_grain()),
                        [&](std::int64_t r) { f(r); });
 }
 

@@ -113,7 +113,7 @@ void Adam::step_scaled(double grad_scale) {
       st.grad_scale = grad_scale;
       const std::int64_t n = p.numel();
       // Element by element, so the result is the same on any number of threads.
-      detail::parallel_ranges(n, detail::loop_threads(n >= kParallelGrain),
+      detail::parallel_ranges(n, detail::loop_threads(n >= parallel_grain()),
                               [&](std::int64_t b, std::int64_t e) { adam_update(st, b, e); });
     });
   }
@@ -152,7 +152,7 @@ double grad_norm(const std::vector<Tensor>& params) {
     const auto i = static_cast<std::size_t>(k);
     sums[i] = sum_of_squares(grads[i]);
   };
-  if (detail::loop_threads(total_numel >= kParallelGrain && n > 1) > 1) {
+  if (detail::loop_threads(total_numel >= parallel_grain() && n > 1) > 1) {
 #pragma omp parallel for schedule(dynamic, 1)
     for (std::int64_t k = 0; k < n; ++k) one(k);
   } else {

@@ -316,7 +316,7 @@ std::vector<std::vector<Hypothesis>> decode(nn::Seq2SeqModel& net, const Tensor&
     }
     row_tops.resize(static_cast<std::size_t>(R));
     detail::parallel_for(
-        R, detail::loop_threads(R > 1 && R * V >= kParallelGrain), [&](std::int64_t r) {
+        R, detail::loop_threads(R > 1 && R * V >= parallel_grain()), [&](std::int64_t r) {
           row_best(x + r * V, V, row_log_prob[static_cast<std::size_t>(r)], 0, K == 1 ? 1 : 2 * K,
                    K == 1, options.scores, row_tops[static_cast<std::size_t>(r)]);
         });

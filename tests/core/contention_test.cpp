@@ -1,12 +1,20 @@
 // core/contention.h: the adaptive thread check changes state only after
-// disagreeing samples have gone on for kSettleNs, however often it samples.
+// disagreeing samples have gone on for kSettleNs, however often it samples;
+// the team's round trip is measured where it can be, and -1 where not.
 #include "core/contention.h"
 
+#include <omp.h>
+
+#include <chrono>
 #include <cstdint>
+#include <thread>
 
 #include "testing.h"
 
 using attn::detail::ContentionFilter;
+using attn::detail::kProbeBudgetNs;
+using attn::detail::parse_grain_scale;
+using attn::detail::team_round_trip_ns;
 
 namespace {
 
@@ -71,6 +79,39 @@ TEST(ContentionFilter, AgreeingSampleResetsTheRun) {
   EXPECT_FALSE(f.busy());
   f.observe(true, 90 * kMs);
   EXPECT_TRUE(f.busy());
+}
+
+TEST(TeamRoundTrip, NoTeamNoMeasure) {
+  EXPECT_EQ(team_round_trip_ns(1), -1);
+  EXPECT_EQ(team_round_trip_ns(0), -1);
+  // Inside a parallel region a nested team would be a team of one.
+  std::int64_t inside[2] = {0, 0};
+#pragma omp parallel num_threads(2)
+  inside[omp_get_thread_num()] = team_round_trip_ns(2);
+  EXPECT_EQ(inside[0], -1);
+  EXPECT_EQ(inside[1], -1);
+}
+
+// A team of two answers, within the budget; a try may give up (the first
+// creates the team's thread; a core may be held by another test), so up to
+// 100 tries.
+TEST(TeamRoundTrip, TwoThreadsAnswer) {
+  std::int64_t trip = -1;
+  for (int i = 0; i < 100 && trip < 0; ++i) {
+    trip = team_round_trip_ns(2);
+    if (trip < 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_GT(trip, 0);
+  EXPECT_LT(trip, kProbeBudgetNs);
+}
+
+TEST(GrainScale, ParsesOnlyWholeNumbersInRange) {
+  EXPECT_EQ(parse_grain_scale(nullptr), 0);
+  EXPECT_EQ(parse_grain_scale("1"), 1);
+  EXPECT_EQ(parse_grain_scale("16"), 16);
+  EXPECT_EQ(parse_grain_scale("1024"), 1024);
+  for (const char* bad : {"", "0", "-4", "1025", "16x", "x", "2.5", " "})
+    EXPECT_EQ(parse_grain_scale(bad), 0) << bad;
 }
 
 }  // namespace

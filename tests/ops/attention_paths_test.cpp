@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "attn/core/threads.h"
 #include "attn/ops/attention.h"
+#include "core/contention.h"
 #include "ops/attention_kernel.h"
 #include "ops/attention_testing.h"
 #include "testing.h"
@@ -130,6 +132,45 @@ TEST(AttentionPath, FusedOpDecodesFewQueriesWithoutGradient) {
         EXPECT_EQ(max_abs_diff(no_grad, with_grad), 0.0);
     }
   });
+}
+
+// The grain scale (attn/core/threads.h: 16 while the team's cores are far
+// apart) decides how many threads run a call, never how it is split: one
+// head with long keys (the backward splits the keys over the team, partial
+// dQ summed; the decode splits the cache), the small path and the tiled
+// path give the same bits at scale 1 (a team of 4 for these sizes) and 16
+// (one thread).
+TEST(AttentionPath, GrainScaleChangesThreadsNotBits) {
+  const int saved_threads = get_num_threads();
+  set_num_threads(4);
+  struct Shape4 {
+    std::int64_t B, Q, K, H, D;
+  };
+  for (const Shape4 s : {Shape4{1, 64, 64, 1, 64}, Shape4{1, 1, 2000, 1, 64},
+                         Shape4{64, 10, 10, 4, 8}, Shape4{2, 40, 40, 2, 48}}) {
+    SCOPED_TRACE(fmt::format("B {} Q {} K {} H {} D {}", s.B, s.Q, s.K, s.H, s.D));
+    Generator gen(5);
+    Tensor q = uniform(-2, 2, {s.B, s.Q, s.H, s.D}, gen),
+           k = uniform(-2, 2, {s.B, s.K, s.H, s.D}, gen),
+           v = uniform(-1, 1, {s.B, s.K, s.H, s.D}, gen),
+           g = uniform(-1, 1, {s.B, s.Q, s.H, s.D}, gen);
+    AttentionOptions o;
+    o.causal = s.Q == s.K;
+    std::vector<Tensor> got[2];
+    for (int i = 0; i < 2; ++i) {
+      const std::int64_t before = detail::set_grain_scale(i == 0 ? 1 : 16);
+      ASSERT_EQ(grain_scale(), i == 0 ? 1 : 16);
+      Tensor qg = q.clone(), kg = k.clone(), vg = v.clone();
+      for (Tensor* t : {&qg, &kg, &vg}) t->requires_grad_();
+      Tensor y = scaled_dot_product_attention(qg, kg, vg, o);
+      sum(mul(y, g)).backward();
+      got[i] = {y.detach(), qg.grad(), kg.grad(), vg.grad(), attention_decode(q, k, v, o)};
+      detail::set_grain_scale(before);
+    }
+    for (std::size_t t = 0; t < got[0].size(); ++t)
+      EXPECT_EQ(max_abs_diff(got[0][t], got[1][t]), 0.0) << "tensor " << t;
+  }
+  set_num_threads(saved_threads);
 }
 
 // ---- the kernel setting ----

@@ -15,6 +15,7 @@ void init_threads_from_env();
 int get_num_threads();
 
 // Work below this many elements runs on one thread: forking costs more.
+// Ops compare their work with parallel_grain(), this times grain_scale().
 inline constexpr std::int64_t kParallelGrain = 32768;
 
 // Whether an op big enough to fork (above its grain) should fork now: false
@@ -31,5 +32,24 @@ inline constexpr std::int64_t kParallelGrain = 32768;
 // have gone on for 40 ms (two samples at least, three at the 20 ms rate).
 // ATTN_ADAPTIVE_THREADS=0 turns it off (always fork).
 bool fork_ok();
+
+// The factor by which every work threshold for forking a team is multiplied
+// (parallel_grain() and the ops' own thresholds): 1, or kFarGrainScale while
+// the team's threads sit on cores far apart. A virtual machine's cores may be
+// placed by its host on cores that share a cache or not, and that can change
+// while a program runs: on the development machine a round trip between two
+// threads took about 120 ns or about 400 ns, for minutes at a time, and with
+// the slow placement d2l's toy training ran slower on two threads than on
+// one (each fork and the data its ops hand over cross between the cores).
+// Measured (detail::team_round_trip_ns, src/core/contention.h) when a team
+// is about to be needed, at most every kProbeEveryNs, while no other process
+// holds the cores; far above kFarRoundTripNs. Only the thread count of small
+// ops changes, never the results (as with fork_ok). ATTN_GRAIN_SCALE=N
+// (1-1024) fixes the factor at N; ATTN_ADAPTIVE_THREADS=0 fixes it at 1.
+inline constexpr std::int64_t kFarGrainScale = 16;
+inline constexpr std::int64_t kFarRoundTripNs = 250;
+inline constexpr std::int64_t kProbeEveryNs = 1'000'000'000;
+std::int64_t grain_scale();
+inline std::int64_t parallel_grain() { return kParallelGrain * grain_scale(); }
 
 }  // namespace attn
