@@ -51,13 +51,15 @@ class ContentionFilter {
 };
 
 // The round trip between the threads of an OpenMP team of `threads` (thread
-// 0 and each other thread in turn, kProbeTrips each way: the least round
-// trip of each pair, the largest over the pairs), in ns; -1 where it could
-// not be measured: a team of fewer than two threads (one asked, or inside a
+// 0 and each other thread in turn, kProbeTrips round trips: the median of
+// each pair, the largest over the pairs), in ns; -1 where it could not be
+// measured: a team of fewer than two threads (one asked, or inside a
 // parallel region), or a probe not done within kProbeBudgetNs of its start
-// (the team's threads being created, or another process holding a core). Threads on cores that
-// share a cache answer in about 120 ns on the development machine (a virtual one); when the host
-// puts them on cores apart, in about 400 ns.
+// (the team's threads being created, or another process holding a core).
+// Threads on cores that share a cache answer in 80-110 ns on the
+// development machine (a virtual one); when the host puts them on cores
+// apart, in about 400 ns (the least of 16 trips there was 210-370 ns, so
+// the median, not the least).
 inline constexpr int kProbeTrips = 16;
 inline constexpr std::int64_t kProbeBudgetNs = 1'000'000;
 std::int64_t team_round_trip_ns(int threads);

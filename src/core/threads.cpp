@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -176,14 +177,19 @@ std::int64_t team_round_trip_ns(int threads) {
     if (me == 0) team = n;
     for (int t = 1; t < n; ++t) {
       if (me == 0) {
-        std::int64_t best = std::numeric_limits<std::int64_t>::max();
-        for (std::int64_t k = 0; k < kProbeTrips; ++k) {
+        std::array<std::int64_t, kProbeTrips> trips{};
+        std::int64_t done = 0;
+        for (; done < kProbeTrips; ++done) {
           const std::int64_t t0 = now_ns();
-          ball.store(2 * k + 1, std::memory_order_release);
-          if (!wait_for([&] { return ball.load(std::memory_order_acquire) == 2 * k + 2; })) break;
-          best = std::min(best, now_ns() - t0);
+          ball.store(2 * done + 1, std::memory_order_release);
+          if (!wait_for([&] { return ball.load(std::memory_order_acquire) == 2 * done + 2; }))
+            break;
+          trips[static_cast<std::size_t>(done)] = now_ns() - t0;
         }
-        worst = std::max(worst, best);
+        if (done == kProbeTrips) {  // the median: a trip may be cut short or delayed
+          std::nth_element(trips.begin(), trips.begin() + kProbeTrips / 2, trips.end());
+          worst = std::max(worst, trips[kProbeTrips / 2]);
+        }
         ball.store(0, std::memory_order_relaxed);
         turn.store(t + 1, std::memory_order_release);
       } else if (me == t) {
