@@ -42,8 +42,9 @@ constexpr const char* kDescription =
 constexpr const char* kFooter =
     "Run 'attn <command> --help' for the options of a command.\n"
     "ATTN_NUM_THREADS sets the thread count when --threads is not given. While other\n"
-    "processes keep the cores busy, attn runs on one thread (same results);\n"
-    "ATTN_ADAPTIVE_THREADS=0 turns that off.";
+    "processes keep the cores busy, attn runs on one thread, and while its threads\n"
+    "sit on cores far apart it forks only large ops (same results either way);\n"
+    "ATTN_ADAPTIVE_THREADS=0 turns both off.";
 
 // Messages go out on one line: newlines become "; ".
 std::string one_line(std::string s) {

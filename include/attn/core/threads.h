@@ -38,7 +38,7 @@ bool fork_ok();
 // the team's threads sit on cores far apart. A virtual machine's cores may be
 // placed by its host on cores that share a cache or not, and that can change
 // while a program runs: on the development machine a round trip between two
-// threads took about 120 ns or about 400 ns, for minutes at a time, and with
+// threads took 80-160 ns or 370-480 ns, for seconds to minutes, and with
 // the slow placement d2l's toy training ran slower on two threads than on
 // one (each fork and the data its ops hand over cross between the cores).
 // Measured (detail::team_round_trip_ns, src/core/contention.h) when a team
