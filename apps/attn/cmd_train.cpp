@@ -357,8 +357,8 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   // Checkpoints are written on a background thread while training goes on;
   // the last one is whole on disk before anything below reports or exits.
   seq2seq::CheckpointWriter checkpoints(checkpoint_path);
-  hooks.on_checkpoint = [&](const seq2seq::TrainState& st) {
-    if (writer) checkpoints.write(*m.net, run, st);
+  hooks.on_checkpoint = [&](const seq2seq::TrainState& st, bool last) {
+    if (writer) checkpoints.write(*m.net, run, st, last);
   };
   hooks.should_stop = [] { return stop_signal() != 0; };
   hooks.comm = comm;

@@ -1,7 +1,9 @@
 #include "attn/seq2seq/checkpoint.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -77,22 +79,58 @@ namespace {
 // of its training thread on each checkpoint when it was serialized there.
 std::int64_t g_snapshot_bytes = std::int64_t(64) << 20;
 
-// A checkpoint's tensors and metadata. With `copy`, the parameters and Adam's
-// moments are copies (a snapshot the training can go on from); without, the
-// tensors themselves.
+// A checkpoint's tensors and metadata.
 struct Contents {
   io::TensorMap tensors;
   io::Metadata metadata;
 };
 
+// How checkpoint_contents holds the parameters and Adam's moments.
+enum class Hold {
+  live,  // the tensors themselves
+  snapshot,  // copies, which training may go on from; a moment that is all
+             // zero bits (before Adam's first step) is a view of one shared
+             // zero block instead: no copy, no new memory for the file's zeros
+};
+
+// True when every byte of the contiguous tensor t is zero (+0.0 only).
+bool all_zero_bits(const Tensor& t) {
+  if (!t.is_contiguous()) return false;
+  const auto* p = static_cast<const unsigned char*>(t.raw_data());
+  const std::size_t n = static_cast<std::size_t>(t.numel() * dtype_size(t.dtype()));
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    if (w != 0) return false;
+  }
+  for (; i < n; ++i)
+    if (p[i] != 0) return false;
+  return true;
+}
+
 Contents checkpoint_contents(const nn::Seq2SeqModel& net, const RunSpec& run, const TrainState& s,
-                             bool copy) {
+                             Hold hold) {
   auto named = net.named_parameters();
   ATTN_CHECK(s.exp_avg.size() == named.size() && s.exp_avg_sq.size() == named.size(), ValueError,
              "save_checkpoint: {} and {} Adam moments for {} parameters", s.exp_avg.size(),
              s.exp_avg_sq.size(), named.size());
+  const bool copy = hold == Hold::snapshot;
+  // Before Adam's first step its moments are zero: the zero block, as large
+  // as the largest of them, stands for each one that is.
+  Tensor zero_block;
+  if (copy && s.adam_steps == 0) {
+    std::int64_t largest = 0;
+    for (const Tensor& m : s.exp_avg) largest = std::max(largest, m.numel());
+    zero_block = zeros({largest});
+  }
+  auto kept = [&](const Tensor& t) {
+    if (!copy) return t.detach();
+    if (zero_block.defined() && t.dtype() == zero_block.dtype() && all_zero_bits(t))
+      return zero_block.narrow(0, 0, t.numel()).view(t.shape());
+    return t.detach().clone();
+  };
   io::TensorMap tensors;
-  auto kept = [copy](const Tensor& t) { return copy ? t.detach().clone() : t.detach(); };
   for (std::size_t k = 0; k < named.size(); ++k) {
     const auto& [name, p] = named[k];
     tensors.emplace(name, kept(p));
@@ -140,13 +178,13 @@ Contents checkpoint_contents(const nn::Seq2SeqModel& net, const RunSpec& run, co
 // With the content digest: an edit of the metadata (a hyperparameter) or of a
 // weight is refused when the checkpoint is read.
 std::string checkpoint_bytes(const nn::Seq2SeqModel& net, const RunSpec& run, const TrainState& s) {
-  const Contents c = checkpoint_contents(net, run, s, /*copy=*/false);
+  const Contents c = checkpoint_contents(net, run, s, Hold::live);
   return io::serialize_safetensors(c.tensors, c.metadata, /*with_digest=*/true);
 }
 
 void save_checkpoint(const std::string& path, const nn::Seq2SeqModel& net, const RunSpec& run,
                      const TrainState& state) {
-  const Contents c = checkpoint_contents(net, run, state, /*copy=*/false);
+  const Contents c = checkpoint_contents(net, run, state, Hold::live);
   io::save_safetensors(path, c.tensors, c.metadata, /*with_digest=*/true);
 }
 
@@ -155,7 +193,7 @@ CheckpointWriter::~CheckpointWriter() {
 }
 
 void CheckpointWriter::write(const nn::Seq2SeqModel& net, const RunSpec& run,
-                             const TrainState& state) {
+                             const TrainState& state, bool last) {
   finish();
   std::int64_t bytes = 0;
   for (const Tensor& p : net.parameters()) bytes += 3 * p.numel() * dtype_size(p.dtype());
@@ -166,13 +204,19 @@ void CheckpointWriter::write(const nn::Seq2SeqModel& net, const RunSpec& run,
                           [path = path_, file] { io::write_file_atomic(path, *file); });
     return;
   }
-  // Large: the training thread only copies the state; the digest, the
+  // Large: the training thread at most copies the state (the last
+  // checkpoint's tensors no longer change: not even that); the digest, the
   // serialization and the write happen on the background thread.
-  auto contents =
-      std::make_shared<const Contents>(checkpoint_contents(net, run, state, /*copy=*/true));
+  auto contents = std::make_shared<const Contents>(
+      checkpoint_contents(net, run, state, last ? Hold::live : Hold::snapshot));
   pending_ = std::async(std::launch::async, [path = path_, contents] {
     io::save_safetensors(path, contents->tensors, contents->metadata, /*with_digest=*/true);
   });
+}
+
+io::TensorMap detail::checkpoint_snapshot(const nn::Seq2SeqModel& net, const RunSpec& run,
+                                          const TrainState& state) {
+  return checkpoint_contents(net, run, state, Hold::snapshot).tensors;
 }
 
 std::int64_t detail::set_checkpoint_snapshot_bytes(std::int64_t bytes) {

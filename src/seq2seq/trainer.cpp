@@ -219,13 +219,13 @@ TrainResult train_seq2seq(nn::Seq2SeqModel& net, const BatchSource& source, cons
     return seconds_before +
            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  auto checkpoint = [&] {
+  auto checkpoint = [&](bool last) {
     if (!hooks.on_checkpoint) return;
     state.rng_seed = default_generator().seed();
     state.rng_offset = default_generator().offset();
     state.adam_steps = adam.steps();
     state.seconds = elapsed();
-    hooks.on_checkpoint(state);
+    hooks.on_checkpoint(state, last);
   };
   // A validation at the current step; true when training should stop early.
   auto validate = [&] {
@@ -252,7 +252,7 @@ TrainResult train_seq2seq(nn::Seq2SeqModel& net, const BatchSource& source, cons
     if (best && hooks.on_best) hooks.on_best(state);
     return o.early_stopping > 0 && state.stalls >= o.early_stopping;
   };
-  if (!resume) checkpoint();  // so that a run can be resumed from its first moment on
+  if (!resume) checkpoint(false);  // so that a run can be resumed from its first moment on
   const std::int64_t first_step = state.step;
   bool stop = any_process(hooks.should_stop && hooks.should_stop());
   // Early stopping or the time limit; a resumed run that had reached either
@@ -370,20 +370,21 @@ TrainResult train_seq2seq(nn::Seq2SeqModel& net, const BatchSource& source, cons
         if (over_time) result.time_limit_reached = finished = true;
         stop = hooks.should_stop && hooks.should_stop();
       }
-      if (stop || last || finished ||
-          (hooks.checkpoint_every > 0 && state.step % hooks.checkpoint_every == 0))
-        checkpoint();
+      if (stop || last || finished)
+        checkpoint(true);  // the loop ends here
+      else if (hooks.checkpoint_every > 0 && state.step % hooks.checkpoint_every == 0)
+        checkpoint(false);
     }
   }
   // A validation at the end, unless the last step had one.
   if (!stop && o.valid_freq > 0 && hooks.validate &&
       (state.validations.empty() || state.validations.back().step != state.step)) {
     if (validate()) result.early_stopped = true;
-    checkpoint();
+    checkpoint(true);
   }
   if (stop && !finished && state.epoch < o.num_epochs) {
     result.stopped = true;
-    if (resume && state.step == first_step) checkpoint();  // stopped before any step
+    if (resume && state.step == first_step) checkpoint(true);  // stopped before any step
   }
   result.tokens += tokens;  // of an epoch cut short
   result.seconds = elapsed();

@@ -4,7 +4,9 @@
 #include "attn/io/atomic_file.h"
 #include "attn/io/digest.h"
 
+#include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "attn/io/atomic_file.h"
 #include "attn/io/safetensors.h"
@@ -87,9 +89,10 @@ class CheckpointTest : public attn::testing::TempDirTest {
     hooks.on_batch = [&](const seq2seq::Progress& p) { step = p.step; };
     hooks.should_stop = [&] { return stop_after >= 0 && step >= stop_after; };
     hooks.checkpoint_every = checkpoint_every;
-    hooks.on_checkpoint = [&](const seq2seq::TrainState& s) {
+    hooks.on_checkpoint = [&](const seq2seq::TrainState& s, bool last) {
       seq2seq::save_checkpoint(path(), net, run, s);
       ++checkpoints_;
+      lasts_.push_back(last);
     };
     return seq2seq::train_seq2seq(net, tiny_data(), run.train, hooks, resume);
   }
@@ -168,6 +171,7 @@ class CheckpointTest : public attn::testing::TempDirTest {
   }
 
   int checkpoints_ = 0;
+  std::vector<bool> lasts_;  // each checkpoint's `last`
 };
 
 }  // namespace
@@ -205,6 +209,7 @@ TEST_F(CheckpointTest, ScheduleAndFinalState) {
   const auto run = tiny_run(2);  // 16 steps
   seq2seq::TrainResult r = train_until(run, -1, 5);
   EXPECT_EQ(checkpoints_, 5);  // 0, 5, 10, 15, 16
+  EXPECT_EQ(lasts_, (std::vector<bool>{false, false, false, false, true}));
   seq2seq::Checkpoint ck = seq2seq::load_checkpoint(path());
   EXPECT_EQ(ck.state.step, 16);
   EXPECT_EQ(ck.state.epoch, 2);
@@ -234,10 +239,11 @@ TEST_F(CheckpointTest, ScheduleAndFinalState) {
 }
 
 // CheckpointWriter: each write() copies the checkpoint at once and the file
-// is written while training goes on changing the weights, so the file holds
-// exactly what save_checkpoint would have written at that step.
-// Both ways: serialized on the training thread (small states) and copied,
-// then serialized on the background thread (large ones, forced here).
+// then holds the state of that step, though training went on meanwhile:
+// serialized on the training thread (small checkpoints) or copied, then
+// serialized on the background thread (large ones, forced here). In the
+// copy, the first checkpoint's moments (zero) are one shared zero block; the
+// last checkpoint is not copied.
 TEST_F(CheckpointTest, BackgroundWriterWritesTheStateOfItsStep) {
   for (const std::int64_t from : {std::int64_t(64) << 20, std::int64_t(0)}) {
     SCOPED_TRACE(from);
@@ -251,26 +257,79 @@ void CheckpointTest::background_writer_writes_the_state_of_its_step() {
   const auto run = tiny_run(1);  // 8 steps
   auto net = fresh_net(run, 7);
   seq2seq::CheckpointWriter writer(path());
-  std::string expected;
-  int writes = 0;
+  std::vector<std::string> expected, written;
+  std::vector<bool> lasts;
   seq2seq::TrainHooks hooks;
   hooks.checkpoint_every = 3;
-  hooks.on_checkpoint = [&](const seq2seq::TrainState& s) {
-    writer.write(*net, run, s);
-    expected = seq2seq::checkpoint_bytes(*net, run, s);
-    ++writes;
+  hooks.on_checkpoint = [&](const seq2seq::TrainState& s, bool last) {
+    if (!expected.empty()) {  // the write before this one, on disk
+      writer.finish();
+      written.push_back(attn::testing::read_file(path()));
+    }
+    writer.write(*net, run, s, last);
+    expected.push_back(seq2seq::checkpoint_bytes(*net, run, s));
+    lasts.push_back(last);
   };
-  // Stop after step 4: the last checkpoint (step 4) is written after the
-  // weights of steps 1-3 changed, the one before (step 3) while step 4 ran.
+  // Stop after step 4: the step-0 checkpoint is written while steps 1-3 run
+  // and the one of step 3 while step 4 runs; the last (step 4) after the
+  // weights of steps 1-4 changed.
   std::int64_t step = 0;
   hooks.on_batch = [&](const seq2seq::Progress& p) { step = p.step; };
   hooks.should_stop = [&] { return step >= 4; };
   seq2seq::TrainResult r = seq2seq::train_seq2seq(*net, tiny_data(), run.train, hooks, nullptr);
   writer.finish();
+  written.push_back(attn::testing::read_file(path()));
   EXPECT_TRUE(r.stopped);
-  EXPECT_EQ(writes, 3);  // steps 0, 3 and 4
-  EXPECT_EQ(attn::testing::read_file(path()), expected);
+  EXPECT_EQ(lasts, (std::vector<bool>{false, false, true}));  // steps 0, 3 and 4
+  ASSERT_EQ(written.size(), 3u);
+  for (std::size_t k = 0; k < 3; ++k) EXPECT_EQ(written[k], expected[k]) << "checkpoint " << k;
+  EXPECT_NE(expected[0], expected[1]);
   EXPECT_EQ(seq2seq::load_checkpoint(path()).state.step, 4);
+}
+
+// The copy of a large state: every tensor apart from the live ones. Before
+// Adam's first step the moments are views of one zero block (a moment with
+// a nonzero bit, or a -0.0, is copied); the file's bytes are the same.
+TEST_F(CheckpointTest, SnapshotSharesOneZeroBlockBeforeTheFirstStep) {
+  const auto run = tiny_run(1);
+  auto net = fresh_net(run, 7);
+  seq2seq::TrainState state;
+  for (const auto& p : net->parameters()) {
+    state.exp_avg.push_back(zeros_like(p));
+    state.exp_avg_sq.push_back(zeros_like(p));
+  }
+  state.exp_avg_sq[1].data<float>()[2] = -0.0f;  // a sign bit: not zero bits
+  const auto named = net->named_parameters();
+  for (const std::int64_t adam_steps : {0, 1}) {
+    SCOPED_TRACE(adam_steps);
+    state.adam_steps = adam_steps;
+    const io::TensorMap snap = seq2seq::detail::checkpoint_snapshot(*net, run, state);
+    std::set<const void*> zero_blocks;
+    for (std::size_t k = 0; k < named.size(); ++k) {
+      const std::string& name = named[k].first;
+      const Tensor& p = snap.at(name);
+      EXPECT_NE(p.storage(), named[k].second.storage()) << name;
+      EXPECT_EQ(std::memcmp(p.raw_data(), named[k].second.raw_data(), p.numel() * sizeof(float)), 0)
+          << name;
+      for (const auto& [prefix, live] : {std::pair{"adam.exp_avg.", state.exp_avg[k]},
+                                         {"adam.exp_avg_sq.", state.exp_avg_sq[k]}}) {
+        const Tensor& m = snap.at(prefix + name);
+        EXPECT_NE(m.storage(), live.storage()) << prefix << name;
+        EXPECT_EQ(m.shape(), live.shape());
+        EXPECT_EQ(std::memcmp(m.raw_data(), live.raw_data(), m.numel() * sizeof(float)), 0);
+        const bool zero_bits = !(k == 1 && std::string(prefix) == "adam.exp_avg_sq.");
+        if (adam_steps == 0 && zero_bits) zero_blocks.insert(m.storage().get());
+      }
+    }
+    EXPECT_EQ(zero_blocks.size(), adam_steps == 0 ? 1u : 0u);
+  }
+  state.adam_steps = 0;
+  seq2seq::CheckpointWriter writer(path());
+  const std::int64_t saved = seq2seq::detail::set_checkpoint_snapshot_bytes(0);
+  writer.write(*net, run, state);
+  writer.finish();
+  seq2seq::detail::set_checkpoint_snapshot_bytes(saved);
+  EXPECT_EQ(attn::testing::read_file(path()), seq2seq::checkpoint_bytes(*net, run, state));
 }
 
 // A write that fails on the background thread (here: its directory is gone)

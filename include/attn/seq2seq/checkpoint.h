@@ -61,10 +61,14 @@ std::string checkpoint_bytes(const nn::Seq2SeqModel& net, const RunSpec& run,
 // once, so training may go on changing it, and leaves the file (temp file,
 // fsync, rename) to a background thread. A large state (64 MiB or more) is
 // copied (a memory copy, into blocks the allocator keeps for the next
-// checkpoint) and the background thread computes the content digest and
-// streams the copies to the file; a small one is serialized at once. It first waits for the write
-// before it and throws that write's error, if any; finish() waits for the last one and throws its
-// error. The destructor waits too but drops an error: call finish() to see it.
+// checkpoint; Adam's moments before its first step are zero and are not
+// copied) and the background thread computes the content digest and streams
+// the copies to the file; a small one is serialized at once. With `last` (no
+// step follows: the caller changes neither the parameters nor the moments
+// until finish() returns) a large state is not copied at all. write() first
+// waits for the write before it and throws that write's error, if any;
+// finish() waits for the last one and throws its error. The destructor waits
+// too but drops an error: call finish() to see it.
 class CheckpointWriter {
  public:
   explicit CheckpointWriter(std::string path) : path_(std::move(path)) {}
@@ -72,7 +76,8 @@ class CheckpointWriter {
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
-  void write(const nn::Seq2SeqModel& net, const RunSpec& run, const TrainState& state);
+  void write(const nn::Seq2SeqModel& net, const RunSpec& run, const TrainState& state,
+             bool last = false);
   void finish();
 
  private:
@@ -85,6 +90,9 @@ namespace detail {
 // serializing it on the calling thread (64 MiB); returns the previous value.
 // For tests.
 std::int64_t set_checkpoint_snapshot_bytes(std::int64_t bytes);
+// The tensors of the copy CheckpointWriter makes of a large state. For tests.
+io::TensorMap checkpoint_snapshot(const nn::Seq2SeqModel& net, const RunSpec& run,
+                                  const TrainState& state);
 }  // namespace detail
 
 // Reads a checkpoint and checks it before anything is built from it: the file

@@ -155,9 +155,11 @@ struct TrainHooks {
   // Called with the state to save before the first step of a fresh run,
   // every `checkpoint_every` steps (0: never on a schedule), after the last
   // step, and when training stops early. The tensors in the state are live:
-  // write them before returning.
+  // write them before returning, except with `last`: then no step follows
+  // and train_seq2seq changes them no more (a writer may go on reading them
+  // after the hook returns, while the caller leaves them alone).
   std::int64_t checkpoint_every = 0;
-  std::function<void(const TrainState&)> on_checkpoint;
+  std::function<void(const TrainState&, bool last)> on_checkpoint;
   // Polled before the first step and after every step: true ends training
   // after the step that just finished (a checkpoint is offered first). The
   // library does no signal handling; a CLI sets a flag that this reads.
