@@ -85,13 +85,9 @@ struct Contents {
   io::Metadata metadata;
 };
 
-// How checkpoint_contents holds the parameters and Adam's moments.
-enum class Hold {
-  live,  // the tensors themselves
-  snapshot,  // copies, which training may go on from; a moment that is all
-             // zero bits (before Adam's first step) is a view of one shared
-             // zero block instead: no copy, no new memory for the file's zeros
-};
+// How checkpoint_contents holds the parameters and Adam's moments: the
+// tensors themselves, or copies (a snapshot that training may go on from).
+enum class Hold { live, snapshot };
 
 // True when every byte of the contiguous tensor t is zero (+0.0 only).
 bool all_zero_bits(const Tensor& t) {
@@ -109,31 +105,31 @@ bool all_zero_bits(const Tensor& t) {
   return true;
 }
 
+// Before Adam's first step its moments are zero: a checkpoint then leaves
+// them out (two thirds of the file) and load_checkpoint puts zeros back.
+bool moments_left_out(const TrainState& s) {
+  if (s.adam_steps != 0) return false;
+  for (const auto* ms : {&s.exp_avg, &s.exp_avg_sq})
+    for (const Tensor& m : *ms)
+      if (m.dtype() != DType::f32 || !all_zero_bits(m)) return false;
+  return true;
+}
+
 Contents checkpoint_contents(const nn::Seq2SeqModel& net, const RunSpec& run, const TrainState& s,
                              Hold hold) {
   auto named = net.named_parameters();
   ATTN_CHECK(s.exp_avg.size() == named.size() && s.exp_avg_sq.size() == named.size(), ValueError,
              "save_checkpoint: {} and {} Adam moments for {} parameters", s.exp_avg.size(),
              s.exp_avg_sq.size(), named.size());
-  const bool copy = hold == Hold::snapshot;
-  // Before Adam's first step its moments are zero: the zero block, as large
-  // as the largest of them, stands for each one that is.
-  Tensor zero_block;
-  if (copy && s.adam_steps == 0) {
-    std::int64_t largest = 0;
-    for (const Tensor& m : s.exp_avg) largest = std::max(largest, m.numel());
-    zero_block = zeros({largest});
-  }
-  auto kept = [&](const Tensor& t) {
-    if (!copy) return t.detach();
-    if (zero_block.defined() && t.dtype() == zero_block.dtype() && all_zero_bits(t))
-      return zero_block.narrow(0, 0, t.numel()).view(t.shape());
-    return t.detach().clone();
+  auto kept = [hold](const Tensor& t) {
+    return hold == Hold::snapshot ? t.detach().clone() : t.detach();
   };
+  const bool with_moments = !moments_left_out(s);
   io::TensorMap tensors;
   for (std::size_t k = 0; k < named.size(); ++k) {
     const auto& [name, p] = named[k];
     tensors.emplace(name, kept(p));
+    if (!with_moments) continue;
     tensors.emplace(kExpAvg + name, kept(s.exp_avg[k]));
     tensors.emplace(kExpAvgSq + name, kept(s.exp_avg_sq[k]));
   }
@@ -212,11 +208,6 @@ void CheckpointWriter::write(const nn::Seq2SeqModel& net, const RunSpec& run,
   pending_ = std::async(std::launch::async, [path = path_, contents] {
     io::save_safetensors(path, contents->tensors, contents->metadata, /*with_digest=*/true);
   });
-}
-
-io::TensorMap detail::checkpoint_snapshot(const nn::Seq2SeqModel& net, const RunSpec& run,
-                                          const TrainState& state) {
-  return checkpoint_contents(net, run, state, Hold::snapshot).tensors;
 }
 
 std::int64_t detail::set_checkpoint_snapshot_bytes(std::int64_t bytes) {
@@ -309,23 +300,33 @@ Checkpoint load_checkpoint(const std::string& path) {
   check_weights(run.model, c.parameters, what);
 
   // Adam's moments: a pair for every parameter, of its shape, finite (the
-  // second moment also not negative).
+  // second moment also not negative); or, before Adam's first step, none at
+  // all: then they are zero.
   std::size_t used = c.parameters.size();
-  for (const auto& [name, p] : c.parameters) {
-    for (const std::string* prefix : {&kExpAvg, &kExpAvgSq}) {
-      auto it = tensors.find(*prefix + name);
-      ATTN_CHECK(it != tensors.end(), IOError, "'{}': tensor '{}{}' (Adam's state) is missing",
-                 what, *prefix, name);
-      const Tensor& m = it->second;
-      ATTN_CHECK(m.dtype() == DType::f32 && m.shape() == p.shape(), IOError,
-                 "'{}': tensor '{}{}' must be F32 of shape {}, got {} of shape {}", what, *prefix,
-                 name, shape_str(p.shape()), dtype_name(m.dtype()), shape_str(m.shape()));
-      Tensor mc = m.contiguous();
-      std::int64_t bad = first_bad(mc, /*non_negative=*/prefix == &kExpAvgSq);
-      ATTN_CHECK(bad < 0, IOError, "'{}': tensor '{}{}' holds {} at index {}", what, *prefix, name,
-                 mc.data<float>()[bad], bad);
-      (prefix == &kExpAvg ? c.exp_avg : c.exp_avg_sq).emplace(name, m);
-      ++used;
+  const bool any_moment = std::any_of(tensors.begin(), tensors.end(), [&](const auto& kv) {
+    return starts_with(kv.first, kExpAvg) || starts_with(kv.first, kExpAvgSq);
+  });
+  const bool left_out = st.adam_steps == 0 && !any_moment;
+  if (left_out) {
+    for (const auto& [name, p] : c.parameters)
+      for (io::TensorMap* ms : {&c.exp_avg, &c.exp_avg_sq}) ms->emplace(name, zeros(p.shape()));
+  } else {
+    for (const auto& [name, p] : c.parameters) {
+      for (const std::string* prefix : {&kExpAvg, &kExpAvgSq}) {
+        auto it = tensors.find(*prefix + name);
+        ATTN_CHECK(it != tensors.end(), IOError, "'{}': tensor '{}{}' (Adam's state) is missing",
+                   what, *prefix, name);
+        const Tensor& m = it->second;
+        ATTN_CHECK(m.dtype() == DType::f32 && m.shape() == p.shape(), IOError,
+                   "'{}': tensor '{}{}' must be F32 of shape {}, got {} of shape {}", what, *prefix,
+                   name, shape_str(p.shape()), dtype_name(m.dtype()), shape_str(m.shape()));
+        Tensor mc = m.contiguous();
+        std::int64_t bad = first_bad(mc, /*non_negative=*/prefix == &kExpAvgSq);
+        ATTN_CHECK(bad < 0, IOError, "'{}': tensor '{}{}' holds {} at index {}", what, *prefix,
+                   name, mc.data<float>()[bad], bad);
+        (prefix == &kExpAvg ? c.exp_avg : c.exp_avg_sq).emplace(name, m);
+        ++used;
+      }
     }
   }
 

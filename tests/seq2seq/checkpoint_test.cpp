@@ -241,9 +241,8 @@ TEST_F(CheckpointTest, ScheduleAndFinalState) {
 // CheckpointWriter: each write() copies the checkpoint at once and the file
 // then holds the state of that step, though training went on meanwhile:
 // serialized on the training thread (small checkpoints) or copied, then
-// serialized on the background thread (large ones, forced here). In the
-// copy, the first checkpoint's moments (zero) are one shared zero block; the
-// last checkpoint is not copied.
+// serialized on the background thread (large ones, forced here); the last
+// checkpoint is not copied.
 TEST_F(CheckpointTest, BackgroundWriterWritesTheStateOfItsStep) {
   for (const std::int64_t from : {std::int64_t(64) << 20, std::int64_t(0)}) {
     SCOPED_TRACE(from);
@@ -287,49 +286,69 @@ void CheckpointTest::background_writer_writes_the_state_of_its_step() {
   EXPECT_EQ(seq2seq::load_checkpoint(path()).state.step, 4);
 }
 
-// The copy of a large state: every tensor apart from the live ones. Before
-// Adam's first step the moments are views of one zero block (a moment with
-// a nonzero bit, or a -0.0, is copied); the file's bytes are the same.
-TEST_F(CheckpointTest, SnapshotSharesOneZeroBlockBeforeTheFirstStep) {
+// Before Adam's first step its moments are zero and the checkpoint leaves
+// them out; loading puts zeros back. A moment with a nonzero bit (even a
+// -0.0), or a later step, keeps them all in.
+TEST_F(CheckpointTest, ZeroMomentsAreLeftOutBeforeTheFirstStep) {
   const auto run = tiny_run(1);
   auto net = fresh_net(run, 7);
+  const auto named = net->named_parameters();
   seq2seq::TrainState state;
   for (const auto& p : net->parameters()) {
     state.exp_avg.push_back(zeros_like(p));
     state.exp_avg_sq.push_back(zeros_like(p));
   }
-  state.exp_avg_sq[1].data<float>()[2] = -0.0f;  // a sign bit: not zero bits
-  const auto named = net->named_parameters();
-  for (const std::int64_t adam_steps : {0, 1}) {
-    SCOPED_TRACE(adam_steps);
-    state.adam_steps = adam_steps;
-    const io::TensorMap snap = seq2seq::detail::checkpoint_snapshot(*net, run, state);
-    std::set<const void*> zero_blocks;
+  auto moments_in_file = [&] {
+    int n = 0;
+    for (const auto& [name, t] : io::load_safetensors(path())) n += name.rfind("adam.", 0) == 0;
+    return n;
+  };
+  const int all = 2 * static_cast<int>(named.size());
+  struct Case {
+    std::int64_t adam_steps;
+    float value;
+    int moments;
+  };
+  for (const Case& c : {Case{0, 0.0f, 0}, Case{0, -0.0f, all}, Case{0, 1e-30f, all}}) {
+    SCOPED_TRACE(c.value);
+    state.adam_steps = c.adam_steps;
+    state.exp_avg_sq[1].data<float>()[2] = c.value;
+    seq2seq::save_checkpoint(path(), *net, run, state);
+    EXPECT_EQ(moments_in_file(), c.moments);
+    const seq2seq::Checkpoint ck = seq2seq::load_checkpoint(path());
     for (std::size_t k = 0; k < named.size(); ++k) {
-      const std::string& name = named[k].first;
-      const Tensor& p = snap.at(name);
-      EXPECT_NE(p.storage(), named[k].second.storage()) << name;
-      EXPECT_EQ(std::memcmp(p.raw_data(), named[k].second.raw_data(), p.numel() * sizeof(float)), 0)
-          << name;
-      for (const auto& [prefix, live] : {std::pair{"adam.exp_avg.", state.exp_avg[k]},
-                                         {"adam.exp_avg_sq.", state.exp_avg_sq[k]}}) {
-        const Tensor& m = snap.at(prefix + name);
-        EXPECT_NE(m.storage(), live.storage()) << prefix << name;
-        EXPECT_EQ(m.shape(), live.shape());
-        EXPECT_EQ(std::memcmp(m.raw_data(), live.raw_data(), m.numel() * sizeof(float)), 0);
-        const bool zero_bits = !(k == 1 && std::string(prefix) == "adam.exp_avg_sq.");
-        if (adam_steps == 0 && zero_bits) zero_blocks.insert(m.storage().get());
-      }
+      const Tensor& m = ck.exp_avg.at(named[k].first);
+      const Tensor& v = ck.exp_avg_sq.at(named[k].first);
+      ASSERT_EQ(m.shape(), named[k].second.shape());
+      ASSERT_EQ(v.shape(), named[k].second.shape());
+      EXPECT_EQ(std::memcmp(m.raw_data(), state.exp_avg[k].raw_data(), m.numel() * 4), 0);
+      EXPECT_EQ(std::memcmp(v.raw_data(), state.exp_avg_sq[k].raw_data(), v.numel() * 4), 0);
+      EXPECT_NE(m.storage(), v.storage());
     }
-    EXPECT_EQ(zero_blocks.size(), adam_steps == 0 ? 1u : 0u);
   }
-  state.adam_steps = 0;
-  seq2seq::CheckpointWriter writer(path());
+  // Left out only at Adam's step 0 (a later state's moments are never all
+  // zero in training; here they are, and stay in the file).
+  state.exp_avg_sq[1].data<float>()[2] = 0.0f;
+  state.adam_steps = 1;
+  state.step = 1;
+  state.batch = 1;
+  state.step_loss = {1.0};
+  state.step_tokens = {4.0};
+  seq2seq::save_checkpoint(path(), *net, run, state);
+  EXPECT_EQ(moments_in_file(), all);
+  // The background writer's file is the same bytes.
+  state = seq2seq::TrainState{};
+  for (const auto& p : net->parameters()) {
+    state.exp_avg.push_back(zeros_like(p));
+    state.exp_avg_sq.push_back(zeros_like(p));
+  }
   const std::int64_t saved = seq2seq::detail::set_checkpoint_snapshot_bytes(0);
+  seq2seq::CheckpointWriter writer(path());
   writer.write(*net, run, state);
   writer.finish();
   seq2seq::detail::set_checkpoint_snapshot_bytes(saved);
   EXPECT_EQ(attn::testing::read_file(path()), seq2seq::checkpoint_bytes(*net, run, state));
+  EXPECT_EQ(moments_in_file(), 0);
 }
 
 // A write that fails on the background thread (here: its directory is gone)

@@ -49,7 +49,9 @@ struct Checkpoint {
 // would not continue the same run.
 std::uint64_t data_fingerprint(const data::NmtData& data);
 
-// Writes `net` and `state` as a checkpoint to `path` (atomically).
+// Writes `net` and `state` as a checkpoint to `path` (atomically). Before
+// Adam's first step (state.adam_steps 0, every moment all zero bits) the
+// moments are left out: load_checkpoint reads them as zeros.
 void save_checkpoint(const std::string& path, const nn::Seq2SeqModel& net, const RunSpec& run,
                      const TrainState& state);
 
@@ -61,8 +63,7 @@ std::string checkpoint_bytes(const nn::Seq2SeqModel& net, const RunSpec& run,
 // once, so training may go on changing it, and leaves the file (temp file,
 // fsync, rename) to a background thread. A large state (64 MiB or more) is
 // copied (a memory copy, into blocks the allocator keeps for the next
-// checkpoint; Adam's moments before its first step are zero and are not
-// copied) and the background thread computes the content digest and streams
+// checkpoint) and the background thread computes the content digest and streams
 // the copies to the file; a small one is serialized at once. With `last` (no
 // step follows: the caller changes neither the parameters nor the moments
 // until finish() returns) a large state is not copied at all. write() first
@@ -90,16 +91,14 @@ namespace detail {
 // serializing it on the calling thread (64 MiB); returns the previous value.
 // For tests.
 std::int64_t set_checkpoint_snapshot_bytes(std::int64_t bytes);
-// The tensors of the copy CheckpointWriter makes of a large state. For tests.
-io::TensorMap checkpoint_snapshot(const nn::Seq2SeqModel& net, const RunSpec& run,
-                                  const TrainState& state);
 }  // namespace detail
 
 // Reads a checkpoint and checks it before anything is built from it: the file
 // (as io::load_safetensors), the format, every metadata key (present, of its
 // type and range), the model config (as config_from_json), the parameters
 // (as check_weights, and F32), one Adam moment pair per parameter, of its
-// shape, finite (the second moment not negative), the step records (one per
+// shape, finite (the second moment not negative), or none at Adam's step 0
+// (zeros, then), the step records (one per
 // step, finite, tokens positive whole numbers), no other tensor, and the
 // state's consistency (step = epoch x batches per epoch + batch, Adam's step
 // count = step, epoch within num_epochs). Every problem is an IOError of one
