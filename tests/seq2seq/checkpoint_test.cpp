@@ -6,7 +6,6 @@
 
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "attn/io/atomic_file.h"
 #include "attn/io/safetensors.h"
