@@ -1,25 +1,32 @@
-// Frozen Linear weights packed once for oneDNN's matmul primitive
-// (inference; attn/ops/precision.h):
+// Frozen Linear weights packed once (inference; attn/ops/precision.h):
 //
 //   y = x @ W^T + b        (linear)
 //   y = max(x @ W^T + b, 0)  (linear_relu)
 //
-// Given W (N, K) as it lies in memory, the primitive re-blocks it on every
-// call. A decoding step multiplies a few rows by every weight of the model,
-// so that copy is most of the product: for 128 rows x 256 x 8000 (a subword
-// model's output layer) the packed product took 1.43 ms against 2.57 ms in
-// f32 and 0.65 ms against 1.24 ms in bf16 (best of 30, 2 threads, this
-// machine). Inside a PrecisionScope given the model's parameters, each frozen
-// weight is reordered once into the layout the primitive asks for (in bf16
-// in a bf16 scope, from the scope's bf16 copy of it), and the
-// primitive adds the bias and applies the ReLU as it stores y. The products
-// are the same as on the unpacked path; only the order of their sums differs.
+// In f32 on a CPU with AVX-512, attn's own kernel (ops/f32_gemm.h) on W laid
+// out once in its column groups; elsewhere (bf16, or f32 without AVX-512)
+// oneDNN's matmul primitive on W reordered once into the layout it asks for.
+// Either adds the bias and applies the ReLU as it stores y. The products are
+// the same as on the unpacked path; only the order of their sums differs.
 //
-// Rows: a primitive is built for one row count (about 0.5 ms), and
-// decoding's row count changes nearly every step as sentences leave. x's rows
-// are cut into runs whose lengths come from a small set (4096, multiples of
-// 128 from 1024 rows, multiples of 16 from 16, then 1..15), each a primitive
-// that reads x and writes y in place: at most three runs below 4096 rows.
+// Why packed: given W (N, K) as it lies in memory, the primitive re-blocks it
+// on every call. A decoding step multiplies a few rows by every weight of the
+// model, so that copy is most of the product: for 128 rows x 256 x 8000 (a
+// subword model's output layer) the packed product took 1.43 ms against
+// 2.57 ms in f32 and 0.65 ms against 1.24 ms in bf16 (best of 30, 2 threads,
+// this machine). Why attn's kernel in f32: at a decoding step's 12-64 rows it
+// runs at 87-93% of the FMA peak where the packed primitive made 65-70%, and
+// it fetches the weights ahead from memory (ops/f32_gemm.cpp); greedy
+// translation of 2,000 sentences with the tatoeba model went from 1.10 to
+// 0.91 s with the same output. Its sums do not depend on the other rows of
+// the batch.
+//
+// Rows (the primitive): a primitive is built for one row count (about
+// 0.5 ms), and decoding's row count changes nearly every step as sentences
+// leave. x's rows are cut into runs whose lengths come from a small set
+// (4096, multiples of 128 from 1024 rows, multiples of 16 from 16, then
+// 1..15), each a primitive that reads x and writes y in place: at most three
+// runs below 4096 rows.
 // A weight is first packed by a product of 16 rows or more (below), or by
 // any product while a PackAllRows guard lives on the thread.
 #include <omp.h>
@@ -37,6 +44,8 @@
 #include "attn/core/storage.h"
 #include "attn/core/threads.h"
 #include "attn/ops/precision.h"
+#include "core/parallel.h"
+#include "ops/f32_gemm.h"
 #include "ops/matmul_primitive.h"
 #include "ops/precision_internal.h"
 #include "ops/thread_limit.h"
@@ -52,6 +61,7 @@ struct PackedStore {
   };
   struct Weight {
     std::deque<Packed> layouts;  // a copy stays where it is while others are added
+    std::unique_ptr<Storage> tiles;  // f32: ops/f32_gemm.h's layout, once used
   };
   // Guards `weights` (threads that joined the scope share the store): a
   // lookup, and the first use of a layout, which packs it.
@@ -101,7 +111,7 @@ auto weight_key(const Tensor& w, bool bf16) {
 bool has_copy(PackedStore& store, const Tensor& w, bool bf16) {
   std::lock_guard<std::mutex> lock(store.mu);
   auto it = store.weights.find(weight_key(w, bf16));
-  return it != store.weights.end() && !it->second.layouts.empty();
+  return it != store.weights.end() && (!it->second.layouts.empty() || it->second.tiles);
 }
 
 // W packed in `layout` (made now if it is the first use); null when oneDNN
@@ -130,6 +140,41 @@ const dnnl::memory* packed_weight(PackedStore& store, const Tensor& w, bool bf16
   return &e.layouts.back().memory;
 }
 
+// W in f32_gemm's layout (made now if it is the first use).
+const float* f32_tiles(PackedStore& store, const Tensor& w) {
+  const std::int64_t N = w.size(0), K = w.size(1);
+  std::lock_guard<std::mutex> lock(store.mu);
+  PackedStore::Weight& e = store.weights[weight_key(w, false)];
+  if (!e.tiles) {
+    auto tiles = std::make_unique<Storage>(static_cast<std::size_t>(f32_gemm_packed_size(N, K)) *
+                                           sizeof(float));
+    pack_f32_gemm(w.data<float>(), N, K, w.stride(0), w.stride(1),
+                  static_cast<float*>(tiles->data()));
+    e.tiles = std::move(tiles);
+  }
+  return static_cast<const float*>(e.tiles->data());
+}
+
+// y = x @ W^T (+ b) (then the ReLU) through f32_gemm, its column groups
+// shared out over threads where the product is large enough.
+void run_f32_gemm(PackedStore& store, const Tensor& xc, const Tensor& w, const Tensor& bc,
+                  bool relu, std::int64_t M, Tensor& y) {
+  const std::int64_t N = w.size(0), K = w.size(1);
+  const F32GemmArgs a{.x = xc.data<float>(),
+                      .ldx = K,
+                      .packed = f32_tiles(store, w),
+                      .bias = bc.defined() ? bc.data<float>() : nullptr,
+                      .relu = relu,
+                      .M = M,
+                      .K = K,
+                      .N = N,
+                      .y = y.data<float>()};
+  const std::int64_t groups = (N + 31) / 32;
+  const bool parallel = M * N * K >= kSerialWork * grain_scale() && groups > 1;
+  parallel_ranges(groups, loop_threads(parallel),
+                  [&](std::int64_t g0, std::int64_t g1) { f32_gemm(a, g0, g1); });
+}
+
 }  // namespace
 
 std::optional<Tensor> packed_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -155,6 +200,10 @@ std::optional<Tensor> packed_linear(const Tensor& x, const Tensor& weight, const
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);
   out_shape.push_back(N);
   Tensor y = Tensor::empty(out_shape, DType::f32);
+  if (!bf16 && f32_gemm_supported()) {
+    run_f32_gemm(*store, xc, weight, bc, relu, M, y);
+    return y;
+  }
 
   const void* a = xc.data<float>();
   std::size_t a_bytes = sizeof(float);
@@ -194,7 +243,8 @@ std::int64_t packed_copies() {
   if (store == nullptr) return 0;
   std::lock_guard<std::mutex> lock(store->mu);
   std::int64_t n = 0;
-  for (const auto& [key, w] : store->weights) n += static_cast<std::int64_t>(w.layouts.size());
+  for (const auto& [key, w] : store->weights)
+    n += static_cast<std::int64_t>(w.layouts.size()) + (w.tiles ? 1 : 0);
   return n;
 }
 

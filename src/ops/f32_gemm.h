@@ -1,0 +1,57 @@
+// src/ops/f32_gemm.h — internal: the f32 product of a frozen Linear weight
+// on AVX-512, its bias and ReLU done as the sums leave the registers:
+//
+//   y[m,n] = sum_k x[m,k] W[n,k]  (+ b[n])  (then max(y, 0))
+//
+// the sum taken in the order k = 0, 1, ..., K-1, one fused multiply-add per
+// term from 0, then the bias added: every element depends on its row of x and
+// its row of W alone, never on the other rows of the batch.
+//
+// A tile of up to 12 rows x 32 columns keeps its 24 sums in registers over
+// all of K: each step loads 2 x 16 floats of weights, broadcasts one float of
+// each row and issues 2 FMAs per row (ops/int8_gemm.h has the same loop in
+// int8). Measured on one thread of the development machine (idle), the
+// tatoeba model's shapes at 32 rows (K 256 or 1024; N 256, 768, 1024 or
+// 8,000): 245-261 GFLOP/s, 87-93% of the core's FMA peak, where oneDNN 2.6's
+// sgemm made 125-193 (K 1024 x N 256 at 16 rows: 261 against 84); from 320
+// rows on both make 230-260.
+//
+// The weights are laid out for it once (pack_f32_gemm): groups of 32 columns,
+// in each group k after k, each step 32 floats, zeros where N runs out.
+#pragma once
+
+#include <cstdint>
+
+namespace attn::detail {
+
+// Whether the CPU runs the kernel (AVX-512 F), and ATTN_ISA, if set, names
+// avx512 (avx2 or portable stand for a CPU without it).
+bool f32_gemm_supported();
+
+// The floats pack_f32_gemm writes for W (N x K).
+std::int64_t f32_gemm_packed_size(std::int64_t N, std::int64_t K);
+
+// W (N x K, element (n, k) at w[n * ldn + k * ldk]) in the kernel's layout,
+// written to `packed` (f32_gemm_packed_size floats).
+void pack_f32_gemm(const float* w, std::int64_t N, std::int64_t K, std::int64_t ldn,
+                   std::int64_t ldk, float* packed);
+
+struct F32GemmArgs {
+  const float* x;  // M rows of K floats, row m at x + m * ldx
+  std::int64_t ldx;
+  const float* packed;  // pack_f32_gemm's layout
+  const float* bias;  // N, or null
+  bool relu;
+  std::int64_t M, K, N;
+  float* y;  // M x N, row m at y + m * N
+};
+
+// Columns [32 g0, 32 g1) (the last group may be partial): all M rows.
+// Only where f32_gemm_supported().
+void f32_gemm(const F32GemmArgs& a, std::int64_t g0, std::int64_t g1);
+
+// The plain reference: the same results, bit for bit, from W (N x K,
+// row-major) itself.
+void f32_gemm_reference(const F32GemmArgs& a, const float* w);
+
+}  // namespace attn::detail
