@@ -99,10 +99,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) i
   if constexpr (R > r) store_row(a.y + (m0 + r) * a.N + n0, a.sx[m0 + r], lo##r, hi##r, e);
 
 // y for rows [m0, m0 + R) and group g: the sums over all of K in registers,
-// then acc - comp, times sx * sw, plus the bias, as dequantize_row does.
+// then acc - comp, times sx * sw, plus the bias, as dequantize_row does;
+// meanwhile the 128 bytes at pf + 128 s are brought into the nearest cache
+// at each step s (the weights a later tile reads).
 template <int R>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), noinline)) void tile(
-    const Int8GemmArgs& a, std::int64_t m0, std::int64_t g) {
+    const Int8GemmArgs& a, std::int64_t m0, std::int64_t g, const std::int8_t* pf) {
   static_assert(R >= 1 && R <= kTileRows);
   const std::int64_t k4 = (a.K + 3) / 4;
   const std::int8_t* w = a.packed + g * k4 * kGroup * 4;
@@ -114,6 +116,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), noinline)) void t
           hi10 = z, hi11 = z;
   for (std::int64_t s = 0; s < k4; ++s) {
     const __m512i w0 = _mm512_loadu_si512(w + s * 128), w1 = _mm512_loadu_si512(w + s * 128 + 64);
+    _mm_prefetch(reinterpret_cast<const char*>(pf + s * 128), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(pf + s * 128 + 64), _MM_HINT_T0);
     ATTN_INT8_ROW_STEP(0)
     ATTN_INT8_ROW_STEP(1)
     ATTN_INT8_ROW_STEP(2)
@@ -154,27 +158,32 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), noinline)) void t
 #undef ATTN_INT8_ROW_STORE
 
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void rows_tile(
-    const Int8GemmArgs& a, std::int64_t m0, std::int64_t rows, std::int64_t g) {
+    const Int8GemmArgs& a, std::int64_t m0, std::int64_t rows, std::int64_t g,
+    const std::int8_t* pf) {
   switch (rows) {
-    case 1: return tile<1>(a, m0, g);
-    case 2: return tile<2>(a, m0, g);
-    case 3: return tile<3>(a, m0, g);
-    case 4: return tile<4>(a, m0, g);
-    case 5: return tile<5>(a, m0, g);
-    case 6: return tile<6>(a, m0, g);
-    case 7: return tile<7>(a, m0, g);
-    case 8: return tile<8>(a, m0, g);
-    case 9: return tile<9>(a, m0, g);
-    case 10: return tile<10>(a, m0, g);
-    case 11: return tile<11>(a, m0, g);
-    default: return tile<12>(a, m0, g);
+    case 1: return tile<1>(a, m0, g, pf);
+    case 2: return tile<2>(a, m0, g, pf);
+    case 3: return tile<3>(a, m0, g, pf);
+    case 4: return tile<4>(a, m0, g, pf);
+    case 5: return tile<5>(a, m0, g, pf);
+    case 6: return tile<6>(a, m0, g, pf);
+    case 7: return tile<7>(a, m0, g, pf);
+    case 8: return tile<8>(a, m0, g, pf);
+    case 9: return tile<9>(a, m0, g, pf);
+    case 10: return tile<10>(a, m0, g, pf);
+    case 11: return tile<11>(a, m0, g, pf);
+    default: return tile<12>(a, m0, g, pf);
   }
 }
 
 }  // namespace
 
 // The rows in tiles of equal size (32 rows: 11, 11, 10), each group's
-// weights read once per tile from the nearest cache.
+// weights read once per tile from the nearest cache. While the tiles of one
+// group run, they fetch the next group's weights (the first tile its own,
+// 32 steps ahead), as ops/f32_gemm.cpp does: int8 greedy translation of the
+// 2,000 test sentences 0.420 -> 0.393 s (medians of 4 alternating pairs),
+// beam 4 unchanged.
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void int8_gemm(
     const Int8GemmArgs& a, std::int64_t g0, std::int64_t g1) {
   const std::int64_t tiles = (a.M + kTileRows - 1) / kTileRows;
@@ -182,10 +191,17 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void int8_gemm(
   const std::int64_t base = a.M / tiles, extra = a.M % tiles;
   // Tile t's first row.
   auto first = [&](std::int64_t t) { return t * base + (t < extra ? t : extra); };
+  const std::int64_t step = (a.K + 3) / 4 * kGroup * 4;  // bytes per group
   for (std::int64_t t0 = 0; t0 < tiles; t0 += kChunkTiles) {
     const std::int64_t t1 = t0 + kChunkTiles < tiles ? t0 + kChunkTiles : tiles;
-    for (std::int64_t g = g0; g < g1; ++g)
-      for (std::int64_t t = t0; t < t1; ++t) rows_tile(a, first(t), first(t + 1) - first(t), g);
+    for (std::int64_t g = g0; g < g1; ++g) {
+      const std::int64_t after = g + 1 < g1 ? g + 1 : t1 < tiles ? g0 : g;
+      for (std::int64_t t = t0; t < t1; ++t) {
+        const std::int8_t* pf = g == g0 && t == t0 && t0 == 0 ? a.packed + g * step + 32 * 128
+                                                              : a.packed + after * step;
+        rows_tile(a, first(t), first(t + 1) - first(t), g, pf);
+      }
+    }
   }
 }
 
