@@ -16,6 +16,10 @@ constexpr std::int64_t kGroup = 32;  // columns per tile: two registers of 16 fl
 constexpr int kTileRows = 12;  // rows per tile: 24 sums in registers
 // Tiles whose rows stay in the nearer caches while every column group passes.
 constexpr std::int64_t kChunkTiles = 4;
+// How far ahead of its own weights the first tile of a call fetches, in
+// steps; the layout ends with as many steps of zeros, so every address the
+// kernel fetches lies inside it.
+constexpr std::int64_t kAhead = 32;
 }  // namespace
 
 bool f32_gemm_supported() {
@@ -30,7 +34,7 @@ bool f32_gemm_supported() {
 }
 
 std::int64_t f32_gemm_packed_size(std::int64_t N, std::int64_t K) {
-  return (N + kGroup - 1) / kGroup * K * kGroup;
+  return ((N + kGroup - 1) / kGroup * K + kAhead) * kGroup;
 }
 
 void pack_f32_gemm(const float* w, std::int64_t N, std::int64_t K, std::int64_t ldn,
@@ -44,6 +48,7 @@ void pack_f32_gemm(const float* w, std::int64_t N, std::int64_t K, std::int64_t 
         step[c] = n < N ? w[n * ldn + k * ldk] : 0.0f;
       }
     }
+  for (std::int64_t i = groups * K * kGroup; i < f32_gemm_packed_size(N, K); ++i) packed[i] = 0.0f;
 }
 
 void f32_gemm_reference(const F32GemmArgs& a, const float* w) {
@@ -207,7 +212,7 @@ __attribute__((target("avx512f"))) void f32_gemm(const F32GemmArgs& a, std::int6
         // Tile t's first row, and the next one's.
         const std::int64_t first = t * base + (t < extra ? t : extra);
         const std::int64_t next = (t + 1) * base + (t + 1 < extra ? t + 1 : extra);
-        const float* pf = g == g0 && t == t0 && t0 == 0 ? a.packed + g * step + 32 * kGroup
+        const float* pf = g == g0 && t == t0 && t0 == 0 ? a.packed + g * step + kAhead * kGroup
                                                         : a.packed + after * step;
         rows_tile(a, first, next - first, g, pf);
       }

@@ -17,7 +17,8 @@
 // rows on both make 230-260.
 //
 // The weights are laid out for it once (pack_f32_gemm): groups of 32 columns,
-// in each group k after k, each step 32 floats, zeros where N runs out.
+// in each group k after k, each step 32 floats, zeros where N runs out; then
+// 32 steps of zeros, as far as the kernel fetches ahead.
 #pragma once
 
 #include <cstdint>

@@ -16,11 +16,15 @@ constexpr int kTileRows = 12;  // rows per tile: 24 sums in registers
 // Tiles whose rows (at most 48 x K bytes) stay in the nearest cache while
 // every column group passes.
 constexpr std::int64_t kChunkTiles = 4;
+// How far ahead of its own weights the first tile of a call fetches, in
+// steps of 128 bytes; the layout ends with as many steps of zeros, so every
+// address the kernel fetches lies inside it.
+constexpr std::int64_t kAhead = 32;
 }  // namespace
 
 std::vector<std::int8_t> pack_int8_gemm(const std::int8_t* wq, std::int64_t N, std::int64_t K) {
   const std::int64_t groups = (N + kGroup - 1) / kGroup, k4 = (K + 3) / 4;
-  std::vector<std::int8_t> p(static_cast<std::size_t>(groups * k4 * kGroup * 4), 0);
+  std::vector<std::int8_t> p(static_cast<std::size_t>((groups * k4 + kAhead) * kGroup * 4), 0);
   for (std::int64_t n = 0; n < N; ++n) {
     const std::int64_t g = n / kGroup, c = n % kGroup;
     for (std::int64_t k = 0; k < K; ++k)
@@ -197,7 +201,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void int8_gemm(
     for (std::int64_t g = g0; g < g1; ++g) {
       const std::int64_t after = g + 1 < g1 ? g + 1 : t1 < tiles ? g0 : g;
       for (std::int64_t t = t0; t < t1; ++t) {
-        const std::int8_t* pf = g == g0 && t == t0 && t0 == 0 ? a.packed + g * step + 32 * 128
+        const std::int8_t* pf = g == g0 && t == t0 && t0 == 0 ? a.packed + g * step + kAhead * 128
                                                               : a.packed + after * step;
         rows_tile(a, first(t), first(t + 1) - first(t), g, pf);
       }

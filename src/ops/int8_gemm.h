@@ -17,7 +17,8 @@
 //
 // The weights are laid out for it once (pack_int8_gemm): groups of 32
 // columns, in each group k in steps of 4, each step 32 columns x 4 bytes,
-// zeros where N or K runs out. Row m of u is read 4 bytes at a time from
+// zeros where N or K runs out; then 32 steps of zeros, as far as the kernel
+// fetches ahead. Row m of u is read 4 bytes at a time from
 // u + m * ldu: up to 3 bytes past a row's K are read (they meet zero
 // weights), so the buffer needs 3 readable bytes after its last row.
 #pragma once

@@ -106,8 +106,10 @@ TEST(F32Gemm, PackingThroughStrides) {
   pack_f32_gemm(w.data(), N, K, K, 1, a.data());
   pack_f32_gemm(wt.data(), N, K, 1, N, b.data());
   EXPECT_TRUE(same_bits(a, b));
-  // Two groups of 32 columns, K steps each; column 40 is group 1's 9th.
-  ASSERT_EQ(a.size(), std::size_t(2 * K * 32));
+  // Two groups of 32 columns, K steps each, then 32 steps of zeros; column
+  // 40 is group 1's 9th.
+  ASSERT_EQ(a.size(), std::size_t((2 * K + 32) * 32));
+  for (std::size_t i = 2 * K * 32; i < a.size(); ++i) ASSERT_EQ(a[i], 0.0f) << i;
   EXPECT_EQ(a[(1 * K + 3) * 32 + 8], 4003.0f);
   EXPECT_EQ(a[(1 * K + 3) * 32 + 13], 0.0f);  // column 45: past N
 }
