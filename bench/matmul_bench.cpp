@@ -14,8 +14,11 @@
 // Run with ATTN_NUM_THREADS=2 OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 (and
 // optionally OPENBLAS_CORETYPE=SKYLAKEX to let OpenBLAS use its AVX-512 kernels).
 #include <benchmark/benchmark.h>
+
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+#include <vector>
 
 #ifdef ATTN_HAVE_OPENBLAS
 #include <cblas.h>
@@ -23,6 +26,7 @@
 
 #include "attn/attn.h"
 #include "attn/ops/matmul.h"
+#include "attn/ops/precision.h"
 
 using namespace attn;
 
@@ -95,6 +99,52 @@ void BM_Linear_Dnnl(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data<float>());
   }
   set_gflops(state, kLinB * kLinT, kLinN, kLinD);
+}
+
+// A decoding step's products on frozen weights: linear(x, W) with M rows
+// inside a PrecisionScope given the weights (packed once: attn's own kernel
+// in f32 and bf16 on AVX-512, oneDNN's packed matmul primitive where
+// ATTN_ISA=avx2 or portable is set), one call on each of 64 weights of
+// 256 x 1024 in turn, 64 MB in f32: more than the last cache, as a
+// translator's weights are, so each product finds its weight in memory.
+// "Unpacked" is the same products outside a scope. Args: M, bf16 (0/1).
+constexpr std::int64_t kFrozenWeights = 64, kFrozenN = 1024, kFrozenK = 256;
+
+void frozen_linear(benchmark::State& state, bool packed) {
+  const std::int64_t M = state.range(0);
+  const bool bf16 = state.range(1) != 0;
+  if (bf16 && !bf16_supported()) {
+    state.SkipWithError("this CPU has no AVX-512 BF16");
+    return;
+  }
+  std::vector<Tensor> ws;
+  for (std::int64_t i = 0; i < kFrozenWeights; ++i)
+    ws.push_back(random({kFrozenN, kFrozenK}, 100 + static_cast<std::uint64_t>(i)));
+  Tensor x = random({M, kFrozenK}, 3);
+  autograd::NoGradGuard no_grad;
+  const Precision precision = bf16 ? Precision::bf16 : Precision::f32;
+  std::optional<PrecisionScope> scope;
+  if (packed) {
+    scope.emplace(precision, ws);
+    for (const Tensor& w : ws) linear(x, w);  // packs every weight once
+  } else {
+    scope.emplace(precision);
+  }
+  for (auto _ : state) {
+    for (const Tensor& w : ws) {
+      Tensor y = linear(x, w);
+      benchmark::DoNotOptimize(y.data<float>());
+    }
+  }
+  set_gflops(state, M, kFrozenN, kFrozenK, kFrozenWeights);
+}
+
+void BM_FrozenLinear_Packed(benchmark::State& state) { frozen_linear(state, true); }
+void BM_FrozenLinear_Unpacked(benchmark::State& state) { frozen_linear(state, false); }
+
+void frozen_args(benchmark::internal::Benchmark* b) {
+  for (int bf16 : {0, 1})
+    for (int m : {16, 32, 128}) b->Args({m, bf16});
 }
 
 // Batches of small products (nb, M, K) @ (nb, K, N) with K read transposed, as
@@ -182,6 +232,8 @@ BENCHMARK(BM_Square_OpenBLAS)->Arg(64)->Arg(256)->Arg(1024)->UseRealTime();
 #endif
 BENCHMARK(BM_Linear_Attn)->UseRealTime();
 BENCHMARK(BM_Linear_Dnnl)->UseRealTime();
+BENCHMARK(BM_FrozenLinear_Packed)->Apply(frozen_args)->UseRealTime();
+BENCHMARK(BM_FrozenLinear_Unpacked)->Apply(frozen_args)->UseRealTime();
 BENCHMARK(BM_SmallBatched_Attn)->Apply(small_args)->UseRealTime();
 BENCHMARK(BM_SmallBatched_DnnlSerial)->Apply(small_args)->UseRealTime();
 BENCHMARK(BM_SmallBatched_DnnlParallel)->Apply(small_args)->UseRealTime();
