@@ -8,19 +8,12 @@
 #include <cmath>
 #include <cstring>
 
+#include "ops/gemm_tiles.h"
+
 namespace attn::detail {
 
-namespace {
-constexpr std::int64_t kGroup = 32;  // columns per tile: two registers of 16 int32
-constexpr int kTileRows = 12;  // rows per tile: 24 sums in registers
-// Tiles whose rows (at most 48 x K bytes) stay in the nearest cache while
-// every column group passes.
-constexpr std::int64_t kChunkTiles = 4;
-// How far ahead of its own weights the first tile of a call fetches, in
-// steps of 128 bytes; the layout ends with as many steps of zeros, so every
-// address the kernel fetches lies inside it.
-constexpr std::int64_t kAhead = 32;
-}  // namespace
+using gemm_tiles::kAhead;
+using gemm_tiles::kGroup;
 
 std::vector<std::int8_t> pack_int8_gemm(const std::int8_t* wq, std::int64_t N, std::int64_t K) {
   const std::int64_t groups = (N + kGroup - 1) / kGroup, k4 = (K + 3) / 4;
@@ -57,10 +50,6 @@ namespace {
 
 // No standard-library templates in here: their instances, compiled for
 // AVX-512, could be the ones the linker keeps for every caller.
-
-__mmask16 first_lanes(std::int64_t n) {
-  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1u);
-}
 
 // What turns a group's sums into floats: its columns' masks, comp, sw and bias.
 struct Epilogue {
@@ -106,10 +95,16 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) i
 // then acc - comp, times sx * sw, plus the bias, as dequantize_row does;
 // meanwhile the 128 bytes at pf + 128 s are brought into the nearest cache
 // at each step s (the weights a later tile reads).
+struct Int8Tiles {
+  template <int R>
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), noinline)) static void tile(
+      const Int8GemmArgs& a, std::int64_t m0, std::int64_t g, const std::int8_t* pf);
+};
+
 template <int R>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), noinline)) void tile(
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), noinline)) void Int8Tiles::tile(
     const Int8GemmArgs& a, std::int64_t m0, std::int64_t g, const std::int8_t* pf) {
-  static_assert(R >= 1 && R <= kTileRows);
+  static_assert(R >= 1 && R <= gemm_tiles::kTileRows);
   const std::int64_t k4 = (a.K + 3) / 4;
   const std::int8_t* w = a.packed + g * k4 * kGroup * 4;
   const std::uint8_t* u = a.u + m0 * a.ldu;
@@ -137,8 +132,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), noinline)) void t
   }
   const std::int64_t n0 = g * kGroup;
   Epilogue e;
-  e.mlo = first_lanes(a.N - n0);
-  e.mhi = first_lanes(a.N - n0 - 16);
+  e.mlo = gemm_tiles::first_lanes(a.N - n0);
+  e.mhi = gemm_tiles::first_lanes(a.N - n0 - 16);
   e.clo = _mm512_maskz_loadu_epi32(e.mlo, a.comp + n0);
   e.chi = _mm512_maskz_loadu_epi32(e.mhi, a.comp + n0 + 16);
   e.slo = _mm512_maskz_loadu_ps(e.mlo, a.sw + n0);
@@ -161,55 +156,18 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), noinline)) void t
 #undef ATTN_INT8_ROW_STEP
 #undef ATTN_INT8_ROW_STORE
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void rows_tile(
-    const Int8GemmArgs& a, std::int64_t m0, std::int64_t rows, std::int64_t g,
-    const std::int8_t* pf) {
-  switch (rows) {
-    case 1: return tile<1>(a, m0, g, pf);
-    case 2: return tile<2>(a, m0, g, pf);
-    case 3: return tile<3>(a, m0, g, pf);
-    case 4: return tile<4>(a, m0, g, pf);
-    case 5: return tile<5>(a, m0, g, pf);
-    case 6: return tile<6>(a, m0, g, pf);
-    case 7: return tile<7>(a, m0, g, pf);
-    case 8: return tile<8>(a, m0, g, pf);
-    case 9: return tile<9>(a, m0, g, pf);
-    case 10: return tile<10>(a, m0, g, pf);
-    case 11: return tile<11>(a, m0, g, pf);
-    default: return tile<12>(a, m0, g, pf);
-  }
-}
-
 }  // namespace
-
-// The rows in tiles of equal size (32 rows: 11, 11, 10), each group's
-// weights read once per tile from the nearest cache. While the tiles of one
-// group run, they fetch the next group's weights (the first tile its own,
-// 32 steps ahead), as ops/f32_gemm.cpp does: int8 greedy translation of the
-// 2,000 test sentences 0.420 -> 0.393 s (medians of 4 alternating pairs),
-// beam 4 unchanged.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void int8_gemm(
-    const Int8GemmArgs& a, std::int64_t g0, std::int64_t g1) {
-  const std::int64_t tiles = (a.M + kTileRows - 1) / kTileRows;
-  if (tiles == 0) return;
-  const std::int64_t base = a.M / tiles, extra = a.M % tiles;
-  // Tile t's first row.
-  auto first = [&](std::int64_t t) { return t * base + (t < extra ? t : extra); };
-  const std::int64_t step = (a.K + 3) / 4 * kGroup * 4;  // bytes per group
-  for (std::int64_t t0 = 0; t0 < tiles; t0 += kChunkTiles) {
-    const std::int64_t t1 = t0 + kChunkTiles < tiles ? t0 + kChunkTiles : tiles;
-    for (std::int64_t g = g0; g < g1; ++g) {
-      const std::int64_t after = g + 1 < g1 ? g + 1 : t1 < tiles ? g0 : g;
-      for (std::int64_t t = t0; t < t1; ++t) {
-        const std::int8_t* pf = g == g0 && t == t0 && t0 == 0 ? a.packed + g * step + kAhead * 128
-                                                              : a.packed + after * step;
-        rows_tile(a, first(t), first(t + 1) - first(t), g, pf);
-      }
-    }
-  }
-}
 
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
+
+// The tiles in gemm_tiles' order (ops/gemm_tiles.h). The next group's
+// weights fetched ahead made int8 greedy translation of the 2,000 test
+// sentences 0.420 -> 0.393 s (medians of 4 alternating pairs), beam 4
+// unchanged.
+void int8_gemm(const Int8GemmArgs& a, std::int64_t g0, std::int64_t g1) {
+  gemm_tiles::run_tiles<Int8Tiles>(a, a.M, a.packed, (a.K + 3) / 4 * kGroup * 4, kGroup * 4, g0,
+                                   g1);
+}
 
 }  // namespace attn::detail
