@@ -6,6 +6,7 @@
 // kernel table.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace attn::detail {
@@ -79,13 +80,21 @@ enum class AttnPath {
 };
 
 // The small path's range: a few queries and keys per head (d2l's
-// Transformer), at head dims where it beats the tiled kernels (measured in
-// docs/design.md, "Attention"): up to 32 with a gradient, up to 8 without
-// (the kernel itself takes up to 64).
+// Transformer), where it beats the tiled kernels (measured in
+// docs/design.md, "Attention"; the kernel itself takes head dims up to 64).
+// Without a gradient: head dims up to 8. With one: head dims up to 8, or up
+// to 32 while a head's working set, Q K + (Q + K) max(D, Dv) elements per
+// lane, stays within kSmallGradWork: past it the backward's per-key passes
+// over every query's rows leave the L1 cache, and it falls behind the tiled
+// kernels (size b's shape, 32 steps at head dim 32: 2.5x slower).
+constexpr std::int64_t kSmallGradWork = 1200;
+
 inline bool attention_small_problem(std::int64_t Q, std::int64_t K, std::int64_t D, std::int64_t Dv,
                                     bool need_grad) {
-  const std::int64_t dmax = need_grad ? 32 : 8;
-  return Q <= 64 && K <= 64 && Q * K <= 1024 && D <= dmax && Dv <= dmax;
+  if (Q > 64 || K > 64 || Q * K > 1024) return false;
+  const std::int64_t d = std::max(D, Dv);
+  if (d <= 8) return true;
+  return need_grad && d <= 32 && Q * K + (Q + K) * d <= kSmallGradWork;
 }
 
 // The decode kernel serves inference with at most this many queries (a KV

@@ -92,8 +92,17 @@ TEST(AttentionPath, OneChoiceBetweenDecodeSmallAndTiled) {
   EXPECT_EQ(choose_attention_path(9, 10, 8, 8, false, false, true), AttnPath::small);
   EXPECT_EQ(choose_attention_path(10, 10, 8, 8, true, false, false), AttnPath::tiled);
   // The small path's edges: Q, K <= 64 and Q K <= 1024; head dims D, Dv <=
-  // 32 with a gradient, <= 8 without.
-  EXPECT_EQ(choose_attention_path(64, 16, 32, 32, true, false, true), AttnPath::small);
+  // 8, or with a gradient <= 32 while Q K + (Q + K) max(D, Dv) <= 1200.
+  EXPECT_EQ(choose_attention_path(64, 16, 8, 8, true, false, true), AttnPath::small);
+  EXPECT_EQ(choose_attention_path(32, 32, 8, 8, true, false, true), AttnPath::small);
+  EXPECT_EQ(choose_attention_path(64, 16, 32, 32, true, false, true), AttnPath::tiled);
+  EXPECT_EQ(choose_attention_path(14, 14, 32, 32, true, false, true), AttnPath::small);
+  EXPECT_EQ(choose_attention_path(16, 16, 32, 32, true, false, true), AttnPath::tiled);
+  EXPECT_EQ(choose_attention_path(20, 20, 16, 16, true, false, true), AttnPath::small);
+  EXPECT_EQ(choose_attention_path(24, 24, 16, 16, true, false, true), AttnPath::tiled);
+  EXPECT_EQ(choose_attention_path(20, 20, 8, 16, true, false, true), AttnPath::small);
+  EXPECT_EQ(choose_attention_path(24, 24, 16, 8, true, false, true), AttnPath::tiled);
+  EXPECT_EQ(choose_attention_path(32, 32, 32, 32, true, true, true), AttnPath::tiled);
   EXPECT_EQ(choose_attention_path(65, 8, 8, 8, true, false, true), AttnPath::tiled);
   EXPECT_EQ(choose_attention_path(8, 65, 8, 8, true, false, true), AttnPath::tiled);
   EXPECT_EQ(choose_attention_path(33, 32, 8, 8, true, false, true), AttnPath::tiled);
