@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Training speed at three model sizes: attn (f32 and bf16) against d2l's
-PyTorch Transformer, run alternately on the same machine.
+"""Training speed at three model sizes and at d2l's: attn (f32 and bf16)
+against d2l's PyTorch Transformer, run alternately on the same machine.
 
     python3 bench/scale_sweep.py --attn build/release/attn [--configs a,b,c]
         [--pairs 3] [--seconds 60] [--threads 2] [--precisions f32,bf16]
+    python3 bench/scale_sweep.py --configs toy [--pairs 3]
 
 The sizes (hidden, layers, heads, ffn, num_steps T, batch; 30,000 pairs of the
 bundled corpus, d2l's word vocabularies and fixed-length batches):
@@ -11,6 +12,12 @@ bundled corpus, d2l's word vocabularies and fixed-length batches):
     a   128, 2, 4, 256,  T 16, batch 128
     b   256, 3, 8, 1024, T 32, batch 64
     c   512, 6, 8, 2048, T 32, batch 32   (Transformer-base's layer sizes)
+
+`toy` is d2l's own run instead (`attn train`'s default preset d2l: 32, 2, 4,
+64, T 10, batch 64, 600 pairs, lr 0.005, 200 epochs, f32 only), not time
+limited; the peer runs it on 1 and on --threads threads each round and the
+faster of the two counts (one thread is often PyTorch's best at this size).
+It also prints the median time of a one-sentence greedy translation.
 
 Each round runs every side once, the order rotating from round to round;
 each run trains for --seconds and reports target tokens (valid positions) per
@@ -66,6 +73,52 @@ def flags(cfg):
     return out
 
 
+def run_toy_attn(a, work):
+    metrics = os.path.join(work, "attn.json")
+    cmd = [a.attn, "--threads", str(a.threads), "train", "--out", os.path.join(work, "model"),
+           "--overwrite", "--quiet", "--metrics-json", metrics]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    with open(metrics) as f:
+        m = json.load(f)
+    return m["tokens_per_s"], m["translate_ms"]
+
+
+def run_toy_peer(a, threads):
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OPENBLAS_CORETYPE="SKYLAKEX")
+    cmd = [a.python, os.path.join(HERE, "peers", "d2l_transformer.py"), "--json", "--threads",
+           str(threads), "--epochs", "200"]
+    out = subprocess.run(cmd, check=True, env=env, capture_output=True, text=True).stdout
+    m = json.loads(out.strip().splitlines()[-1])
+    return m["tokens_per_s"], m["translate_ms"]
+
+
+def toy_rounds(a, work):
+    """d2l's run: attn against the faster of PyTorch on 1 and on a.threads threads."""
+    sides = ["attn", "pytorch 1", f"pytorch {a.threads}"]
+    got = {s: [] for s in sides}
+    ms = {s: [] for s in sides}
+    ratios, ms_ratios = [], []
+    for r in range(a.pairs):
+        load = os.getloadavg()[0]
+        for side in sides[r % 3:] + sides[:r % 3]:
+            v, t = run_toy_attn(a, work) if side == "attn" else run_toy_peer(
+                a, int(side.split()[1]))
+            got[side].append(v)
+            ms[side].append(t)
+        best = max(got[s][-1] for s in sides[1:])
+        fastest = min(ms[s][-1] for s in sides[1:])
+        ratios.append(got["attn"][-1] / best)
+        ms_ratios.append(fastest / ms["attn"][-1])
+        print(f"toy round {r + 1} (load {load:.2f}): " +
+              ", ".join(f"{s} {got[s][-1]:.0f} tokens/s {ms[s][-1]:.2f} ms" for s in sides) +
+              f"; {ratios[-1]:.2f}x training, {ms_ratios[-1]:.2f}x one sentence", flush=True)
+    print(f"toy: training {statistics.median(ratios):.2f}x (rounds " +
+          ", ".join(f"{x:.2f}" for x in ratios) + "), one sentence " +
+          f"{statistics.median(ms_ratios):.2f}x (rounds " +
+          ", ".join(f"{x:.2f}" for x in ms_ratios) + ")", flush=True)
+    return {"tokens_per_s": got, "translate_ms": ms, "ratios": ratios, "ms_ratios": ms_ratios}
+
+
 def run_attn(a, cfg, precision, work):
     metrics = os.path.join(work, "attn.json")
     cmd = [a.attn, "--threads", str(a.threads), "train", "--data", a.data, "--num-examples",
@@ -108,10 +161,16 @@ def main():
     ap.add_argument("--python", default="/usr/bin/python3",
                     help="the Python with Debian's python3-torch")
     a = ap.parse_args()
+    for name in a.configs.split(","):
+        if name != "toy" and name not in CONFIGS:
+            ap.error(f"unknown config {name!r}: choose from a, b, c, toy")
     sides = ["attn " + p for p in a.precisions.split(",")] + ["pytorch"]
     results = {}
     with tempfile.TemporaryDirectory() as work:
         for name in a.configs.split(","):
+            if name == "toy":
+                results[name] = toy_rounds(a, work)
+                continue
             cfg = CONFIGS[name]
             got = {s: [] for s in sides}
             flops = {s: [] for s in sides}
