@@ -43,6 +43,8 @@ thread_local Precision t_precision = Precision::f32;
 
 thread_local PrecisionScope::Frozen* t_frozen = nullptr;
 
+thread_local detail::Bf16Reuse::Entry t_reuse;
+
 bool cpu_has_bf16() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
@@ -177,9 +179,65 @@ PackedStore* frozen_packed_store() {
   return t_frozen != nullptr ? t_frozen->packed.get() : nullptr;
 }
 
+Bf16Reuse::Bf16Reuse(const Tensor& x, const std::uint16_t* bits) : previous_(t_reuse) {
+  t_reuse = {x.storage().get(), x.data<float>(), storage_span(x), bits};
+}
+
+Bf16Reuse::~Bf16Reuse() { t_reuse = previous_; }
+
+void to_bf16_with_column_sums(const float* x, std::int64_t M, std::int64_t N, std::uint16_t* out,
+                              float* colsum) {
+  if (M <= 0 || N <= 0) {
+    if (colsum) std::fill(colsum, colsum + std::max<std::int64_t>(N, 0), 0.0f);
+    return;
+  }
+  // Blocks of rows: enough of them to share, each a few hundred KiB at most.
+  constexpr std::int64_t kBlockRows = 64;
+  const std::int64_t blocks = (M + kBlockRows - 1) / kBlockRows;
+  thread_local std::vector<float> partial;
+  if (colsum && partial.size() < static_cast<std::size_t>(blocks * N))
+    partial.resize(static_cast<std::size_t>(blocks * N));
+  float* part = partial.data();
+  const bool parallel = M * N >= 2 * (std::int64_t(1) << 16) * grain_scale() && blocks > 1;
+  detail::parallel_for(blocks, detail::loop_threads(parallel), [&](std::int64_t blk) {
+    const std::int64_t r0 = blk * kBlockRows, r1 = std::min(M, r0 + kBlockRows);
+    const float* xs = x + r0 * N;
+    const std::int64_t len = (r1 - r0) * N;
+    if (bf16_supported()) {
+      to_bf16_avx512(xs, out + r0 * N, len);
+    } else {
+      for (std::int64_t i = 0; i < len; ++i) out[r0 * N + i] = to_bf16_reference(xs[i]);
+    }
+    if (!colsum) return;
+    float* ps = part + blk * N;
+    std::fill(ps, ps + N, 0.0f);
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const float* row = x + r * N;
+#pragma omp simd
+      for (std::int64_t j = 0; j < N; ++j) ps[j] += row[j];
+    }
+  });
+  if (!colsum) return;
+  // Columns in chunks over the threads; each column adds its blocks in order.
+  constexpr std::int64_t kCols = 256;
+  const std::int64_t chunks = (N + kCols - 1) / kCols;
+  detail::parallel_for(chunks, detail::loop_threads(parallel && chunks > 1), [&](std::int64_t c) {
+    const std::int64_t j0 = c * kCols, j1 = std::min(N, j0 + kCols);
+    std::copy(part + j0, part + j1, colsum + j0);
+    for (std::int64_t b = 1; b < blocks; ++b) {
+      const float* ps = part + b * N;
+#pragma omp simd
+      for (std::int64_t j = j0; j < j1; ++j) colsum[j] += ps[j];
+    }
+  });
+}
+
 const std::uint16_t* bf16_span(const Tensor& x, std::int64_t span,
                                std::vector<std::uint16_t>& scratch) {
   const float* p = x.data<float>();
+  if (t_reuse.bits != nullptr && t_reuse.first == p && t_reuse.span == span &&
+      t_reuse.storage == x.storage().get())
+    return t_reuse.bits;
   if (t_frozen != nullptr && t_frozen->storages.count(x.storage().get()) > 0) {
     auto key = std::make_tuple(static_cast<const void*>(x.storage().get()), p, span);
     std::lock_guard<std::mutex> lock(t_frozen->mu);  // the first use converts, under the lock

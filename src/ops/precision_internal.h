@@ -20,6 +20,39 @@ std::int64_t storage_span(const Tensor& x);
 const std::uint16_t* bf16_span(const Tensor& x, std::int64_t span,
                                std::vector<std::uint16_t>& scratch);
 
+// While alive, bf16_span of any tensor over the same floats as x (the same
+// storage, first element and span; a transposed or reshaped view of x too)
+// returns `bits`, which the caller filled with x's bf16 rounding in x's
+// layout, instead of converting again. One per thread at a time; a nested
+// one hides the outer one until it ends. For an operand that two products
+// share (a Linear layer's output gradient: dx and dW).
+class Bf16Reuse {
+ public:
+  Bf16Reuse(const Tensor& x, const std::uint16_t* bits);
+  ~Bf16Reuse();
+  Bf16Reuse(const Bf16Reuse&) = delete;
+  Bf16Reuse& operator=(const Bf16Reuse&) = delete;
+
+  struct Entry {
+    const void* storage = nullptr;
+    const float* first = nullptr;
+    std::int64_t span = 0;
+    const std::uint16_t* bits = nullptr;
+  };
+
+ private:
+  Entry previous_;
+};
+
+// The M x N rows of x (contiguous) rounded to bf16 into out (M N elements),
+// and, when colsum is not null, colsum[j] = the f32 sum over the rows of
+// x[r][j]: rows in blocks of a fixed size, each block summed in row order,
+// the blocks' sums added in block order, so that the bits do not depend on
+// the number of threads. One pass over x for a Linear layer's output
+// gradient in bf16: its operand of both products and its bias gradient.
+void to_bf16_with_column_sums(const float* x, std::int64_t M, std::int64_t N, std::uint16_t* out,
+                              float* colsum);
+
 // Whether x's storage is one of the open PrecisionScope's frozen parameters.
 bool frozen_parameter(const Tensor& x);
 

@@ -3,14 +3,18 @@
 // product of the bf16-rounded operands; gradients; frozen weights; scopes.
 #include "attn/ops/precision.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
 
+#include "attn/core/threads.h"
 #include "attn/ops/elementwise.h"
 #include "attn/ops/matmul.h"
 #include "attn/ops/reduce.h"
+#include "ops/precision_internal.h"
 #include "testing.h"
 
 using namespace attn;
@@ -165,6 +169,80 @@ TEST_F(Bf16, LinearForwardAndBackward) {
   expect_bf16_product(x.grad(), g, w.detach());
   expect_bf16_product(w.grad(), g.reshape({-1, 19}).transpose(0, 1), x.detach().reshape({-1, 23}));
   EXPECT_LT(max_abs_diff(bias.grad(), sum(g.reshape({-1, 19}), {0})), 1e-5);
+}
+
+// The one-pass rounding of a Linear layer's output gradient: every element
+// the reference's bits, the column sums within f32 rounding of the exact
+// sums (the rows summed in blocks, so the bound is that of any order), and
+// the same bits on one thread as on two, on sizes around the block of 64
+// rows and the vector widths.
+TEST_F(Bf16, RoundingWithColumnSumsEqualsReference) {
+  struct ThreadGuard {
+    int saved = get_num_threads();
+    ~ThreadGuard() { set_num_threads(saved); }
+  } guard;
+  for (std::int64_t M : {1, 2, 63, 64, 65, 130, 2049})
+    for (std::int64_t N : {1, 17, 33, 300}) {
+      SCOPED_TRACE(fmt::format("{} x {}", M, N));
+      Tensor x = rand32({M, N}, static_cast<std::uint64_t>(M * 1000 + N));
+      const float* px = x.data<float>();
+      std::vector<float> sums[2];
+      std::vector<std::uint16_t> bits[2];
+      for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        std::vector<std::uint16_t>& b = bits[threads - 1];
+        std::vector<float>& s = sums[threads - 1];
+        b.assign(static_cast<std::size_t>(M * N) + 1, 0xabcd);
+        s.assign(static_cast<std::size_t>(N) + 1, -7.0f);
+        detail::to_bf16_with_column_sums(px, M, N, b.data(), s.data());
+        ASSERT_EQ(b.back(), 0xabcd) << "wrote past the rounded rows";
+        ASSERT_EQ(s.back(), -7.0f) << "wrote past the sums";
+      }
+      EXPECT_EQ(bits[0], bits[1]);
+      EXPECT_EQ(sums[0], sums[1]) << "the sums depend on the thread count";
+      for (std::int64_t i = 0; i < M * N; ++i)
+        ASSERT_EQ(bits[0][static_cast<std::size_t>(i)], to_bf16_reference(px[i])) << i;
+      for (std::int64_t j = 0; j < N; ++j) {
+        double exact = 0, mag = 0;
+        for (std::int64_t r = 0; r < M; ++r) {
+          exact += px[r * N + j];
+          mag += std::fabs(px[r * N + j]);
+        }
+        EXPECT_LE(std::fabs(sums[0][static_cast<std::size_t>(j)] - exact),
+                  static_cast<double>(M) * 0x1p-24 * mag + 1e-30)
+            << "column " << j;
+      }
+      // Without sums: the same bits.
+      std::vector<std::uint16_t> alone(static_cast<std::size_t>(M * N));
+      detail::to_bf16_with_column_sums(px, M, N, alone.data(), nullptr);
+      alone.push_back(0xabcd);
+      EXPECT_EQ(alone, bits[0]);
+    }
+}
+
+// A Linear layer's backward in bf16 rounds g once for both products (one
+// pass, which also sums db): dx and dW are the very bits of the two bf16
+// products of the same f32 operands, with and without the ReLU (whose
+// masked g' is what gets rounded), over several 64-row blocks.
+TEST_F(Bf16, LinearBackwardRoundsItsGradientOnceForBothProducts) {
+  for (bool relu : {false, true}) {
+    SCOPED_TRACE(relu ? "linear_relu" : "linear");
+    Tensor x = rand32({3, 70, 41}, 61).requires_grad_(true);
+    Tensor w = rand32({301, 41}, 62).requires_grad_(true);
+    Tensor bias = rand32({301}, 63).requires_grad_(true);
+    Tensor g = rand32({3, 70, 301}, 64);
+    PrecisionScope bf16(Precision::bf16);
+    Tensor y = relu ? linear_relu(x, w, bias) : linear(x, w, bias);
+    sum(mul(y, g)).backward();
+    Tensor gm = relu ? mul(g, gt(y.detach(), 0.0)) : g;
+    Tensor g2 = gm.reshape({-1, 301});
+    EXPECT_EQ(max_abs_diff(x.grad(), matmul(gm, w.detach())), 0.0);
+    EXPECT_EQ(max_abs_diff(w.grad(), matmul(g2.transpose(0, 1), x.detach().reshape({-1, 41}))),
+              0.0);
+    EXPECT_LT(max_abs_diff(bias.grad(), sum(g2, {0})), 1e-4);
+    // bf16 really ran on the products.
+    EXPECT_GT(max_abs_diff(x.grad(), matmul_reference(gm, w.detach())), 1e-5);
+  }
 }
 
 // Frozen parameters: converted once, the same bits as converting each time;
