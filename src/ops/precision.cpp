@@ -191,7 +191,7 @@ void to_bf16_with_column_sums(const float* x, std::int64_t M, std::int64_t N, st
     if (colsum) std::fill(colsum, colsum + std::max<std::int64_t>(N, 0), 0.0f);
     return;
   }
-  // Blocks of rows: enough of them to share, each a few hundred KiB at most.
+  // Blocks of 64 rows: enough of them to share over the threads.
   constexpr std::int64_t kBlockRows = 64;
   const std::int64_t blocks = (M + kBlockRows - 1) / kBlockRows;
   thread_local std::vector<float> partial;
