@@ -12,7 +12,11 @@
 // (ops/packed_linear.cpp), whose kernel adds the bias and applies the ReLU.
 #include <omp.h>
 
+#include <memory>
+#include <optional>
+
 #include "attn/autograd/node.h"
+#include "attn/core/storage.h"
 #include "attn/core/threads.h"
 #include "attn/ops/matmul.h"
 #include "attn/ops/precision.h"
@@ -106,6 +110,35 @@ Tensor affine_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
 // Below this many multiply-adds a product takes about as long as a fork.
 constexpr std::int64_t kSideBySideMinWork = std::int64_t(1) << 16;
 
+// bf16 training: a Linear layer's x and W rounded to bf16 once, in the
+// forward, for its product, and kept for the backward's dW = g^T x and
+// dx = g W, which take them again (detail::Bf16Reuse) in place of rounding
+// x and W a second time (W only where the step's scope keeps no copy of it).
+// The backward then uses x and W as the forward saw them. Null where not
+// rounded here.
+struct Rounded {
+  std::shared_ptr<Storage> x, w;
+};
+
+// The bf16 bits of t (f32, contiguous) in a buffer of attn's allocator.
+std::shared_ptr<Storage> rounded_copy(const Tensor& t) {
+  auto bits = std::make_shared<Storage>(static_cast<std::size_t>(t.numel()) * 2);
+  to_bf16(t.data<float>(), static_cast<std::uint16_t*>(bits->data()), t.numel());
+  return bits;
+}
+
+bool keeps_rounded(const Tensor& x, const Tensor& w) {
+  return matmul_precision() == Precision::bf16 && x.dtype() == DType::f32 &&
+         w.dtype() == DType::f32 && x.numel() > 0 && w.numel() > 0 && x.is_contiguous() &&
+         w.is_contiguous();
+}
+
+// Opens a reuse of t's kept bits, when there are any.
+void reuse_kept(std::optional<detail::Bf16Reuse>& r, const Tensor& t,
+                const std::shared_ptr<Storage>& bits) {
+  if (bits) r.emplace(t, static_cast<const std::uint16_t*>(bits->data()));
+}
+
 // The gradients of y = x @ w^T + b from g = dL/dy (n: which are needed).
 // dx = g W and dW = g^T x do not depend on each other: where both are
 // products that run on one thread anyway (below kSerialGemmWork), they run
@@ -114,26 +147,47 @@ constexpr std::int64_t kSideBySideMinWork = std::int64_t(1) << 16;
 // autograd (the engine's backward), so that the second thread needs none of
 // the caller's thread-local state (a bf16 scope's copies of the weights).
 // Each product is computed as on one thread, so the bits do not change.
-Grads affine_backward(const Tensor& g, const Tensor& xd, const Tensor& wd, std::int64_t N,
-                      std::int64_t K, const Needs& n) {
+// With `relu_out` (linear_relu's y), g is first masked by [y > 0]: relu' is
+// [pre-activation > 0], and y > 0 exactly where it is.
+Grads affine_backward(const Tensor& g_in, const Tensor& xd, const Tensor& wd,
+                      const Tensor& relu_out, std::int64_t N, std::int64_t K, const Needs& n,
+                      const Rounded& kept, const char* op) {
+  std::optional<detail::Bf16Reuse> reuse_x, reuse_w;
+  reuse_kept(reuse_x, xd, kept.x);
+  reuse_kept(reuse_w, wd, kept.w);
   Grads grads(n.size());
   const bool dx = n[0], dw = n[1], db = n.size() > 2 && n[2];
+  // bf16: both products take g in bf16. One pass rounds it once for both
+  // (detail::Bf16Reuse), sums its columns for db and, after a ReLU, masks it
+  // on the way, in place of two conversions, a separate sum and a separate
+  // mask (size b's bf16 training: 1.06x without the mask).
+  const bool one_pass =
+      dx && dw && matmul_precision() == Precision::bf16 && g_in.dtype() == DType::f32 &&
+      g_in.is_contiguous() &&
+      (!relu_out.defined() || (relu_out.dtype() == DType::f32 && relu_out.is_contiguous() &&
+                               relu_out.shape() == g_in.shape()));
+  Tensor g = g_in;
+  if (relu_out.defined()) {
+    g = one_pass ? Tensor::empty(g_in.shape(), DType::f32)  // the pass below fills it
+                 : dispatch_float(relu_out.dtype(), op, [&]<class T>() {
+                     return detail::binary_map<T>(g_in, relu_out, relu_out.shape(),
+                                                  [](T gv, T yv) { return yv > 0 ? gv : T(0); });
+                   });
+  }
   const Tensor g2 = dw || db ? g.reshape({-1, N}) : Tensor();
   auto grad_x = [&] {
     grads[0] = matmul(g.dim() == 1 ? g.unsqueeze(0) : g, wd).reshape(xd.shape());
   };
   auto grad_w = [&] { grads[1] = matmul(g2.transpose(0, 1), xd.reshape({-1, K})); };
-  // bf16: both products take g in bf16. One pass rounds it once for both
-  // (detail::Bf16Reuse) and sums its columns for db on the way, in place of
-  // two conversions and a separate sum (size b's bf16 training: 1.06x).
-  if (dx && dw && matmul_precision() == Precision::bf16 && g.dtype() == DType::f32 &&
-      g.is_contiguous()) {
+  if (one_pass) {
     const std::int64_t M = g2.size(0);
     thread_local std::vector<std::uint16_t> bits;
     if (bits.size() < static_cast<std::size_t>(M * N)) bits.resize(static_cast<std::size_t>(M * N));
     Tensor bias_grad = db ? Tensor::empty({N}, DType::f32) : Tensor();
-    detail::to_bf16_with_column_sums(g2.data<float>(), M, N, bits.data(),
-                                     db ? bias_grad.data<float>() : nullptr);
+    const bool masks = relu_out.defined();
+    detail::to_bf16_with_column_sums(
+        g_in.data<float>(), M, N, bits.data(), db ? bias_grad.data<float>() : nullptr,
+        masks ? relu_out.data<float>() : nullptr, masks ? g.data<float>() : nullptr);
     detail::Bf16Reuse reuse(g2, bits.data());
     grad_x();
     grad_w();
@@ -159,26 +213,35 @@ Grads affine_backward(const Tensor& g, const Tensor& xd, const Tensor& wd, std::
 }
 
 // y = x @ weight^T + b, then relu when `relu`, recorded with its backward.
-// For relu, g is first masked by [y > 0]: relu' is [pre-activation > 0], and
-// y > 0 exactly where it is.
 Tensor affine(const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu,
               const char* op) {
   check_linear(x, weight, bias, op);
   const std::int64_t N = weight.size(0), K = weight.size(1);
-  Tensor y = affine_forward(x, weight, bias, relu, op);
   const bool needs =
       x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad());
-  if (!autograd::grad_enabled() || !needs) return y;
-  Tensor xd = x.detach(), wd = weight.detach(), yd = relu ? y.detach() : Tensor();
+  if (!autograd::grad_enabled() || !needs) return affine_forward(x, weight, bias, relu, op);
+  Tensor xd = x.detach(), wd = weight.detach();
+  Rounded kept;
+  Tensor y;
+  {
+    std::optional<detail::Bf16Reuse> reuse_x, reuse_w;
+    if (keeps_rounded(xd, wd)) {
+      // A weight frozen by the step's PrecisionScope (training) has its copy
+      // there, made once for all its uses in the step.
+      Rounded now{rounded_copy(xd), detail::frozen_parameter(wd) ? nullptr : rounded_copy(wd)};
+      reuse_kept(reuse_x, xd, now.x);
+      reuse_kept(reuse_w, wd, now.w);
+      // dW takes x; dx takes W.
+      if (weight.requires_grad()) kept.x = now.x;
+      if (x.requires_grad()) kept.w = now.w;
+    }
+    y = affine_forward(x, weight, bias, relu, op);
+  }
+  Tensor yd = relu ? y.detach() : Tensor();
   std::vector<Tensor> inputs = {x, weight};
   if (bias.defined()) inputs.push_back(bias);
-  return record(y, op, inputs, [xd, wd, yd, N, K, op](const Tensor& g, const Needs& n) {
-    if (!yd.defined()) return affine_backward(g, xd, wd, N, K, n);
-    Tensor gm = dispatch_float(yd.dtype(), op, [&]<class T>() {
-      return detail::binary_map<T>(g, yd, yd.shape(),
-                                   [](T gv, T yv) { return yv > 0 ? gv : T(0); });
-    });
-    return affine_backward(gm, xd, wd, N, K, n);
+  return record(y, op, inputs, [xd, wd, yd, N, K, op, kept](const Tensor& g, const Needs& n) {
+    return affine_backward(g, xd, wd, yd, N, K, n, kept, op);
   });
 }
 

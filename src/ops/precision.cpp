@@ -43,7 +43,7 @@ thread_local Precision t_precision = Precision::f32;
 
 thread_local PrecisionScope::Frozen* t_frozen = nullptr;
 
-thread_local detail::Bf16Reuse::Entry t_reuse;
+thread_local const detail::Bf16Reuse* t_reuse = nullptr;  // the innermost open one
 
 bool cpu_has_bf16() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -179,14 +179,27 @@ PackedStore* frozen_packed_store() {
   return t_frozen != nullptr ? t_frozen->packed.get() : nullptr;
 }
 
-Bf16Reuse::Bf16Reuse(const Tensor& x, const std::uint16_t* bits) : previous_(t_reuse) {
-  t_reuse = {x.storage().get(), x.data<float>(), storage_span(x), bits};
+Bf16Reuse::Bf16Reuse(const Tensor& x, const std::uint16_t* bits)
+    : storage_(x.storage().get()),
+      first_(x.data<float>()),
+      span_(storage_span(x)),
+      bits_(bits),
+      outer_(t_reuse) {
+  t_reuse = this;
 }
 
-Bf16Reuse::~Bf16Reuse() { t_reuse = previous_; }
+Bf16Reuse::~Bf16Reuse() { t_reuse = outer_; }
+
+const std::uint16_t* Bf16Reuse::find(const void* storage, const float* first, std::int64_t span) {
+  for (const Bf16Reuse* r = t_reuse; r != nullptr; r = r->outer_)
+    if (r->first_ == first && r->span_ == span && r->storage_ == storage) return r->bits_;
+  return nullptr;
+}
 
 void to_bf16_with_column_sums(const float* x, std::int64_t M, std::int64_t N, std::uint16_t* out,
-                              float* colsum) {
+                              float* colsum, const float* relu_out, float* masked) {
+  ATTN_CHECK((relu_out == nullptr) == (masked == nullptr), InternalError,
+             "to_bf16_with_column_sums: the ReLU's output and the masked rows go together");
   if (M <= 0 || N <= 0) {
     if (colsum) std::fill(colsum, colsum + std::max<std::int64_t>(N, 0), 0.0f);
     return;
@@ -201,8 +214,15 @@ void to_bf16_with_column_sums(const float* x, std::int64_t M, std::int64_t N, st
   const bool parallel = M * N >= 2 * (std::int64_t(1) << 16) * grain_scale() && blocks > 1;
   detail::parallel_for(blocks, detail::loop_threads(parallel), [&](std::int64_t blk) {
     const std::int64_t r0 = blk * kBlockRows, r1 = std::min(M, r0 + kBlockRows);
-    const float* xs = x + r0 * N;
     const std::int64_t len = (r1 - r0) * N;
+    const float* xs = x + r0 * N;
+    if (relu_out) {
+      const float* ys = relu_out + r0 * N;
+      float* ms = masked + r0 * N;
+#pragma omp simd
+      for (std::int64_t i = 0; i < len; ++i) ms[i] = ys[i] > 0 ? xs[i] : 0.0f;
+      xs = ms;
+    }
     if (bf16_supported()) {
       to_bf16_avx512(xs, out + r0 * N, len);
     } else {
@@ -212,7 +232,7 @@ void to_bf16_with_column_sums(const float* x, std::int64_t M, std::int64_t N, st
     float* ps = part + blk * N;
     std::fill(ps, ps + N, 0.0f);
     for (std::int64_t r = r0; r < r1; ++r) {
-      const float* row = x + r * N;
+      const float* row = xs + (r - r0) * N;
 #pragma omp simd
       for (std::int64_t j = 0; j < N; ++j) ps[j] += row[j];
     }
@@ -235,9 +255,7 @@ void to_bf16_with_column_sums(const float* x, std::int64_t M, std::int64_t N, st
 const std::uint16_t* bf16_span(const Tensor& x, std::int64_t span,
                                std::vector<std::uint16_t>& scratch) {
   const float* p = x.data<float>();
-  if (t_reuse.bits != nullptr && t_reuse.first == p && t_reuse.span == span &&
-      t_reuse.storage == x.storage().get())
-    return t_reuse.bits;
+  if (const std::uint16_t* bits = Bf16Reuse::find(x.storage().get(), p, span)) return bits;
   if (t_frozen != nullptr && t_frozen->storages.count(x.storage().get()) > 0) {
     auto key = std::make_tuple(static_cast<const void*>(x.storage().get()), p, span);
     std::lock_guard<std::mutex> lock(t_frozen->mu);  // the first use converts, under the lock

@@ -23,9 +23,11 @@ const std::uint16_t* bf16_span(const Tensor& x, std::int64_t span,
 // While alive, bf16_span of any tensor over the same floats as x (the same
 // storage, first element and span; a transposed or reshaped view of x too)
 // returns `bits`, which the caller filled with x's bf16 rounding in x's
-// layout, instead of converting again. One per thread at a time; a nested
-// one hides the outer one until it ends. For an operand that two products
-// share (a Linear layer's output gradient: dx and dW).
+// layout, instead of converting again. Per thread; several may be open at
+// once (a stack: they end in the reverse order), the innermost one matching
+// counts. For operands that several products share: a Linear layer's output
+// gradient (dx and dW) and, in training, its input and weight, rounded once
+// in the forward and taken again by dW and dx (ops/linear.cpp).
 class Bf16Reuse {
  public:
   Bf16Reuse(const Tensor& x, const std::uint16_t* bits);
@@ -33,15 +35,15 @@ class Bf16Reuse {
   Bf16Reuse(const Bf16Reuse&) = delete;
   Bf16Reuse& operator=(const Bf16Reuse&) = delete;
 
-  struct Entry {
-    const void* storage = nullptr;
-    const float* first = nullptr;
-    std::int64_t span = 0;
-    const std::uint16_t* bits = nullptr;
-  };
+  // The bits of the innermost open reuse over (storage, first, span), or null.
+  static const std::uint16_t* find(const void* storage, const float* first, std::int64_t span);
 
  private:
-  Entry previous_;
+  const void* storage_;
+  const float* first_;
+  std::int64_t span_;
+  const std::uint16_t* bits_;
+  const Bf16Reuse* outer_;
 };
 
 // The M x N rows of x (contiguous) rounded to bf16 into out (M N elements),
@@ -50,8 +52,13 @@ class Bf16Reuse {
 // the blocks' sums added in block order, so that the bits do not depend on
 // the number of threads. One pass over x for a Linear layer's output
 // gradient in bf16: its operand of both products and its bias gradient.
+// With `relu_out` (M x N, the ReLU's output y), x is first masked by
+// [y > 0] (the gradient through the ReLU), written to `masked` (M x N), and
+// the masked rows are what is rounded and summed: linear_relu's backward in
+// the same pass.
 void to_bf16_with_column_sums(const float* x, std::int64_t M, std::int64_t N, std::uint16_t* out,
-                              float* colsum);
+                              float* colsum, const float* relu_out = nullptr,
+                              float* masked = nullptr);
 
 // Whether x's storage is one of the open PrecisionScope's frozen parameters.
 bool frozen_parameter(const Tensor& x);

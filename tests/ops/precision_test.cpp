@@ -175,7 +175,8 @@ TEST_F(Bf16, LinearForwardAndBackward) {
 // the reference's bits, the column sums within f32 rounding of the exact
 // sums (the rows summed in blocks, so the bound is that of any order), and
 // the same bits on one thread as on two, on sizes around the block of 64
-// rows and the vector widths.
+// rows and the vector widths; through a ReLU, the same as rounding the
+// masked rows.
 TEST_F(Bf16, RoundingWithColumnSumsEqualsReference) {
   struct ThreadGuard {
     int saved = get_num_threads();
@@ -217,6 +218,20 @@ TEST_F(Bf16, RoundingWithColumnSumsEqualsReference) {
       detail::to_bf16_with_column_sums(px, M, N, alone.data(), nullptr);
       alone.push_back(0xabcd);
       EXPECT_EQ(alone, bits[0]);
+      // Through a ReLU: x masked by [y > 0], then rounded and summed; the
+      // sums of the masked rows in the same order as above.
+      Tensor y = rand32({M, N}, static_cast<std::uint64_t>(M * 1000 + N + 7));
+      const float* py = y.data<float>();
+      std::vector<float> masked(static_cast<std::size_t>(M * N) + 1, -7.0f), expect(masked);
+      std::vector<std::uint16_t> mbits(static_cast<std::size_t>(M * N));
+      std::vector<float> msums(static_cast<std::size_t>(N)), esums(static_cast<std::size_t>(N));
+      for (std::int64_t i = 0; i < M * N; ++i) expect[i] = py[i] > 0 ? px[i] : 0.0f;
+      detail::to_bf16_with_column_sums(px, M, N, mbits.data(), msums.data(), py, masked.data());
+      EXPECT_EQ(masked, expect) << "the mask, or a write past the rows";
+      std::vector<std::uint16_t> ebits(mbits.size());
+      detail::to_bf16_with_column_sums(expect.data(), M, N, ebits.data(), esums.data());
+      EXPECT_EQ(mbits, ebits);
+      EXPECT_EQ(msums, esums);
     }
 }
 
@@ -243,6 +258,61 @@ TEST_F(Bf16, LinearBackwardRoundsItsGradientOnceForBothProducts) {
     // bf16 really ran on the products.
     EXPECT_GT(max_abs_diff(x.grad(), matmul_reference(gm, w.detach())), 1e-5);
   }
+}
+
+// In training, a Linear layer's forward rounds x and W once and its
+// backward takes that rounding again (dW = g^T x, dx = g W): the backward
+// uses x and W as the forward saw them. Changed in place after the forward,
+// the gradients are still the bf16 products of the old values, bit for bit.
+TEST_F(Bf16, LinearBackwardTakesTheRoundingOfTheForward) {
+  for (bool relu : {false, true}) {
+    SCOPED_TRACE(relu ? "linear_relu" : "linear");
+    Tensor x = rand32({2, 37, 29}, 71).requires_grad_(true);
+    Tensor w = rand32({45, 29}, 72).requires_grad_(true);
+    Tensor g = rand32({2, 37, 45}, 73);
+    const Tensor x0 = x.detach().clone(), w0 = w.detach().clone();
+    PrecisionScope bf16(Precision::bf16);
+    Tensor y = relu ? linear_relu(x, w) : linear(x, w);
+    for (Tensor t : {x, w}) {
+      float* p = t.data<float>();
+      for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = p[i] * 3.0f + 1.0f;
+    }
+    sum(mul(y, g)).backward();
+    Tensor gm = relu ? mul(g, gt(y.detach(), 0.0)) : g;
+    EXPECT_EQ(max_abs_diff(x.grad(), matmul(gm, w0)), 0.0);
+    EXPECT_EQ(
+        max_abs_diff(w.grad(), matmul(gm.reshape({-1, 45}).transpose(0, 1), x0.reshape({-1, 29}))),
+        0.0);
+  }
+}
+
+// Open reuses form a stack per thread: the innermost match counts, and each
+// one's end uncovers the one outside it.
+TEST_F(Bf16, ReusesStackInnermostFirst) {
+  Tensor a = rand32({4, 6}, 81), b = rand32({3, 5}, 82);
+  const std::uint16_t one[1] = {1}, two[1] = {2}, three[1] = {3};
+  auto find = [](const Tensor& t) {
+    return detail::Bf16Reuse::find(t.storage().get(), t.data<float>(), detail::storage_span(t));
+  };
+  EXPECT_EQ(find(a), nullptr);
+  {
+    detail::Bf16Reuse ra(a, one);
+    {
+      detail::Bf16Reuse rb(b, two);
+      EXPECT_EQ(find(a), one);
+      EXPECT_EQ(find(a.transpose(0, 1)), one);  // the same floats
+      EXPECT_EQ(find(b), two);
+      EXPECT_EQ(find(a.narrow(0, 1, 2)), nullptr);  // not the same floats
+      {
+        detail::Bf16Reuse ra2(a, three);
+        EXPECT_EQ(find(a), three);
+      }
+      EXPECT_EQ(find(a), one);
+    }
+    EXPECT_EQ(find(b), nullptr);
+    EXPECT_EQ(find(a), one);
+  }
+  EXPECT_EQ(find(a), nullptr);
 }
 
 // Frozen parameters: converted once, the same bits as converting each time;
