@@ -1,6 +1,9 @@
 #include "attn/optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
 #include "attn/core/error.h"
 #include "attn/core/threads.h"
@@ -90,11 +93,20 @@ void Adam::step_scaled(double grad_scale) {
   const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(t_));
   const double bc2 = 1.0 - std::pow(beta2_, static_cast<double>(t_));
   const bool scaled = grad_scale != 1.0;
+  // The f32 parameters (all of a model's) in one team: their elements as one
+  // range, split over the threads across parameter boundaries, so that the
+  // step forks once and every parameter's elements are shared whatever its
+  // size (one per parameter, a team each, left the small ones on one thread).
+  // Element by element, so the result is the same on any number of threads.
+  std::vector<AdamStep<float>> steps;
+  std::vector<std::int64_t> starts = {0};  // steps[i] covers [starts[i], starts[i + 1])
+  std::vector<Tensor> grads;  // keeps contiguous copies alive
   for (std::size_t k = 0; k < params_.size(); ++k) {
     Tensor& p = params_[k];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    Tensor gc = g.contiguous();
+    grads.push_back(g.contiguous());
+    const Tensor& gc = grads.back();
     dispatch_float(p.dtype(), "Adam", [&]<class T>() {
       AdamStep<T> st;
       st.p = p.data<T>();
@@ -112,11 +124,26 @@ void Adam::step_scaled(double grad_scale) {
       st.scaled = scaled;
       st.grad_scale = grad_scale;
       const std::int64_t n = p.numel();
-      // Element by element, so the result is the same on any number of threads.
-      detail::parallel_ranges(n, detail::loop_threads(n >= parallel_grain()),
-                              [&](std::int64_t b, std::int64_t e) { adam_update(st, b, e); });
+      if constexpr (std::is_same_v<T, float>) {
+        steps.push_back(st);
+        starts.push_back(starts.back() + n);
+      } else {
+        detail::parallel_ranges(n, detail::loop_threads(n >= parallel_grain()),
+                                [&](std::int64_t b, std::int64_t e) { adam_update(st, b, e); });
+      }
     });
   }
+  const std::int64_t total = starts.back();
+  detail::parallel_ranges(
+      total, detail::loop_threads(total >= parallel_grain()), [&](std::int64_t b, std::int64_t e) {
+        auto i = static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), b) -
+                                          starts.begin() - 1);
+        for (; b < e; ++i) {
+          const std::int64_t end = std::min(e, starts[i + 1]);
+          adam_update(steps[i], b - starts[i], end - starts[i]);
+          b = end;
+        }
+      });
 }
 
 namespace {

@@ -74,6 +74,17 @@ std::vector<Tensor> clones(const std::vector<Tensor>& ps) {
   return out;
 }
 
+// Copies with copies of their gradients (where they have one).
+std::vector<Tensor> clones_or_plain(const std::vector<Tensor>& ps) {
+  std::vector<Tensor> out;
+  for (const auto& p : ps) {
+    Tensor c = p.clone();
+    if (p.grad().defined()) c.set_grad(p.grad().clone());
+    out.push_back(c);
+  }
+  return out;
+}
+
 }  // namespace
 
 // The fused path the trainer takes (grad_norm, then Adam::step_scaled) gives
@@ -130,3 +141,57 @@ TEST(GradNorm, IndependentOfThreadsAndMatchesAPlainSum) {
   Tensor no_grad = tensor({1.0f});
   EXPECT_EQ(optim::grad_norm({no_grad}), 0.0);
 }
+
+// Adam's step treats the f32 parameters' elements as one range split over
+// the threads across parameter boundaries: the same bits on 1 and 2 threads,
+// the same as each parameter stepped by an Adam of its own, and within f32
+// rounding of the formula in double; an empty parameter, one without a
+// gradient (untouched) and an f64 one (stepped apart) among them.
+TEST(Adam, OneRangeOverAllParametersEqualsEachAlone) {
+  const int saved = get_num_threads();
+  std::vector<Tensor> base = params_with_grads(31);
+  base.push_back(attn::testing::rand32({0, 4}, 7));
+  base.back().set_grad(attn::testing::rand32({0, 4}, 8));
+  base.push_back(attn::testing::rand32({40, 3}, 9));  // no gradient
+  base.push_back(attn::testing::leaf64({6, 5}, 10).detach());
+  base.back().set_grad(attn::testing::leaf64({6, 5}, 11).detach());
+  std::vector<Tensor> results[2];
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    std::vector<Tensor> ps = clones_or_plain(base);
+    optim::Adam adam(ps, 1e-2, 0.9, 0.98, 1e-9);
+    adam.step_scaled(0.5);
+    adam.step_scaled(0.5);
+    results[threads - 1] = ps;
+  }
+  set_num_threads(saved);
+  for (std::size_t k = 0; k < base.size(); ++k) {
+    SCOPED_TRACE(k);
+    const Tensor& one = results[0][k];
+    EXPECT_EQ(max_abs_diff(one, results[1][k]), 0.0);
+    std::vector<Tensor> alone = clones_or_plain({base[k]});
+    optim::Adam single(alone, 1e-2, 0.9, 0.98, 1e-9);
+    single.step_scaled(0.5);
+    single.step_scaled(0.5);
+    EXPECT_EQ(max_abs_diff(one, alone[0]), 0.0);
+    if (!base[k].grad().defined()) {
+      EXPECT_EQ(max_abs_diff(one, base[k]), 0.0);
+      continue;
+    }
+    const std::vector<double> p0 = to_vector<double>(base[k].to(DType::f64)),
+                              g = to_vector<double>(base[k].grad().to(DType::f64)),
+                              got = to_vector<double>(one.to(DType::f64));
+    for (std::size_t i = 0; i < p0.size(); ++i) {
+      double x = p0[i], m = 0, v = 0;
+      for (int t = 1; t <= 2; ++t) {
+        const double gi = 0.5 * g[i];
+        m = 0.9 * m + 0.1 * gi;
+        v = 0.98 * v + 0.02 * gi * gi;
+        x -= 1e-2 * (m / (1 - std::pow(0.9, t))) /
+             (std::sqrt(v / (1 - std::pow(0.98, t))) + 1e-9);
+      }
+      ASSERT_NEAR(got[i], x, 1e-6 * (1 + std::fabs(x))) << "element " << i;
+    }
+  }
+}
+
