@@ -22,8 +22,12 @@ It also prints the median time of a one-sentence greedy translation.
 Each round runs every side once, the order rotating from round to round;
 each run trains for --seconds and reports target tokens (valid positions) per
 second of training. Printed: each round's figures with the load average
-before it, then the median of each side over the rounds, its model GFLOP/s
-(below) and its ratio to the peer's median.
+before it (each attn run with its placement probes, `[far k/n]`: k of the n
+probes of the run found the two cores far apart, "Threads" in the README;
+attn probes only while no other process keeps the cores busy, so n = 0
+says that one did all along),
+then the median of each side over the rounds, its model GFLOP/s (below) and
+its ratio to the peer's median.
 
 Model FLOP/s: the matrix products of one step, forward and backward (6 FLOP
 per multiply-add of a Linear layer, at every position of the padded
@@ -73,6 +77,15 @@ def flags(cfg):
     return out
 
 
+def placement(m):
+    """attn's placement probes of a run (attn/core/threads.h): how many of
+    them found the two cores far apart, where attn runs its small ops on
+    one thread and d2l's toy training is about a third slower."""
+    if "placement_probes" not in m:
+        return ""
+    return f" [far {m['placement_far_probes']}/{m['placement_probes']}]"
+
+
 def run_toy_attn(a, work):
     metrics = os.path.join(work, "attn.json")
     cmd = [a.attn, "--threads", str(a.threads), "train", "--out", os.path.join(work, "model"),
@@ -80,7 +93,7 @@ def run_toy_attn(a, work):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     with open(metrics) as f:
         m = json.load(f)
-    return m["tokens_per_s"], m["translate_ms"]
+    return m["tokens_per_s"], m["translate_ms"], placement(m)
 
 
 def run_toy_peer(a, threads):
@@ -89,7 +102,7 @@ def run_toy_peer(a, threads):
            str(threads), "--epochs", "200"]
     out = subprocess.run(cmd, check=True, env=env, capture_output=True, text=True).stdout
     m = json.loads(out.strip().splitlines()[-1])
-    return m["tokens_per_s"], m["translate_ms"]
+    return m["tokens_per_s"], m["translate_ms"], ""
 
 
 def toy_rounds(a, work):
@@ -97,11 +110,12 @@ def toy_rounds(a, work):
     sides = ["attn", "pytorch 1", f"pytorch {a.threads}"]
     got = {s: [] for s in sides}
     ms = {s: [] for s in sides}
+    where = {s: "" for s in sides}
     ratios, ms_ratios = [], []
     for r in range(a.pairs):
         load = os.getloadavg()[0]
         for side in sides[r % 3:] + sides[:r % 3]:
-            v, t = run_toy_attn(a, work) if side == "attn" else run_toy_peer(
+            v, t, where[side] = run_toy_attn(a, work) if side == "attn" else run_toy_peer(
                 a, int(side.split()[1]))
             got[side].append(v)
             ms[side].append(t)
@@ -110,7 +124,8 @@ def toy_rounds(a, work):
         ratios.append(got["attn"][-1] / best)
         ms_ratios.append(fastest / ms["attn"][-1])
         print(f"toy round {r + 1} (load {load:.2f}): " +
-              ", ".join(f"{s} {got[s][-1]:.0f} tokens/s {ms[s][-1]:.2f} ms" for s in sides) +
+              ", ".join(f"{s} {got[s][-1]:.0f} tokens/s {ms[s][-1]:.2f} ms{where[s]}"
+                        for s in sides) +
               f"; {ratios[-1]:.2f}x training, {ms_ratios[-1]:.2f}x one sentence", flush=True)
     print(f"toy: training {statistics.median(ratios):.2f}x (rounds " +
           ", ".join(f"{x:.2f}" for x in ratios) + "), one sentence " +
@@ -131,7 +146,7 @@ def run_attn(a, cfg, precision, work):
     with open(os.path.join(work, "model", "config.json")) as f:
         vocab = json.load(f)["tgt_vocab_size"]
     gflops = m["steps"] * model_flops_per_step(cfg, vocab) / m["train_seconds"] / 1e9
-    return m["tokens_per_s"], gflops, m["step_losses"]
+    return m["tokens_per_s"], gflops, m["step_losses"], placement(m)
 
 
 def run_peer(a, cfg):
@@ -143,7 +158,7 @@ def run_peer(a, cfg):
     out = subprocess.run(cmd, check=True, env=env, capture_output=True, text=True).stdout
     m = json.loads(out.strip().splitlines()[-1])
     gflops = m["steps"] * model_flops_per_step(cfg, m["tgt_vocab_size"]) / m["train_seconds"] / 1e9
-    return m["tokens_per_s"], gflops, None
+    return m["tokens_per_s"], gflops, None, ""
 
 
 def main():
@@ -175,17 +190,18 @@ def main():
             got = {s: [] for s in sides}
             flops = {s: [] for s in sides}
             losses = {s: [] for s in sides}
+            where = {s: "" for s in sides}
             for r in range(a.pairs):
                 load = os.getloadavg()[0]
                 order = sides[r % len(sides):] + sides[:r % len(sides)]
                 for side in order:
-                    v, g, curve = run_peer(a, cfg) if side == "pytorch" else run_attn(
-                        a, cfg, side.split()[1], work)
+                    v, g, curve, where[side] = run_peer(a, cfg) if side == "pytorch" else \
+                        run_attn(a, cfg, side.split()[1], work)
                     got[side].append(v)
                     flops[side].append(g)
                     losses[side].append(curve)
                 print(f"config {name} round {r + 1} (load {load:.2f}): " +
-                      ", ".join(f"{s} {got[s][-1]:.0f}" for s in sides), flush=True)
+                      ", ".join(f"{s} {got[s][-1]:.0f}{where[s]}" for s in sides), flush=True)
             med = {s: statistics.median(v) for s, v in got.items()}
             med_flops = {s: statistics.median(v) for s, v in flops.items()}
             for s in sides:

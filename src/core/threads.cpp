@@ -73,6 +73,7 @@ struct Contention {
   std::atomic<std::int64_t> next_sample_ns{0};
   std::atomic<bool> busy{false};  // filter.busy(), for the threads that do not sample
   std::atomic<bool> far{false};  // the last probe's round trip was above kFarRoundTripNs
+  std::atomic<std::int64_t> probes{0}, far_probes{0};  // probes that measured; far ones
   std::atomic_flag sampling = ATOMIC_FLAG_INIT;  // one sampler at a time owns `filter`
   std::int64_t next_probe_ns = 0;  // owned by the sampler
   detail::ContentionFilter filter;
@@ -99,7 +100,11 @@ struct Contention {
     const int threads = omp_get_max_threads();
     if (now >= next_probe_ns && !filter.busy() && threads > 1 && !omp_in_parallel()) {
       const std::int64_t trip = detail::team_round_trip_ns(threads);
-      if (trip >= 0) far.store(trip > kFarRoundTripNs, std::memory_order_relaxed);
+      if (trip >= 0) {
+        far.store(trip > kFarRoundTripNs, std::memory_order_relaxed);
+        probes.fetch_add(1, std::memory_order_relaxed);
+        if (trip > kFarRoundTripNs) far_probes.fetch_add(1, std::memory_order_release);
+      }
       next_probe_ns = now + (trip >= 0 ? kProbeEveryNs : kProbeEveryNs / 10);  // unmeasured: soon
     }
     sampling.clear(std::memory_order_release);
@@ -136,6 +141,14 @@ std::int64_t grain_scale() {
   if (!c.enabled) return 1;
   c.maybe_sample();
   return c.far.load(std::memory_order_relaxed) ? kFarGrainScale : 1;
+}
+
+PlacementProbes placement_probes() {
+  Contention& c = contention();
+  PlacementProbes p;
+  p.far = c.far_probes.load(std::memory_order_acquire);  // first: never above probes
+  p.probes = c.probes.load(std::memory_order_relaxed);
+  return p;
 }
 
 namespace detail {

@@ -52,4 +52,15 @@ inline constexpr std::int64_t kProbeEveryNs = 1'000'000'000;
 std::int64_t grain_scale();
 inline std::int64_t parallel_grain() { return kParallelGrain * grain_scale(); }
 
+// The placement probes this process has made so far (above): how many, and
+// how many found the team's cores far apart. A run's speed depends on the
+// placement (d2l's toy training: about 150,000 target tokens/s near, 95,000
+// far, on the development machine), so `attn train --metrics-json` reports
+// both and the benchmark scripts print them beside each run.
+struct PlacementProbes {
+  std::int64_t probes = 0;
+  std::int64_t far = 0;
+};
+PlacementProbes placement_probes();
+
 }  // namespace attn
