@@ -37,10 +37,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <optional>
 #include <type_traits>
 
 #include "attn/autograd/node.h"
+#include "attn/core/storage.h"
 #include "attn/core/threads.h"
 #include "attn/ops/precision.h"
 #include "attn/ops/reduce.h"
@@ -328,14 +330,24 @@ void run_gemms(const Operand& A, const Operand& B, const Shape& batch, std::int6
 // ---- bf16 (ops/precision.h): both operands rounded to bf16 in their own
 // layouts, one oneDNN primitive accumulating in f32 ----
 
+// The floats of `bits` (x's bf16 rounding: `span` elements in x's layout from
+// its first element) as a tensor of x's shape and strides.
+Tensor widened(const Tensor& x, const std::uint16_t* bits, std::int64_t span) {
+  auto storage = std::make_shared<Storage>(static_cast<std::size_t>(span) * sizeof(float));
+  float* p = static_cast<float*>(storage->data());
+  for (std::int64_t i = 0; i < span; ++i) p[i] = from_bf16(bits[i]);
+  return Tensor::make_view(std::move(storage), x.shape(), x.strides(), 0, DType::f32);
+}
+
 void run_bf16(const Operand& A, const Operand& B, const Shape& batch, std::int64_t M,
               std::int64_t N, std::int64_t K, const Tensor& out, const char* op) {
   thread_local std::vector<std::uint16_t> scratch_a, scratch_b;
   const std::int64_t span_a = detail::storage_span(A.t), span_b = detail::storage_span(B.t);
   bool ok = span_a > 0 && span_b > 0;
+  const std::uint16_t *pa = nullptr, *pb = nullptr;
   if (ok) {
-    const std::uint16_t* pa = detail::bf16_span(A.t, span_a, scratch_a);
-    const std::uint16_t* pb = detail::bf16_span(B.t, span_b, scratch_b);
+    pa = detail::bf16_span(A.t, span_a, scratch_a);
+    pb = detail::bf16_span(B.t, span_b, scratch_b);
     std::int64_t ld_rows = A.ld;
     const bool folded =
         shape_numel(batch) == 1 || (shared_by_batch(B.t) && foldable_rows(A, batch, K, ld_rows));
@@ -343,10 +355,14 @@ void run_bf16(const Operand& A, const Operand& B, const Shape& batch, std::int64
                         geometry(A, B, batch, M, N, K, folded, ld_rows), out);
   }
   if (!ok) {
-    // No fast bf16 kernel for this geometry: the same rounding, f32 products.
+    // No fast bf16 kernel for this geometry (or none on this CPU): the same
+    // rounding, f32 products. The bits bf16_span gave, where it gave any:
+    // an open detail::Bf16Reuse's (a Linear layer's input as its forward
+    // rounded it) are the operand, whatever its floats hold now.
     PrecisionScope f32(Precision::f32);
-    run_gemms<float>(prepare(round_to_bf16(A.t)), prepare(round_to_bf16(B.t)), batch, M, N, K, out,
-                     op);
+    run_gemms<float>(prepare(pa ? widened(A.t, pa, span_a) : round_to_bf16(A.t)),
+                     prepare(pb ? widened(B.t, pb, span_b) : round_to_bf16(B.t)), batch, M, N, K,
+                     out, op);
   }
 }
 
