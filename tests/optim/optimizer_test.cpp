@@ -187,11 +187,9 @@ TEST(Adam, OneRangeOverAllParametersEqualsEachAlone) {
         const double gi = 0.5 * g[i];
         m = 0.9 * m + 0.1 * gi;
         v = 0.98 * v + 0.02 * gi * gi;
-        x -= 1e-2 * (m / (1 - std::pow(0.9, t))) /
-             (std::sqrt(v / (1 - std::pow(0.98, t))) + 1e-9);
+        x -= 1e-2 * (m / (1 - std::pow(0.9, t))) / (std::sqrt(v / (1 - std::pow(0.98, t))) + 1e-9);
       }
       ASSERT_NEAR(got[i], x, 1e-6 * (1 + std::fabs(x))) << "element " << i;
     }
   }
 }
-
