@@ -35,17 +35,22 @@ per multiply-add of a Linear layer, at every position of the padded
 multiply-add of the attention's scores and weighted values), times the steps
 a run made, over its seconds of training (attn's include its checkpoints).
 The embeddings (gathers), layer norms, softmax, loss and optimizer are not
-counted. The issue's mark for bf16 is above the f32 FMA peak of this machine
-(562 GFLOP/s).
+counted. The issue's mark for bf16 is above the f32 FMA peak of the 2-core
+AVX-512 machine the figures in the README come from (562 GFLOP/s).
 
-The peer runs at its best: OMP_WAIT_POLICY=PASSIVE (4-5x faster than
-PyTorch's spinning default on 2 cores here) and OPENBLAS_CORETYPE=SKYLAKEX
-(Debian's OpenBLAS otherwise picks its Haswell kernels on this CPU). attn
-runs with its defaults. Nothing else may run meanwhile.
+The peer runs at its best (bench/peer_env.py): OMP_WAIT_POLICY=PASSIVE (4-5x
+faster than PyTorch's spinning default on 2 cores) and, on a CPU with
+AVX-512, OPENBLAS_CORETYPE=SKYLAKEX (Debian's OpenBLAS otherwise picks its
+Haswell kernels there); elsewhere OpenBLAS chooses. attn runs with its
+defaults. A precision attn would not run here (bf16 without AVX-512 BF16:
+attn warns and trains in f32) is reported and skipped. Nothing else may run
+meanwhile.
 """
-import argparse, json, os, statistics, subprocess, tempfile
+import argparse, json, os, statistics, subprocess, sys, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from peer_env import describe, peer_env  # noqa: E402
 ROOT = os.path.dirname(HERE)
 
 CONFIGS = {
@@ -97,7 +102,7 @@ def run_toy_attn(a, work):
 
 
 def run_toy_peer(a, threads):
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OPENBLAS_CORETYPE="SKYLAKEX")
+    env = peer_env()
     cmd = [a.python, os.path.join(HERE, "peers", "d2l_transformer.py"), "--json", "--threads",
            str(threads), "--epochs", "200"]
     out = subprocess.run(cmd, check=True, env=env, capture_output=True, text=True).stdout
@@ -149,8 +154,19 @@ def run_attn(a, cfg, precision, work):
     return m["tokens_per_s"], gflops, m["step_losses"], placement(m)
 
 
+def precision_warning(a, precision, work):
+    """What attn warns when asked for `precision` (bf16 falls back to f32 on
+    a CPU without AVX-512 BF16), from a tiny training run; "" if nothing."""
+    cmd = [a.attn, "--threads", "1", "train", "--data", a.data, "--num-examples", "64",
+           "--epochs", "1", "--precision", precision, "--out", os.path.join(work, "probe"),
+           "--overwrite", "--quiet"]
+    r = subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True)
+    return " ".join(line for line in r.stderr.splitlines() if "warning" in line)
+
+
 def run_peer(a, cfg):
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OPENBLAS_CORETYPE="SKYLAKEX")
+    env = peer_env()
     cmd = [a.python, os.path.join(HERE, "peers", "d2l_transformer.py"), "--json",
            "--data", a.data, "--threads", str(a.threads), "--num-examples", str(a.num_examples),
            "--lr", str(a.lr), "--epochs", "1000", "--max-seconds", str(a.seconds),
@@ -179,9 +195,18 @@ def main():
     for name in a.configs.split(","):
         if name != "toy" and name not in CONFIGS:
             ap.error(f"unknown config {name!r}: choose from a, b, c, toy")
-    sides = ["attn " + p for p in a.precisions.split(",")] + ["pytorch"]
+    print(f"peer: PyTorch (bench/peers/d2l_transformer.py), {describe(peer_env())}; "
+          f"attn: --threads {a.threads}, its defaults", flush=True)
     results = {}
     with tempfile.TemporaryDirectory() as work:
+        sides = []
+        for p in a.precisions.split(","):
+            warning = precision_warning(a, p, work) if p != "f32" else ""
+            if warning:
+                print(f"attn {p}: skipped, it would not run in {p} here: {warning}", flush=True)
+            else:
+                sides.append("attn " + p)
+        sides.append("pytorch")
         for name in a.configs.split(","):
             if name == "toy":
                 results[name] = toy_rounds(a, work)

@@ -49,6 +49,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from onnx_translate import ROOT, load_average, timed  # noqa: E402
+from peer_env import describe, peer_env  # noqa: E402
 
 VARIANT_FLAGS = {"f32": [], "bf16": ["--precision", "bf16"], "int8": ["--quantize", "int8"]}
 
@@ -77,14 +78,6 @@ def probe_variant(a, name, flags, env):
     if r.returncode != 0:
         return f"attn translate {' '.join(flags)} exited {r.returncode}: {r.stderr.strip()}", ""
     return None, r.stderr.strip()
-
-
-def has_avx512():
-    try:
-        with open("/proc/cpuinfo") as f:
-            return " avx512f" in f.read()
-    except OSError:
-        return False
 
 
 def run_peer(a, K, inputs, threads, work, env):
@@ -165,11 +158,7 @@ def main():
     attn_env.pop("OMP_WAIT_POLICY", None)
     if a.attn_passive:
         attn_env["OMP_WAIT_POLICY"] = "PASSIVE"
-    peer_env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
-    if has_avx512():
-        peer_env["OPENBLAS_CORETYPE"] = "SKYLAKEX"
-    else:
-        peer_env.pop("OPENBLAS_CORETYPE", None)
+    peer_settings = peer_env()
 
     variants, skipped = [], {}
     for name in [v for v in a.attn_variants.split(",") if v]:
@@ -199,9 +188,9 @@ def main():
             for side, flags in order:
                 if side == "PyTorch threads":
                     seconds, wall, lines, peer_info = run_peer(a, K, [src], a.threads, work,
-                                                               peer_env)
+                                                               peer_settings)
                 elif side == "PyTorch processes":
-                    seconds, wall, lines, _ = run_peer(a, K, shares, 1, work, peer_env)
+                    seconds, wall, lines, _ = run_peer(a, K, shares, 1, work, peer_settings)
                 else:
                     metrics = os.path.join(work, "attn.json")
                     cmd = [a.attn, "--threads", str(a.threads), "translate", "--model", a.model,
@@ -250,9 +239,7 @@ def main():
                       + (f" (it warned: {w})" if w else "") for name, flags, w in variants))
     print(f"PyTorch {torch_version} (bench/peers/translate_peer.py): threads: one process, "
           f"torch.set_num_threads({a.threads}); processes: {a.threads} processes of one thread, "
-          f"every {a.threads}th sentence each; OMP_WAIT_POLICY=PASSIVE"
-          + (f", OPENBLAS_CORETYPE={peer_env['OPENBLAS_CORETYPE']}"
-             if "OPENBLAS_CORETYPE" in peer_env else "")
+          f"every {a.threads}th sentence each; {describe(peer_settings)}"
           + (", glibc malloc keeping freed memory" if peer_info and peer_info.get("malloc_tuned")
              else "") + (f", {a.peer_args}" if a.peer_args else ""))
     print("| decoding | side | seconds (sentences/s) | PyTorch's best time / this side's (rounds) "

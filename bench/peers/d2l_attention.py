@@ -19,7 +19,8 @@ runs both under torch.autocast("cpu", dtype=torch.bfloat16) (PyTorch's CPU
 mixed precision: the bmm products in bf16 on oneDNN). glibc's malloc is told
 to keep freed memory (--malloc heap, the default; peer_malloc.py).
 Uses Debian's python3-torch; run it with OPENBLAS_CORETYPE=SKYLAKEX so that
-OpenBLAS uses its AVX-512 kernels on this CPU (see bench/README.md).
+OpenBLAS uses its AVX-512 kernels on a CPU with AVX-512 (not elsewhere: see
+bench/README.md).
 """
 import argparse, contextlib, json, math, resource, statistics, sys, time
 

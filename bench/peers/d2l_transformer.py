@@ -11,7 +11,7 @@ after the first step past that many seconds (bench/scale_sweep.py uses both).
 Prints training tokens/s, the time of greedy translation of one sentence
 (median of many), the final loss and peak RSS. Uses Debian's python3-torch;
 run it with OPENBLAS_CORETYPE=SKYLAKEX so that OpenBLAS uses its AVX-512
-kernels on this CPU (see bench/README.md).
+kernels on a CPU with AVX-512 (not elsewhere: see bench/README.md).
 """
 import argparse, gzip, json, os, resource, statistics, sys, time
 

@@ -1,0 +1,36 @@
+"""The peers' environment at their best on this CPU, for the bench drivers.
+
+PyTorch 1.13 on 2 cores is 4-5x faster with OMP_WAIT_POLICY=PASSIVE than with
+its spinning default. Debian's OpenBLAS takes its Haswell kernels on CPUs it
+does not know; on one with AVX-512 OPENBLAS_CORETYPE=SKYLAKEX gives it its
+AVX-512 kernels. On a CPU without AVX-512 that core type stops the peer with
+an illegal instruction, so there OpenBLAS keeps its own choice.
+"""
+import os
+
+
+def has_avx512():
+    """Whether this CPU has AVX-512 F (Linux's /proc/cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " avx512f" in f.read()
+    except OSError:
+        return False
+
+
+def peer_env(base=None):
+    """A copy of `base` (default: this process's environment) with the
+    peer's best settings for this CPU."""
+    env = dict(os.environ if base is None else base, OMP_WAIT_POLICY="PASSIVE")
+    if has_avx512():
+        env["OPENBLAS_CORETYPE"] = "SKYLAKEX"
+    else:
+        env.pop("OPENBLAS_CORETYPE", None)
+    return env
+
+
+def describe(env):
+    """The peer's settings, for the printed figures."""
+    return "OMP_WAIT_POLICY=PASSIVE, " + (
+        f"OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']}" if "OPENBLAS_CORETYPE" in env else
+        "OpenBLAS choosing its core type (no AVX-512 here)")
