@@ -22,6 +22,7 @@
 #include "attn/ops/elementwise.h"
 #include "core/parallel.h"
 #include "ops/philox_inline.h"
+#include "ops/vec_math.h"
 
 namespace attn {
 
@@ -39,13 +40,15 @@ constexpr std::int64_t kChunk = 256;  // counters per chunk = 1024 elements
 constexpr std::int64_t kDropoutGrain = 8192;
 
 // y_i = base_i + (keep_i ? x_i * scale : 0) for the 4 kChunk elements of
-// chunk c (fewer in the last), i < n; base == nullptr: no base term. Kept out
-// of line: inlined into a caller's loop, GCC contracts base + x * scale into
-// one fused multiply-add, which rounds differently from dropout then add.
+// chunk c (fewer in the last), i < n; base == nullptr: no base term. The sum
+// is a second pass over the chunk's y (in L1): in one expression GCC may
+// contract base + x * scale into one fused multiply-add, which rounds
+// differently from dropout then add (it did where the select loop stayed
+// scalar, as on AVX2: a product made on one branch only is control flow to
+// GCC there, hence select_bits, vec_math.h).
 template <class T>
-[[gnu::noinline]] void mask_chunk(const T* x, T* y, std::int64_t n, std::int64_t c,
-                                  std::uint64_t seed, std::uint64_t offset, std::uint32_t threshold,
-                                  T scale, const T* base) {
+void mask_chunk(const T* x, T* y, std::int64_t n, std::int64_t c, std::uint64_t seed,
+                std::uint64_t offset, std::uint32_t threshold, T scale, const T* base) {
   alignas(64) std::uint32_t bits[4 * kChunk];
   const std::int64_t e0 = c * 4 * kChunk;
   const std::int64_t len = std::min<std::int64_t>(4 * kChunk, n - e0);
@@ -55,15 +58,13 @@ template <class T>
   for (std::int64_t b = 0; b < blocks; ++b) philox_inline(ctr0 + b, seed, bits + 4 * b);
   const T* xs = x + e0;
   T* ys = y + e0;
-  if (base == nullptr) {
 #pragma omp simd
-    for (std::int64_t i = 0; i < len; ++i)
-      ys[i] = (bits[i] >> 8) >= threshold ? xs[i] * scale : T(0);
-  } else {
+  for (std::int64_t i = 0; i < len; ++i)
+    ys[i] = detail::select_bits((bits[i] >> 8) >= threshold, xs[i] * scale, T(0));
+  if (base != nullptr) {
     const T* bs = base + e0;
 #pragma omp simd
-    for (std::int64_t i = 0; i < len; ++i)
-      ys[i] = bs[i] + ((bits[i] >> 8) >= threshold ? xs[i] * scale : T(0));
+    for (std::int64_t i = 0; i < len; ++i) ys[i] = bs[i] + ys[i];
   }
 }
 

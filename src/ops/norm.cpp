@@ -23,6 +23,7 @@
 #include "attn/ops/dropout.h"
 #include "core/parallel.h"
 #include "ops/philox_inline.h"
+#include "ops/vec_math.h"
 
 namespace attn {
 
@@ -158,9 +159,10 @@ inline const std::uint32_t* mask_words(const DropoutMask& m, std::int64_t e0, st
   return w + (e0 - 4 * c0);
 }
 
-// Rows [r0, r1) of add_norm_forward. Kept out of line: inlined into a
-// caller's loop, GCC contracts base + x * scale into one fused multiply-add,
-// which rounds differently from dropout then add.
+// Rows [r0, r1) of add_norm_forward. The residual sum is a pass of its own
+// over the masked x, as in dropout_add (dropout.cpp): in one expression GCC
+// may contract base + x * scale into one fused multiply-add, which rounds
+// differently from dropout then add.
 template <class T>
 [[gnu::noinline]] void add_norm_rows(const T* base, const T* x, const T* w, const T* b, T* s, T* y,
                                      T* mean, T* rstd, std::int64_t r0, std::int64_t r1,
@@ -172,7 +174,9 @@ template <class T>
   T* ss = s + e0;
 #pragma omp simd
   for (std::int64_t i = 0; i < len; ++i)
-    ss[i] = bs[i] + ((bits[i] >> 8) >= m.threshold ? xs[i] * scale : T(0));
+    ss[i] = detail::select_bits((bits[i] >> 8) >= m.threshold, xs[i] * scale, T(0));
+#pragma omp simd
+  for (std::int64_t i = 0; i < len; ++i) ss[i] = bs[i] + ss[i];
   for (std::int64_t r = r0; r < r1; ++r)
     ln_row(s + r * d, w, b, y + r * d, mean[r], rstd[r], d, eps);
 }
@@ -207,7 +211,8 @@ template <class T>
   const T* db = dbase + e0;
   T* o = dx + e0;
 #pragma omp simd
-  for (std::int64_t i = 0; i < len; ++i) o[i] = (bits[i] >> 8) >= threshold ? db[i] * scale : T(0);
+  for (std::int64_t i = 0; i < len; ++i)
+    o[i] = detail::select_bits((bits[i] >> 8) >= threshold, db[i] * scale, T(0));
 }
 
 // dbase = the layer norm's input gradient; dx (may be null) = dbase through

@@ -1,5 +1,8 @@
 #include "attn/ops/elementwise.h"
 
+#include <bit>
+#include <cstdint>
+
 #include "ops/vec_math.h"
 #include "testing.h"
 
@@ -121,5 +124,32 @@ TEST(VecMath, TanhAndSigmoidSimdMatchDouble) {
     const float v = to_vector<float>(x)[i];
     EXPECT_EQ(th[i], attn::detail::tanh_simd<float>(v));
     EXPECT_EQ(sg[i], attn::detail::sigmoid_simd<float>(v));
+  }
+}
+
+// exp, tanh and sigmoid over a long tensor run the vectorized loops (AVX2 or
+// AVX-512 lanes, select_bits in place of branches): every element, the
+// special values among them at every lane position, equals the scalar
+// function's result bit for bit (NaN as NaN).
+TEST(VecMath, VectorLoopsEqualScalarCalls) {
+  const float special[] = {NAN,  INFINITY, -INFINITY, -100.0f, -86.9f, -86.8f, 88.72f, 89.0f,
+                           0.0f, -0.0f,    0.25f,     -0.25f,  1e-30f, 20.0f,  -20.0f};
+  std::vector<float> xs;
+  for (int i = 0; i < 1031; ++i)
+    xs.push_back(i % 3 == 0 ? special[(i / 3) % 15] : -30.0f + 0.0583f * static_cast<float>(i));
+  Tensor x = from_vector<float>(xs, {static_cast<std::int64_t>(xs.size())});
+  const std::vector<float> e = to_vector<float>(exp(x)), t = to_vector<float>(tanh(x)),
+                           s = to_vector<float>(sigmoid(x));
+  auto same = [](float got, float want) {
+    return std::isnan(want)
+               ? std::isnan(got)
+               : std::bit_cast<std::uint32_t>(got) == std::bit_cast<std::uint32_t>(want);
+  };
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    EXPECT_TRUE(same(e[i], attn::detail::exp_simd<float>(xs[i]))) << "exp " << xs[i] << " at " << i;
+    EXPECT_TRUE(same(t[i], attn::detail::tanh_simd<float>(xs[i])))
+        << "tanh " << xs[i] << " at " << i;
+    EXPECT_TRUE(same(s[i], attn::detail::sigmoid_simd<float>(xs[i])))
+        << "sigmoid " << xs[i] << " at " << i;
   }
 }
