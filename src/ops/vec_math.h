@@ -49,7 +49,9 @@ inline float exp_simd<float>(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kC1 = 0.693359375f;  // ln2 split in two for an exact n * C1
   constexpr float kC2 = -2.12194440e-4f;
-  const bool lo = x<kLo, hi = x> kHi, nan = x != x;
+  const bool lo = (x < kLo);
+  const bool hi = (x > kHi);
+  const bool nan = (x != x);
   const float xc = select_bits(lo, kLo, select_bits(hi, kHi, x));
   // n = round(x / ln2) by the 1.5 * 2^23 shifter trick (floorf does not
   // vectorize without -fno-trapping-math).
