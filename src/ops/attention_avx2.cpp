@@ -22,6 +22,9 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#if defined(__clang__)  // clang ignores the GCC pragma (the fuzz build)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#endif
 
 #include "ops/attention_kernels.h"
 
@@ -84,6 +87,9 @@ const AttnKernelTable<float>* attention_kernels_avx2() {
 
 }  // namespace attn::detail
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #pragma GCC pop_options
 #else
 namespace attn::detail {

@@ -22,6 +22,10 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")
+#if defined(__clang__)  // clang ignores the GCC pragma (the fuzz build)
+#pragma clang attribute push( \
+    __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma"))), apply_to = function)
+#endif
 // GCC 12 warns inside its own AVX-512 intrinsics (_mm512_undefined_ps used as
 // the pass-through of an unmasked operation; GCC bug 105593).
 #pragma GCC diagnostic push
@@ -42,6 +46,9 @@ const AttnKernelTable<float>* attention_kernels_avx512() {
 }  // namespace attn::detail
 
 #pragma GCC diagnostic pop
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #pragma GCC pop_options
 #else
 namespace attn::detail {

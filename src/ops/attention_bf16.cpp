@@ -38,6 +38,11 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw,avx512bf16,avx2,fma")
+#if defined(__clang__)  // clang ignores the GCC pragma (the fuzz build)
+#pragma clang attribute push(                                                          \
+    __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx512bf16,avx2,fma"))), \
+    apply_to = function)
+#endif
 // GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -412,6 +417,9 @@ AttnTiledFn attention_backward_bf16() { return &FlashBf16::backward; }
 }  // namespace attn::detail
 
 #pragma GCC diagnostic pop
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #pragma GCC pop_options
 #else
 namespace attn::detail {

@@ -40,6 +40,10 @@ void pack_bf16_gemm(const std::uint16_t* w, std::int64_t N, std::int64_t K, std:
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
+#if defined(__clang__)  // clang ignores the GCC pragma (the fuzz build)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))), \
+                             apply_to = function)
+#endif
 // GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -119,6 +123,9 @@ struct Bf16Tiles {
 }  // namespace
 
 #pragma GCC diagnostic pop
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #pragma GCC pop_options
 
 // The tiles in gemm_tiles' order (ops/gemm_tiles.h).

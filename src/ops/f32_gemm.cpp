@@ -60,6 +60,9 @@ void f32_gemm_reference(const F32GemmArgs& a, const float* w) {
 
 #pragma GCC push_options
 #pragma GCC target("avx512f")
+#if defined(__clang__)  // clang ignores the GCC pragma (the fuzz build)
+#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
+#endif
 // GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -136,6 +139,9 @@ struct F32Tiles {
 }  // namespace
 
 #pragma GCC diagnostic pop
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #pragma GCC pop_options
 
 // The tiles in gemm_tiles' order (ops/gemm_tiles.h).

@@ -41,6 +41,10 @@ void int8_gemm_reference(const Int8GemmArgs& a, const std::int8_t* wq) {
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
+#if defined(__clang__)  // clang ignores the GCC pragma (the fuzz build)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))), \
+                             apply_to = function)
+#endif
 // GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -159,6 +163,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), noinline)) void I
 }  // namespace
 
 #pragma GCC diagnostic pop
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #pragma GCC pop_options
 
 // The tiles in gemm_tiles' order (ops/gemm_tiles.h). The next group's

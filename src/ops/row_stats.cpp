@@ -8,6 +8,9 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq")
+#if defined(__clang__)  // clang ignores the GCC pragma (the fuzz build)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512dq"))), apply_to = function)
+#endif
 // GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593; as in
 // attention_avx512.cpp).
 #pragma GCC diagnostic push
@@ -103,6 +106,9 @@ std::int64_t row_top_candidates_avx512(const float* x, std::int64_t V, std::int6
 }  // namespace attn::detail
 
 #pragma GCC diagnostic pop
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #pragma GCC pop_options
 #define ATTN_ROW_STATS_AVX512 1
 #endif
