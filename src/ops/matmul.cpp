@@ -445,8 +445,11 @@ Tensor detail::product(const Tensor& a, const Tensor& b, const char* op) {
   // backward, long sums over tokens included, f32 and bf16).
   // With the team's cores far apart (grain_scale, attn/core/threads.h),
   // products below the scaled serial threshold run on this thread too.
+  // Not for bf16 products on AMX, whose bits depend on the team
+  // (detail::bf16_products_keep_team): they keep it.
   std::optional<ThreadLimit> alone;
-  if (omp_get_max_threads() > 1 && !omp_in_parallel()) {
+  if (omp_get_max_threads() > 1 && !omp_in_parallel() &&
+      !(bf16 && detail::bf16_products_keep_team())) {
     const std::int64_t scale = grain_scale();
     if (!fork_ok() || (scale > 1 && shape_numel(batch) * M * N * K < kSerialGemmWork * scale))
       alone.emplace(1);
@@ -486,6 +489,16 @@ Tensor differentiable_product(const Tensor& a, const Tensor& b, const char* op) 
 
 namespace detail {
 void set_matmul_batched_primitive(bool on) { g_batched_primitive = on; }
+
+bool bf16_products_keep_team() {
+  // oneDNN's effective ISA (ONEDNN_MAX_CPU_ISA caps it) is a set of bits.
+  static const bool amx = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto tiles = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
+    return (isa & tiles) == tiles;
+  }();
+  return amx;
+}
 }  // namespace detail
 
 Tensor matmul(const Tensor& a, const Tensor& b) { return differentiable_product(a, b, "matmul"); }

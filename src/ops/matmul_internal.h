@@ -31,4 +31,12 @@ void check_linear_shapes(const Tensor& x, const Tensor& weight, const Tensor& bi
 // (parallel over items when they are small). Tests compare the two.
 void set_matmul_batched_primitive(bool on);
 
+// Whether bf16 products keep the whole team even while the cores are busy or
+// far apart (attn/core/threads.h): true where oneDNN runs them on AMX, whose
+// kernels split long sums between the threads, so that their bits depend on
+// the team (a Xeon with AMX: 512 x 1024 x 2048 with a transposed, a weight
+// gradient's shape, differed between 1 and 2 threads; capped at AVX-512 BF16
+// it agreed, at a third of the training speed).
+bool bf16_products_keep_team();
+
 }  // namespace attn::detail
