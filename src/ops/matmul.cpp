@@ -446,7 +446,9 @@ Tensor detail::product(const Tensor& a, const Tensor& b, const char* op) {
   // With the team's cores far apart (grain_scale, attn/core/threads.h),
   // products below the scaled serial threshold run on this thread too.
   // Not for bf16 products on AMX, whose bits depend on the team
-  // (detail::bf16_products_keep_team): they keep it.
+  // (detail::bf16_products_keep_team): they keep it. A known exception not
+  // yet handled: dnnl_sgemm on AVX2, 64 x 1280 x 64 with a transposed
+  // (docs/design.md, "Threads").
   std::optional<ThreadLimit> alone;
   if (omp_get_max_threads() > 1 && !omp_in_parallel() &&
       !(bf16 && detail::bf16_products_keep_team())) {
