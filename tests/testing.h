@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -28,6 +29,13 @@ inline Tensor leaf64(const Shape& shape, std::uint64_t seed, double lo = -1.0, d
 inline Tensor rand32(const Shape& shape, std::uint64_t seed, double lo = -1.0, double hi = 1.0) {
   Generator gen(seed);
   return uniform(lo, hi, shape, gen, DType::f32);
+}
+
+// The same shape, dtype and bits (NaN included).
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.raw_data(), cb.raw_data(), ca.numel() * dtype_size(a.dtype())) == 0;
 }
 
 // A fresh, empty directory per test (under the system temp dir), removed afterwards.

@@ -73,4 +73,9 @@ std::int64_t parse_grain_scale(const char* s);
 // value); returns the previous setting. For tests.
 std::int64_t set_grain_scale(std::int64_t scale);
 
+// Turns the adaptive check on or off (off: fork_ok() is true and
+// grain_scale() 1 unless fixed, as with ATTN_ADAPTIVE_THREADS=0); returns the
+// previous setting. For tests that need the team whatever the load.
+bool set_adaptive_threads(bool on);
+
 }  // namespace attn::detail

@@ -78,10 +78,10 @@ struct Contention {
   std::int64_t next_probe_ns = 0;  // owned by the sampler
   detail::ContentionFilter filter;
   const int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  const bool enabled = [] {
+  std::atomic<bool> enabled{[] {
     const char* s = std::getenv("ATTN_ADAPTIVE_THREADS");
     return s == nullptr || std::strcmp(s, "0") != 0;
-  }();
+  }()};
   std::atomic<std::int64_t> forced_scale{
       detail::parse_grain_scale(std::getenv("ATTN_GRAIN_SCALE"))};
 
@@ -129,7 +129,7 @@ Contention& contention() {
 
 bool fork_ok() {
   Contention& c = contention();
-  if (!c.enabled) return true;
+  if (!c.enabled.load(std::memory_order_relaxed)) return true;
   c.maybe_sample();
   return !c.busy.load(std::memory_order_relaxed);
 }
@@ -138,7 +138,7 @@ std::int64_t grain_scale() {
   Contention& c = contention();
   const std::int64_t forced = c.forced_scale.load(std::memory_order_relaxed);
   if (forced > 0) return forced;
-  if (!c.enabled) return 1;
+  if (!c.enabled.load(std::memory_order_relaxed)) return 1;
   c.maybe_sample();
   return c.far.load(std::memory_order_relaxed) ? kFarGrainScale : 1;
 }
@@ -156,6 +156,8 @@ namespace detail {
 std::int64_t set_grain_scale(std::int64_t scale) {
   return contention().forced_scale.exchange(scale);
 }
+
+bool set_adaptive_threads(bool on) { return contention().enabled.exchange(on); }
 
 std::int64_t parse_grain_scale(const char* s) {
   if (s == nullptr) return 0;

@@ -15,11 +15,13 @@
 // operand is read in place. Then, for f32:
 //   1. one matrix, or a fold: when B is the same matrix for every batch item
 //      and A's rows are evenly spaced across the batch (the Linear case), the
-//      product is one GEMM of batch*M rows, threaded by oneDNN: its matmul
-//      primitive from 2^23 multiply-adds on (1.3x dnnl_sgemm's speed there),
-//      dnnl_sgemm below;
+//      product is one GEMM of batch*M rows: oneDNN's matmul primitive from
+//      2^23 multiply-adds on (1.3x dnnl_sgemm's speed there), dnnl_sgemm
+//      below, from 2^22 on in row blocks of one thread each (their bits do
+//      not depend on the load: ops/row_blocks.h);
 //   2. other batches: one call of oneDNN's matmul primitive for the whole
-//      batch (brgemm kernels), built once per geometry and cached per thread;
+//      batch (brgemm kernels), built once per geometry and cached per thread,
+//      on one thread below 2^22 multiply-adds;
 //   3. where oneDNN offers only its reference kernel for a geometry: one
 //      dnnl_sgemm per item, in parallel over the items when they are small
 //      (each call then runs single-threaded inside the OpenMP region).
@@ -50,6 +52,7 @@
 #include "ops/matmul_internal.h"
 #include "ops/matmul_primitive.h"
 #include "ops/precision_internal.h"
+#include "ops/row_blocks.h"
 #include "ops/thread_limit.h"
 
 namespace attn {
@@ -69,6 +72,7 @@ constexpr std::int64_t kMinParallelWork = 64 * 1024;
 constexpr std::int64_t kTinyWork = 1 << 15;
 using detail::kSerialGemmWork;
 
+using detail::on_row_blocks;
 using detail::ThreadLimit;
 // From this many multiply-adds on, a one-matrix f32 product runs on oneDNN's
 // matmul primitive rather than dnnl_sgemm.
@@ -218,14 +222,14 @@ void gemm_loops(char ta, char tb, std::int64_t M, std::int64_t N, std::int64_t K
   });
 }
 
+// C = op(A) @ op(B) on dnnl_sgemm, in row blocks from kSerialGemmWork on
+// (ops/row_blocks.h), each on one thread.
 bool gemm(char ta, char tb, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
           std::int64_t lda, const float* B, std::int64_t ldb, float* C, std::int64_t ldc) {
-  if (M * N * K < kSerialGemmWork * grain_scale() && omp_get_max_threads() > 1 &&
-      !omp_in_parallel()) {
-    ThreadLimit one(1);
-    return dnnl_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc) == dnnl_success;
-  }
-  return dnnl_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc) == dnnl_success;
+  return on_row_blocks(M, M * N * K, [&](std::int64_t first, std::int64_t rows) {
+    return dnnl_sgemm(ta, tb, rows, N, K, 1.0f, ta == 'N' ? A + first * lda : A + first, lda, B,
+                      ldb, 0.0f, C + first * ldc, ldc) == dnnl_success;
+  });
 }
 
 bool gemm(char ta, char tb, std::int64_t M, std::int64_t N, std::int64_t K, const double* A,
@@ -273,47 +277,46 @@ void onednn_geometry(const Operand& x, const Shape& batch, std::int64_t rows, st
   }
 }
 
-// out = A @ B over `batch` in one primitive call; false when not available.
-// A product's dims and strides as oneDNN reads them: folded, one 2-D product
-// of all nb * M rows (one matrix, or the Linear fold with rows ld_rows
-// apart); else the whole batch.
-struct Geometry {
-  dnnl::memory::dims ad, as, bd, bs, cd;
-};
-
-Geometry geometry(const Operand& A, const Operand& B, const Shape& batch, std::int64_t M,
-                  std::int64_t N, std::int64_t K, bool folded, std::int64_t ld_rows) {
-  using dims = dnnl::memory::dims;
-  Geometry g;
-  if (folded) {
-    const std::int64_t rows = shape_numel(batch) * M;
-    g.ad = {rows, K};
-    g.as = A.trans == 'N' ? dims{ld_rows, 1} : dims{1, A.ld};
-    g.bd = {K, N};
-    g.bs = B.trans == 'N' ? dims{B.ld, 1} : dims{1, B.ld};
-    g.cd = {rows, N};
-    return g;
-  }
-  onednn_geometry(A, batch, M, K, g.ad, g.as);
-  onednn_geometry(B, batch, K, N, g.bd, g.bs);
-  g.cd = batch;
-  g.cd.push_back(M);
-  g.cd.push_back(N);
-  return g;
+// out = A @ B over the whole batch in one primitive call (pointers to
+// operands of type `ab` laid out as A and B), on one thread below
+// kSerialGemmWork multiply-adds, else on the team, whatever the load (the
+// bits depend on the team: ops/row_blocks.h); false when not available.
+bool batched_call(dnnl::memory::data_type ab, const void* pa, const Operand& A, const void* pb,
+                  const Operand& B, const Shape& batch, std::int64_t M, std::int64_t N,
+                  std::int64_t K, const Tensor& out) {
+  dnnl::memory::dims ad, as, bd, bs, cd = batch;
+  onednn_geometry(A, batch, M, K, ad, as);
+  onednn_geometry(B, batch, K, N, bd, bs);
+  cd.push_back(M);
+  cd.push_back(N);
+  std::optional<ThreadLimit> one;
+  if (shape_numel(batch) * M * N * K < kSerialGemmWork && omp_get_max_threads() > 1 &&
+      !omp_in_parallel())
+    one.emplace(1);
+  return detail::primitive_product(ab, pa, ad, as, pb, bd, bs, out.data<float>(), cd);
 }
 
-// out = a @ b (pointers to operands of type `ab` laid out as A and B) in one
-// primitive call; false when not available.
-bool primitive_call(dnnl::memory::data_type ab, const void* pa, const void* pb, const Geometry& g,
-                    const Tensor& out) {
-  return detail::primitive_product(ab, pa, g.ad, g.as, pb, g.bd, g.bs, out.data<float>(), g.cd);
+// The `rows` rows of a folded product (one matrix, or the Linear fold with
+// rows ld_rows apart) on the matmul primitive, in row blocks
+// (ops/row_blocks.h); `elem`, the size of an operand element of type `ab`.
+bool folded_call(dnnl::memory::data_type ab, std::size_t elem, const void* pa, const Operand& A,
+                 std::int64_t ld_rows, const void* pb, const Operand& B, std::int64_t rows,
+                 std::int64_t N, std::int64_t K, float* pc) {
+  using dims = dnnl::memory::dims;
+  const dims as = A.trans == 'N' ? dims{ld_rows, 1} : dims{1, A.ld};
+  const dims bs = B.trans == 'N' ? dims{B.ld, 1} : dims{1, B.ld};
+  return on_row_blocks(rows, rows * N * K, [&](std::int64_t first, std::int64_t n) {
+    const std::int64_t offset = A.trans == 'N' ? first * ld_rows : first;
+    return detail::primitive_product(ab, static_cast<const char*>(pa) + offset * elem, {n, K}, as,
+                                     pb, {K, N}, bs, pc + first * N, {n, N});
+  });
 }
 
 bool batched_primitive(const Operand& A, const Operand& B, const Shape& batch, std::int64_t M,
                        std::int64_t N, std::int64_t K, const Tensor& out) {
   if (!g_batched_primitive.load(std::memory_order_relaxed)) return false;
-  return primitive_call(dnnl::memory::data_type::f32, A.t.data<float>(), B.t.data<float>(),
-                        geometry(A, B, batch, M, N, K, false, 0), out);
+  return batched_call(dnnl::memory::data_type::f32, A.t.data<float>(), A, B.t.data<float>(), B,
+                      batch, M, N, K, out);
 }
 
 // True when every batch item of x (read over `batch`) is the same matrix.
@@ -349,10 +352,11 @@ void run_bf16(const Operand& A, const Operand& B, const Shape& batch, std::int64
     pa = detail::bf16_span(A.t, span_a, scratch_a);
     pb = detail::bf16_span(B.t, span_b, scratch_b);
     std::int64_t ld_rows = A.ld;
-    const bool folded =
-        shape_numel(batch) == 1 || (shared_by_batch(B.t) && foldable_rows(A, batch, K, ld_rows));
-    ok = primitive_call(dnnl::memory::data_type::bf16, pa, pb,
-                        geometry(A, B, batch, M, N, K, folded, ld_rows), out);
+    const auto bf16 = dnnl::memory::data_type::bf16;
+    ok = shape_numel(batch) == 1 || (shared_by_batch(B.t) && foldable_rows(A, batch, K, ld_rows))
+             ? folded_call(bf16, sizeof(std::uint16_t), pa, A, ld_rows, pb, B,
+                           shape_numel(batch) * M, N, K, out.data<float>())
+             : batched_call(bf16, pa, A, pb, B, batch, M, N, K, out);
   }
   if (!ok) {
     // No fast bf16 kernel for this geometry (or none on this CPU): the same
@@ -393,8 +397,8 @@ void run_gemms(const Operand& A, const Operand& B, const Shape& batch, std::int6
     bool done = false;
     if constexpr (std::is_same_v<T, float>) {
       if (nb * M * N * K >= kPrimitiveWork && g_batched_primitive.load(std::memory_order_relaxed))
-        done = primitive_call(dnnl::memory::data_type::f32, pa, pb,
-                              geometry(A, B, batch, M, N, K, true, ld_rows), out);
+        done = folded_call(dnnl::memory::data_type::f32, sizeof(float), pa, A, ld_rows, pb, B,
+                           nb * M, N, K, pc);
     }
     if (!done) ok = gemm(A.trans, B.trans, nb * M, N, K, pa, ld_rows, pb, B.ld, pc, N);
   } else if (std::is_same_v<T, float> && batched_primitive(A, B, batch, M, N, K, out)) {
@@ -438,24 +442,18 @@ Tensor detail::product(const Tensor& a, const Tensor& b, const char* op) {
   Operand A = prepare(bf16 && !dense_enough(a) ? a.detach().contiguous() : a),
           B = prepare(bf16 && !dense_enough(b) ? b.detach().contiguous() : b);
   Tensor out = Tensor::empty(out_shape, a.dtype());
-  // While other processes keep the cores busy (fork_ok), the product runs on
-  // the calling thread alone. The bits do not change: oneDNN's products gave
-  // the same bits on one thread as on two for every shape tested (test
-  // Matmul.SameBitsOnOneThreadAsOnTwo: the Transformer's products forward and
-  // backward, long sums over tokens included, f32 and bf16).
-  // With the team's cores far apart (grain_scale, attn/core/threads.h),
-  // products below the scaled serial threshold run on this thread too.
-  // Not for bf16 products on AMX, whose bits depend on the team
-  // (detail::bf16_products_keep_team): they keep it. A known exception not
-  // yet handled: dnnl_sgemm on AVX2, 64 x 1280 x 64 with a transposed
-  // (docs/design.md, "Threads").
-  std::optional<ThreadLimit> alone;
-  if (omp_get_max_threads() > 1 && !omp_in_parallel() &&
-      !(bf16 && detail::bf16_products_keep_team())) {
-    const std::int64_t scale = grain_scale();
-    if (!fork_ok() || (scale > 1 && shape_numel(batch) * M * N * K < kSerialGemmWork * scale))
-      alone.emplace(1);
-  }
+  // The bits depend on the shape and the thread count only, never on the
+  // load (ops/row_blocks.h). While other processes keep the cores busy
+  // (fork_ok), the row blocks of a large single product run on the calling
+  // thread one after another; while the team's cores sit far apart
+  // (grain_scale, attn/core/threads.h), those of products below the scaled
+  // serial threshold do. The per-item loop over a batch of small products
+  // looks at the load too; the other paths do not.
+  const int threads = omp_get_max_threads();
+  const std::int64_t scale = grain_scale(), work = shape_numel(batch) * M * N * K;
+  const bool alone = threads > 1 && !omp_in_parallel() &&
+                     (!fork_ok() || (scale > 1 && work < kSerialGemmWork * scale));
+  const detail::TeamScope team({threads, alone});
   dispatch_float(a.dtype(), op, [&]<class T>() { run_gemms<T>(A, B, batch, M, N, K, out, op); });
   return out;
 }
@@ -489,19 +487,7 @@ Tensor differentiable_product(const Tensor& a, const Tensor& b, const char* op) 
 
 }  // namespace
 
-namespace detail {
-void set_matmul_batched_primitive(bool on) { g_batched_primitive = on; }
-
-bool bf16_products_keep_team() {
-  // oneDNN's effective ISA (ONEDNN_MAX_CPU_ISA caps it) is a set of bits.
-  static const bool amx = [] {
-    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-    const auto tiles = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
-    return (isa & tiles) == tiles;
-  }();
-  return amx;
-}
-}  // namespace detail
+void detail::set_matmul_batched_primitive(bool on) { g_batched_primitive = on; }
 
 Tensor matmul(const Tensor& a, const Tensor& b) { return differentiable_product(a, b, "matmul"); }
 

@@ -9,11 +9,12 @@
 
 namespace attn::detail {
 
-// dnnl_sgemm calls below this many multiply-adds run on the calling thread:
-// a team's fork and join cost more than the second thread gains there (d2l's
-// toy model: 2 threads were 5% slower than 1), and far more while another
-// process holds a core (fork_ok in attn/core/threads.h). oneDNN decides its
-// own split above it. (A linear layer's backward runs two such products side
+// Products below this many multiply-adds run on the calling thread: a team's
+// fork and join cost more than the second thread gains there (d2l's toy
+// model: 2 threads were 5% slower than 1), and far more while another
+// process holds a core (fork_ok in attn/core/threads.h). From it on, a
+// single product is split into row blocks (ops/row_blocks.h), a batch runs
+// on oneDNN's team. (A linear layer's backward runs two small products side
 // by side instead, one per thread: linear.cpp.)
 inline constexpr std::int64_t kSerialGemmWork = std::int64_t(1) << 22;
 
@@ -30,13 +31,5 @@ void check_linear_shapes(const Tensor& x, const Tensor& weight, const Tensor& bi
 // primitive (on, the default) or, off, on one dnnl_sgemm per batch item
 // (parallel over items when they are small). Tests compare the two.
 void set_matmul_batched_primitive(bool on);
-
-// Whether bf16 products keep the whole team even while the cores are busy or
-// far apart (attn/core/threads.h): true where oneDNN runs them on AMX, whose
-// kernels split long sums between the threads, so that their bits depend on
-// the team (a Xeon with AMX: 512 x 1024 x 2048 with a transposed, a weight
-// gradient's shape, differed between 1 and 2 threads; capped at AVX-512 BF16
-// it agreed, at a third of the training speed).
-bool bf16_products_keep_team();
 
 }  // namespace attn::detail

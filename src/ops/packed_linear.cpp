@@ -94,7 +94,9 @@ constexpr std::int64_t kMinWork = std::int64_t(1) << 15;
 constexpr std::int64_t kMinRows = 16;
 // Open PackAllRows guards on this thread (attn/ops/precision.h).
 thread_local int t_pack_all_rows = 0;
-// Runs of fewer multiply-adds run on the calling thread (as matmul's do).
+// Runs of fewer multiply-adds run on the calling thread (as matmul's do);
+// larger ones on the team whatever the load, as oneDNN's bits depend on the
+// team (src/ops/matmul.cpp, detail::product).
 constexpr std::int64_t kSerialWork = std::int64_t(1) << 22;
 constexpr std::int64_t kMaxRun = 4096;
 
@@ -262,8 +264,7 @@ std::optional<Tensor> packed_linear(const Tensor& x, const Tensor& weight, const
   for (std::int64_t row = 0; row < M;) {
     const std::int64_t rows = run_rows(M - row);
     std::optional<ThreadLimit> alone;
-    if (omp_get_max_threads() > 1 && !omp_in_parallel() &&
-        (rows * N * K < kSerialWork * grain_scale() || !fork_ok()))
+    if (omp_get_max_threads() > 1 && !omp_in_parallel() && rows * N * K < kSerialWork)
       alone.emplace(1);
     PackedPrimitive* p =
         packed_primitive(type, type, dnnl::memory::data_type::f32, rows, K, N, bc.defined(), relu);

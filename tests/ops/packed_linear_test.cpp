@@ -21,6 +21,7 @@
 
 using namespace attn;
 using attn::testing::rand32;
+using attn::testing::same_bits;
 
 namespace {
 
@@ -29,12 +30,6 @@ constexpr std::int64_t kK = 131, kN = 257;
 // Fewer than 16 rows (unpacked); then runs of multiples of 16; 16 and a
 // tail of 1; multiples of 128 from 1024 and tails; 4096 and a tail.
 const std::int64_t kRows[] = {1, 15, 16, 17, 130, 1100, 4100};
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.raw_data(), cb.raw_data(), ca.numel() * dtype_size(a.dtype())) == 0;
-}
 
 // |y - ref| <= rtol * (|x| |W|^T + |b|) elementwise, where ref is the product
 // in double of x and W (rounded to bf16 first when `bf16`), plus b, then the

@@ -24,6 +24,7 @@
 
 using namespace attn;
 using attn::testing::rand32;
+using attn::testing::same_bits;
 
 namespace {
 
@@ -32,13 +33,6 @@ const std::int64_t kSizes[] = {1, 3, 17, 33, 257};
 bool forced_off() {
   const char* v = std::getenv("ATTN_NO_VNNI");
   return v != nullptr && *v != '\0' && std::string(v) != "0";
-}
-
-// The same bits (NaN included).
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.raw_data(), cb.raw_data(), ca.numel() * dtype_size(a.dtype())) == 0;
 }
 
 // Inputs with the rows that matter to a per-row quantization: random

@@ -25,7 +25,9 @@ inline constexpr std::int64_t kParallelGrain = 32768;
 // training ran 3-4x slower with one busy process beside it. attn's ops and
 // its matrix products then run on the calling thread. Every op gated by this
 // splits its work the same way whatever the team, so results do not change
-// (oneDNN's products: test Matmul.SameBitsOnOneThreadAsOnTwo). The state is
+// (oneDNN's products are cut into row blocks of their own: test
+// Matmul.SameBitsWhateverTheLoad; batches of large products and products on
+// packed weights keep the team). The state is
 // sampled at most every 20 ms: the machine's runnable tasks (/proc/loadavg)
 // less this process's own (/proc/self/task), added to attn's thread count,
 // against the cores; the state changes once samples that disagree with it
