@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <exception>
 
 #include "ops/matmul_internal.h"
 #include "ops/thread_limit.h"
@@ -72,7 +73,8 @@ inline RowBlocks row_blocks(std::int64_t M, std::int64_t work, int threads) {
 // Calls block(first_row, rows) for each block of an M-row product of `work`
 // multiply-adds, each under a one-thread limit (oneDNN reads it), on
 // t_team's threads or, while t_team.alone (or inside a parallel region),
-// one after another on the calling thread. False when a call was.
+// one after another on the calling thread. False when a call was; the first
+// exception a call throws is rethrown once every block is done.
 template <class F>
 bool on_row_blocks(std::int64_t M, std::int64_t work, F&& block) {
   const Team team = t_team.size > 0 ? t_team : Team{omp_get_max_threads(), false};
@@ -83,12 +85,19 @@ bool on_row_blocks(std::int64_t M, std::int64_t work, F&& block) {
   }
   const int threads = team.alone || omp_in_parallel() ? 1 : static_cast<int>(b.count);
   std::atomic<bool> ok{true};
+  std::exception_ptr error;  // the first exception of a block, rethrown here
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t i = 0; i < b.count; ++i) {
-    ThreadLimit one(1);
-    const std::int64_t first = i * b.step;
-    if (!block(first, std::min(b.step, M - first))) ok = false;
+    try {
+      ThreadLimit one(1);
+      const std::int64_t first = i * b.step;
+      if (!block(first, std::min(b.step, M - first))) ok = false;
+    } catch (...) {
+#pragma omp critical(attn_row_blocks_error)
+      if (!error) error = std::current_exception();
+    }
   }
+  if (error) std::rethrow_exception(error);
   return ok;
 }
 
