@@ -48,6 +48,7 @@
 #include "core/parallel.h"
 #include "ops/bf16_gemm.h"
 #include "ops/f32_gemm.h"
+#include "ops/matmul_internal.h"
 #include "ops/matmul_primitive.h"
 #include "ops/precision_internal.h"
 #include "ops/thread_limit.h"
@@ -96,8 +97,8 @@ constexpr std::int64_t kMinRows = 16;
 thread_local int t_pack_all_rows = 0;
 // Runs of fewer multiply-adds run on the calling thread (as matmul's do);
 // larger ones on the team whatever the load, as oneDNN's bits depend on the
-// team (src/ops/matmul.cpp, detail::product).
-constexpr std::int64_t kSerialWork = std::int64_t(1) << 22;
+// team (ops/row_blocks.h).
+constexpr std::int64_t kSerialWork = detail::kSerialGemmWork;
 constexpr std::int64_t kMaxRun = 4096;
 
 // The rows of the next run, `left` rows still to do.

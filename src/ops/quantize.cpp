@@ -44,7 +44,7 @@ namespace {
 // = 66311; the largest K int8 takes, a round number below it.
 constexpr std::int64_t kMaxK = 65536;
 // Products below this many multiply-adds run on the calling thread.
-constexpr std::int64_t kSerialWork = std::int64_t(1) << 22;
+constexpr std::int64_t kSerialWork = detail::kSerialGemmWork;
 
 // One weight, quantized.
 struct QuantizedWeight {
