@@ -26,6 +26,7 @@
 #include "attn/ops/attention.h"
 #include "attn/ops/precision.h"
 #include "commands.h"
+#include "precision_flag.h"
 #include "rss.h"
 
 namespace attn::cli {
@@ -81,12 +82,7 @@ void configure_kernels(const AttentionBenchOptions& o) {
 int run_attention(const AttentionBenchOptions& o) {
   if (o.threads > 0) set_num_threads(o.threads);
   configure_kernels(o);
-  Precision precision = parse_precision(o.precision);
-  if (precision == Precision::bf16 && !bf16_supported()) {
-    fmt::print(stderr,
-               "attn: warning: --precision bf16: this CPU has no AVX-512 BF16; timing f32\n");
-    precision = Precision::f32;
-  }
+  const Precision precision = precision_for(o.precision, "timing f32");
   PrecisionScope precision_scope(precision);
   const AttentionKernelConfig kernels = attention_kernel_config();
   const Shape shape{o.batch, o.len, o.heads, o.dim};

@@ -38,6 +38,7 @@
 #include "hparam_flags.h"
 #include "mpi_comm.h"
 #include "paths.h"
+#include "precision_flag.h"
 #include "rss.h"
 #include "signals.h"
 #include "train_log.h"
@@ -310,17 +311,14 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   }
   RunSpec& run = s.run;
   run.threads = get_num_threads();
-  if (run.train.precision == "bf16" && !bf16_supported()) {
-    fmt::print(stderr,
-               "attn: warning: --precision bf16: this CPU has no AVX-512 BF16; training in f32\n");
-    run.train.precision = "f32";
-  }
   // Under mpirun: one of several processes training one model (mpi_comm.h).
   // Process 0 alone writes (the model directory, checkpoints, logs,
   // pictures) and prints; the others compute their share and stay silent.
   optim::Communicator* comm = mpi_world();
   if (comm && comm->size() == 1) comm = nullptr;
   const bool writer = !comm || comm->rank() == 0;
+  run.train.precision =
+      precision_name(precision_for(run.train.precision, "training in f32", /*say=*/writer));
   // The output directory is checked before the data is read and created
   // after: a corpus that fails (or a signal while it is read) leaves nothing.
   if (writer) check_output_dir(s.out, !a.resume.empty(), a.overwrite);

@@ -1,6 +1,7 @@
 #include "decode_flags.h"
 
 #include "commands.h"
+#include "precision_flag.h"
 
 namespace attn::cli {
 
@@ -76,13 +77,7 @@ void DecodeFlags::add_to(CLI::App* sub, bool with_n_best, bool with_batches) {
 
 std::unique_ptr<PrecisionScope> DecodeFlags::precision_scope(
     const std::vector<Tensor>& parameters) const {
-  Precision p = parse_precision(precision_);
-  if (p == Precision::bf16 && !bf16_supported()) {
-    fmt::print(stderr,
-               "attn: warning: --precision bf16: this CPU has no AVX-512 BF16; decoding in f32\n");
-    p = Precision::f32;
-  }
-  return std::make_unique<PrecisionScope>(p, parameters);
+  return std::make_unique<PrecisionScope>(precision_for(precision_, "decoding in f32"), parameters);
 }
 
 std::unique_ptr<QuantizeScope> DecodeFlags::quantize_scope(

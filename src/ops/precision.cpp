@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -14,6 +15,8 @@
 #include <set>
 #include <string_view>
 #include <tuple>
+
+#include <dnnl.hpp>
 
 #include "attn/core/error.h"
 #include "attn/core/storage.h"
@@ -67,7 +70,81 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void to_bf16_avx
   }
 }
 
+// bf16_dot_rate's two loops: kRateChains independent accumulators (enough
+// to keep two units busy through a latency of 4-6 cycles), `iters` rounds;
+// each returns the seconds its rounds took. The operands come from the
+// caller and the sums go to a volatile, so that nothing is folded away.
+constexpr int kRateChains = 12;
+volatile float g_rate_sink = 0;
+volatile float g_rate_operand = 0.5f;
+
+__attribute__((target("avx512f"))) inline void sink(const __m512* acc) {
+  __m512 sum = acc[0];
+  for (int j = 1; j < kRateChains; ++j) sum = _mm512_add_ps(sum, acc[j]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, sum);
+  float total = 0;
+  for (float v : lanes) total += v;
+  g_rate_sink = total;
+}
+
+__attribute__((target("avx512f"), noinline)) double time_f32_fmas(float x, int iters) {
+  __m512 acc[kRateChains];
+  for (int j = 0; j < kRateChains; ++j) acc[j] = _mm512_set1_ps(x * static_cast<float>(j));
+  const __m512 a = _mm512_set1_ps(x), b = _mm512_set1_ps(1.0f - x);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < kRateChains; ++j) acc[j] = _mm512_fmadd_ps(a, b, acc[j]);
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  sink(acc);
+  return std::chrono::duration<double>(t1 - t0).count();
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), noinline)) double time_bf16_dots(
+    float x, int iters) {
+  __m512 acc[kRateChains];
+  for (int j = 0; j < kRateChains; ++j) acc[j] = _mm512_set1_ps(x * static_cast<float>(j));
+  const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(x), _mm512_set1_ps(x));
+  const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1.0f - x), _mm512_set1_ps(1.0f - x));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < kRateChains; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  sink(acc);
+  return std::chrono::duration<double>(t1 - t0).count();
+}
+
+// The fastest of 9 interleaved runs of each loop (a run the scheduler or an
+// interrupt stretched is not the fastest), after one of each to warm the
+// 512-bit units. A round of FMAs is 16 multiply-adds a chain, of VDPBF16PS 32.
+double measure_bf16_dot_rate() {
+  constexpr int kIters = 2000;  // 24,000 instructions a run: 5-25 us
+  const float x = g_rate_operand;
+  double f32 = time_f32_fmas(x, kIters), bf16 = time_bf16_dots(x, kIters);
+  for (int trial = 0; trial < 9; ++trial) {
+    f32 = std::min(f32, time_f32_fmas(x, kIters));
+    bf16 = std::min(bf16, time_bf16_dots(x, kIters));
+  }
+  if (!(f32 > 0) || !(bf16 > 0)) return 1.0;  // a clock too coarse to tell: claim nothing
+  return 2.0 * f32 / bf16;
+}
+
 }  // namespace
+
+double bf16_dot_rate() {
+  static const double rate = bf16_supported() ? measure_bf16_dot_rate() : 0.0;
+  return rate;
+}
+
+bool bf16_products_on_amx() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto amx = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
+  return (isa & amx) == amx;
+}
 
 const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "f32"; }
 

@@ -52,6 +52,21 @@ Precision parse_precision(const std::string& text);
 // fallback).
 bool bf16_supported();
 
+// How many multiply-adds per second this CPU's bf16 dot products (AVX-512
+// BF16's VDPBF16PS, which attn's own bf16 kernels run) make against its f32
+// FMAs (VFMADD on 512-bit registers). 2: the bf16 instruction, two products
+// a lane, issues as often as the FMA; 1: bf16 gains nothing; below 1, bf16
+// is slower than f32. Measured 0.49 on an Intel Xeon whose AMX units its
+// hypervisor hides (there bf16 training ran at 0.56-0.73x f32's speed).
+// Measured once, on the calling thread, in well under a millisecond (the
+// fastest of several short runs of each, interleaved); 0 where
+// bf16_supported() is false. For messages only: it changes no result.
+double bf16_dot_rate();
+
+// True where oneDNN runs bf16 products on AMX tiles (its effective ISA, so
+// ONEDNN_MAX_CPU_ISA counts): those do not use VDPBF16PS.
+bool bf16_products_on_amx();
+
 // The precision of this thread's matrix products.
 Precision matmul_precision();
 

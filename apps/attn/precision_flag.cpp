@@ -1,0 +1,49 @@
+#include "precision_flag.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+namespace attn::cli {
+
+namespace {
+
+// Below this measured rate, bf16 products on VDPBF16PS are slower than f32
+// FMAs before the conversions to bf16 are even counted.
+constexpr double kSlowBf16Rate = 1.0;
+
+bool bf16_slower_than_f32() {
+  return bf16_supported() && !bf16_products_on_amx() && bf16_dot_rate() < kSlowBf16Rate;
+}
+
+}  // namespace
+
+Precision precision_for(const std::string& text, const char* instead, bool say) {
+  const Precision p = parse_precision(text);
+  if (p != Precision::bf16) return p;
+  if (!bf16_supported()) {
+    if (say)
+      fmt::print(stderr, "attn: warning: --precision bf16: this CPU has no AVX-512 BF16; {}\n",
+                 instead);
+    return Precision::f32;
+  }
+  if (say && bf16_slower_than_f32())
+    fmt::print(stderr,
+               "attn: warning: --precision bf16: this CPU's bf16 dot products make {:.2f}x the "
+               "multiply-adds per second of its f32 FMAs (measured; no AMX), so bf16 runs "
+               "slower than f32 here\n",
+               bf16_dot_rate());
+  return p;
+}
+
+std::string bf16_description() {
+  if (!bf16_supported())
+    return "bf16 products: none (no AVX-512 BF16: --precision bf16 runs in f32)";
+  const std::string rate = fmt::format(
+      "AVX-512 BF16 dot products at {:.2f}x the f32 FMA rate (measured)", bf16_dot_rate());
+  if (bf16_products_on_amx()) return fmt::format("bf16 products: AMX tiles (oneDNN); {}", rate);
+  return fmt::format("bf16 products: {}{}", rate,
+                     bf16_slower_than_f32() ? ": slower than f32 on this CPU" : "");
+}
+
+}  // namespace attn::cli
