@@ -70,64 +70,54 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void to_bf16_avx
   }
 }
 
-// bf16_dot_rate's two loops: kRateChains independent accumulators (enough
-// to keep two units busy through a latency of 4-6 cycles), `iters` rounds;
-// each returns the seconds its rounds took. The operands come from the
-// caller and the sums go to a volatile, so that nothing is folded away.
-constexpr int kRateChains = 12;
-volatile float g_rate_sink = 0;
-volatile float g_rate_operand = 0.5f;
+// bf16_dot_rate's two loops: `iters` rounds of 12 instructions on 12
+// independent accumulators (enough to keep two units busy through a
+// latency of 4-6 cycles), all operands zero (no subnormals); each returns
+// the seconds its rounds took. Written in assembly so that no build (-O0,
+// a sanitizer's -O1) moves the accumulators to memory: with them there,
+// both loops wait on stores and the ratio reads 2 whatever the CPU.
+// clang-format off
+#define ATTN_RATE_ZERO(r) "vpxord %%zmm" #r ", %%zmm" #r ", %%zmm" #r "\n\t"
+#define ATTN_RATE_OP(op, r) op " %%zmm13, %%zmm12, %%zmm" #r "\n\t"
+#define ATTN_RATE_12(X, ...)                                                                 \
+  X(__VA_ARGS__ 0) X(__VA_ARGS__ 1) X(__VA_ARGS__ 2) X(__VA_ARGS__ 3) X(__VA_ARGS__ 4)      \
+  X(__VA_ARGS__ 5) X(__VA_ARGS__ 6) X(__VA_ARGS__ 7) X(__VA_ARGS__ 8) X(__VA_ARGS__ 9)      \
+  X(__VA_ARGS__ 10) X(__VA_ARGS__ 11)
+#define ATTN_RATE_LOOP(op, n)                                                                \
+  asm volatile(ATTN_RATE_12(ATTN_RATE_ZERO) ATTN_RATE_ZERO(12) ATTN_RATE_ZERO(13)            \
+               "1:\n\t" ATTN_RATE_12(ATTN_RATE_OP, op, ) "dec %0\n\t" "jnz 1b\n\t"          \
+               : "+r"(n)                                                                     \
+               :                                                                             \
+               : "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",       \
+                 "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13")
+// clang-format on
 
-__attribute__((target("avx512f"))) inline void sink(const __m512* acc) {
-  __m512 sum = acc[0];
-  for (int j = 1; j < kRateChains; ++j) sum = _mm512_add_ps(sum, acc[j]);
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, sum);
-  float total = 0;
-  for (float v : lanes) total += v;
-  g_rate_sink = total;
-}
-
-__attribute__((target("avx512f"), noinline)) double time_f32_fmas(float x, int iters) {
-  __m512 acc[kRateChains];
-  for (int j = 0; j < kRateChains; ++j) acc[j] = _mm512_set1_ps(x * static_cast<float>(j));
-  const __m512 a = _mm512_set1_ps(x), b = _mm512_set1_ps(1.0f - x);
+__attribute__((target("avx512f"), noinline)) double time_f32_fmas(long iters) {
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) {
-#pragma GCC unroll 12
-    for (int j = 0; j < kRateChains; ++j) acc[j] = _mm512_fmadd_ps(a, b, acc[j]);
-  }
-  const auto t1 = std::chrono::steady_clock::now();
-  sink(acc);
-  return std::chrono::duration<double>(t1 - t0).count();
+  ATTN_RATE_LOOP("vfmadd231ps", iters);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), noinline)) double time_bf16_dots(
-    float x, int iters) {
-  __m512 acc[kRateChains];
-  for (int j = 0; j < kRateChains; ++j) acc[j] = _mm512_set1_ps(x * static_cast<float>(j));
-  const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(x), _mm512_set1_ps(x));
-  const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1.0f - x), _mm512_set1_ps(1.0f - x));
+__attribute__((target("avx512f,avx512bf16"), noinline)) double time_bf16_dots(long iters) {
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) {
-#pragma GCC unroll 12
-    for (int j = 0; j < kRateChains; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
-  }
-  const auto t1 = std::chrono::steady_clock::now();
-  sink(acc);
-  return std::chrono::duration<double>(t1 - t0).count();
+  ATTN_RATE_LOOP("vdpbf16ps", iters);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+#undef ATTN_RATE_LOOP
+#undef ATTN_RATE_12
+#undef ATTN_RATE_OP
+#undef ATTN_RATE_ZERO
 
 // The fastest of 9 interleaved runs of each loop (a run the scheduler or an
 // interrupt stretched is not the fastest), after one of each to warm the
 // 512-bit units. A round of FMAs is 16 multiply-adds a chain, of VDPBF16PS 32.
 double measure_bf16_dot_rate() {
-  constexpr int kIters = 2000;  // 24,000 instructions a run: 5-25 us
-  const float x = g_rate_operand;
-  double f32 = time_f32_fmas(x, kIters), bf16 = time_bf16_dots(x, kIters);
+  constexpr long kIters = 2000;  // 24,000 instructions a run: 5-25 us
+  double f32 = time_f32_fmas(kIters), bf16 = time_bf16_dots(kIters);
   for (int trial = 0; trial < 9; ++trial) {
-    f32 = std::min(f32, time_f32_fmas(x, kIters));
-    bf16 = std::min(bf16, time_bf16_dots(x, kIters));
+    f32 = std::min(f32, time_f32_fmas(kIters));
+    bf16 = std::min(bf16, time_bf16_dots(kIters));
   }
   if (!(f32 > 0) || !(bf16 > 0)) return 1.0;  // a clock too coarse to tell: claim nothing
   return 2.0 * f32 / bf16;
