@@ -6,18 +6,6 @@
 
 namespace attn::cli {
 
-namespace {
-
-// Below this measured rate, bf16 products on VDPBF16PS are slower than f32
-// FMAs before the conversions to bf16 are even counted.
-constexpr double kSlowBf16Rate = 1.0;
-
-bool bf16_slower_than_f32() {
-  return bf16_supported() && !bf16_products_on_amx() && bf16_dot_rate() < kSlowBf16Rate;
-}
-
-}  // namespace
-
 Precision precision_for(const std::string& text, const char* instead, bool say) {
   const Precision p = parse_precision(text);
   if (p != Precision::bf16) return p;

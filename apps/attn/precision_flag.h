@@ -10,8 +10,8 @@ namespace attn::cli {
 
 // The precision to run for --precision `text` (already checked to be one):
 // f32 stays f32. bf16 is bf16 where the CPU has AVX-512 BF16, with a
-// warning where bf16 will run slower than f32 here (bf16_dot_rate() below 1
-// and oneDNN not on AMX tiles); without AVX-512 BF16 it is f32, with a
+// warning where bf16 will run slower than f32 here (bf16_slower_than_f32());
+// without AVX-512 BF16 it is f32, with a
 // warning that ends in `instead` ("training in f32", "decoding in f32").
 // `say` false: the same choice, nothing printed (MPI ranks but the first).
 Precision precision_for(const std::string& text, const char* instead, bool say = true);

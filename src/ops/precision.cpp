@@ -136,6 +136,10 @@ bool bf16_products_on_amx() {
   return (isa & amx) == amx;
 }
 
+bool bf16_slower_than_f32() {
+  return bf16_supported() && !bf16_products_on_amx() && bf16_dot_rate() < 1.0;
+}
+
 const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "f32"; }
 
 Precision parse_precision(const std::string& text) {

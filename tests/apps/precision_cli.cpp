@@ -17,7 +17,6 @@
 #include "testing.h"
 
 using namespace attn;
-using attn::testing::bf16_slower_here;
 using attn::testing::is_slow_bf16_warning;
 using attn::testing::read_file;
 using attn::testing::run_attn;
@@ -156,7 +155,7 @@ TEST_F(PrecisionCli, WithoutBf16TheCpuFallsBackToF32) {
 // neither says so.
 TEST_F(PrecisionCli, Bf16SlowerThanF32IsSaid) {
   if (!bf16_supported()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
-  const bool slow = bf16_slower_here();
+  const bool slow = bf16_slower_than_f32();
   std::printf("bf16 dot products at %.2fx the f32 FMA rate here%s\n", bf16_dot_rate(),
               bf16_products_on_amx() ? " (oneDNN on AMX)" : "");
   ASSERT_EQ(run({"--threads", "1", "train", "--data", kCorpus, "--num-examples", "40", "--epochs",

@@ -68,8 +68,7 @@ class QuantizeCli : public ::testing::Test {
     args.insert(args.end(), flags.begin(), flags.end());
     EXPECT_EQ(run(args, name), 0) << err_of(name);
     const bool asks_bf16 = std::find(flags.begin(), flags.end(), "bf16") != flags.end();
-    EXPECT_TRUE(attn::testing::is_quiet_but_for_slow_bf16(err_of(name), asks_bf16))
-        << err_of(name);
+    EXPECT_TRUE(attn::testing::is_quiet_but_for_slow_bf16(err_of(name), asks_bf16)) << err_of(name);
     return nlohmann::json::parse(out_of(name));
   }
   static std::vector<std::string> lines(const std::string& text) {

@@ -67,6 +67,12 @@ double bf16_dot_rate();
 // ONEDNN_MAX_CPU_ISA counts): those do not use VDPBF16PS.
 bool bf16_products_on_amx();
 
+// True where bf16 products run slower than f32 ones on this CPU: it has
+// AVX-512 BF16, oneDNN is not on AMX tiles, and bf16_dot_rate() is below 1
+// (slower before the conversions to bf16 are even counted). The CLI warns
+// then; nothing chooses by it.
+bool bf16_slower_than_f32();
+
 // The precision of this thread's matrix products.
 Precision matmul_precision();
 
