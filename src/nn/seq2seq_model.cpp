@@ -4,6 +4,7 @@
 
 #include "attn/nn/seq2seq_model.h"
 #include "attn/ops/index.h"
+#include "ops/row_stats.h"
 
 namespace attn::nn {
 
@@ -147,6 +148,16 @@ void DecoderState::select_rows(const Tensor& rows, const Tensor& encoder_rows) {
   for (Tensor* t : {&enc_outputs, &enc_valid_lens})
     if (t->defined()) *t = select_leading_rows(*t, enc_index, whole_row(*t), owns_encoder_rows);
   owns_encoder_rows = true;
+}
+
+Tensor Seq2SeqModel::step_argmax(const Tensor& X, DecoderState& state) {
+  const Tensor logits = step(X, state).contiguous();  // (B, t, V)
+  const std::int64_t V = logits.size(-1), rows = logits.numel() / V;
+  Tensor out = Tensor::empty({logits.size(0), logits.size(1)}, DType::i64);
+  const float* x = logits.data<float>();
+  std::int64_t* o = out.data<std::int64_t>();
+  for (std::int64_t r = 0; r < rows; ++r) o[r] = detail::row_argmax(x + r * V, V);
+  return out;
 }
 
 }  // namespace attn::nn

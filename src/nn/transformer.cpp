@@ -9,6 +9,7 @@
 #include "attn/ops/dropout.h"
 #include "attn/ops/elementwise.h"
 #include "attn/ops/index.h"
+#include "attn/ops/matmul.h"
 #include "attn/ops/norm.h"
 
 namespace attn::nn {
@@ -236,6 +237,16 @@ void extend_cache_table(DecoderState& state, std::int64_t R, std::int64_t T) {
 }  // namespace
 
 Tensor TransformerDecoder::step(const Tensor& X, DecoderState& state) {
+  autograd::NoGradGuard no_grad;
+  return dense->forward(step_hidden(X, state));
+}
+
+Tensor TransformerDecoder::step_argmax(const Tensor& X, DecoderState& state) {
+  autograd::NoGradGuard no_grad;
+  return linear_argmax(step_hidden(X, state), dense->weight, dense->bias);
+}
+
+Tensor TransformerDecoder::step_hidden(const Tensor& X, DecoderState& state) {
   autograd::NoGradGuard no_grad;  // the cache is written in place: inference only
   // The new tokens sit at positions steps, steps + 1, ... (d2l adds position
   // 0's encoding at every inference step; see docs/design.md).
@@ -247,7 +258,7 @@ Tensor TransformerDecoder::step(const Tensor& X, DecoderState& state) {
   extend_cache_table(state, X.size(0), X.size(1));
   for (auto& blk : blks->blocks) H = blk->forward_cached(H, state, cross_lens);
   state.steps += X.size(1);
-  return dense->forward(H);
+  return H;
 }
 
 std::array<std::vector<Tensor>, 2> TransformerDecoder::attention_weights() const {
@@ -325,6 +336,10 @@ Tensor EncoderDecoder::decode(const Tensor& dec_X, const DecoderState& state) {
 
 Tensor EncoderDecoder::step(const Tensor& X, DecoderState& state) {
   return decoder->step(X, state);
+}
+
+Tensor EncoderDecoder::step_argmax(const Tensor& X, DecoderState& state) {
+  return decoder->step_argmax(X, state);
 }
 
 AttentionWeights EncoderDecoder::attention_weights() const {

@@ -51,6 +51,7 @@
 #include "ops/matmul_internal.h"
 #include "ops/matmul_primitive.h"
 #include "ops/precision_internal.h"
+#include "ops/quantize_internal.h"
 #include "ops/thread_limit.h"
 
 namespace attn::detail {
@@ -67,6 +68,8 @@ struct PackedStore {
     // attn's kernel's layout (ops/f32_gemm.h, or ops/bf16_gemm.h in bf16),
     // once used
     std::unique_ptr<Storage> tiles;
+    // linear_argmax's int8 screen (ops/linear_argmax.cpp; f32 only), once used
+    std::shared_ptr<ArgmaxScreen> screen;
   };
   // Guards `weights` (threads that joined the scope share the store): a
   // lookup, and the first use of a layout, which packs it.
@@ -118,7 +121,8 @@ auto weight_key(const Tensor& w, bool bf16) {
 bool has_copy(PackedStore& store, const Tensor& w, bool bf16) {
   std::lock_guard<std::mutex> lock(store.mu);
   auto it = store.weights.find(weight_key(w, bf16));
-  return it != store.weights.end() && (!it->second.layouts.empty() || it->second.tiles);
+  return it != store.weights.end() &&
+         (!it->second.layouts.empty() || it->second.tiles || it->second.screen);
 }
 
 // W packed in `layout` (made now if it is the first use); null when oneDNN
@@ -221,32 +225,48 @@ void run_kernel(PackedStore& store, const Tensor& xc, const Tensor& w, const Ten
   parallel_ranges(groups, threads, [&](std::int64_t g0, std::int64_t g1) { bf16_gemm(a, g0, g1); });
 }
 
+// The path packed_linear takes for a product: none (linear() computes it
+// unpacked), attn's kernel, or oneDNN's primitive on a packed copy.
+enum class PackedPath { none, kernel, primitive };
+
+PackedPath packed_path(PackedStore* store, const Tensor& x, const Tensor& weight,
+                       const Tensor& bias) {
+  if (store == nullptr || !frozen_parameter(weight)) return PackedPath::none;
+  if (x.dtype() != DType::f32 || weight.dtype() != DType::f32 ||
+      (bias.defined() && bias.dtype() != DType::f32))
+    return PackedPath::none;
+  if (autograd::grad_enabled() &&
+      (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad())))
+    return PackedPath::none;
+  const std::int64_t N = weight.size(0), K = weight.size(1);
+  if (K == 0 || N * K < kMinWeight || weight.stride(0) <= 0 || weight.stride(1) <= 0)
+    return PackedPath::none;
+  const std::int64_t M = x.numel() / K;
+  if (M * N * K < kMinWork) return PackedPath::none;
+  const bool bf16 = matmul_precision() == Precision::bf16;
+  if (M < kMinRows && t_pack_all_rows == 0 && !has_copy(*store, weight, bf16))
+    return PackedPath::none;
+  return (bf16 ? bf16_gemm_supported() : f32_gemm_supported()) ? PackedPath::kernel
+                                                               : PackedPath::primitive;
+}
+
 }  // namespace
 
 std::optional<Tensor> packed_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                     bool relu) {
   PackedStore* store = frozen_packed_store();
-  if (store == nullptr || !frozen_parameter(weight)) return std::nullopt;
-  if (x.dtype() != DType::f32 || weight.dtype() != DType::f32 ||
-      (bias.defined() && bias.dtype() != DType::f32))
-    return std::nullopt;
-  if (autograd::grad_enabled() &&
-      (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad())))
-    return std::nullopt;
+  const PackedPath path = packed_path(store, x, weight, bias);
+  if (path == PackedPath::none) return std::nullopt;
   const std::int64_t N = weight.size(0), K = weight.size(1);
-  if (K == 0 || N * K < kMinWeight || weight.stride(0) <= 0 || weight.stride(1) <= 0)
-    return std::nullopt;
   const std::int64_t M = x.numel() / K;
-  if (M * N * K < kMinWork) return std::nullopt;
   const bool bf16 = matmul_precision() == Precision::bf16;
-  if (M < kMinRows && t_pack_all_rows == 0 && !has_copy(*store, weight, bf16)) return std::nullopt;
 
   const Tensor xc = x.detach().contiguous();
   const Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);
   out_shape.push_back(N);
   Tensor y = Tensor::empty(out_shape, DType::f32);
-  if (bf16 ? bf16_gemm_supported() : f32_gemm_supported()) {
+  if (path == PackedPath::kernel) {
     run_kernel(*store, xc, weight, bc, relu, bf16, M, y);
     return y;
   }
@@ -279,6 +299,19 @@ std::optional<Tensor> packed_linear(const Tensor& x, const Tensor& weight, const
     row += rows;
   }
   return y;
+}
+
+std::shared_ptr<ArgmaxScreen> packed_f32_screen(
+    const Tensor& x, const Tensor& weight, const Tensor& bias,
+    const std::function<std::shared_ptr<ArgmaxScreen>()>& make) {
+  PackedStore* store = frozen_packed_store();
+  if (quantize_scope_open() || matmul_precision() != Precision::f32 ||
+      packed_path(store, x, weight, bias) != PackedPath::kernel)
+    return nullptr;
+  std::lock_guard<std::mutex> lock(store->mu);
+  PackedStore::Weight& e = store->weights[weight_key(weight, false)];
+  if (!e.screen) e.screen = make();
+  return e.screen;
 }
 
 std::shared_ptr<PackedStore> new_packed_store() { return std::make_shared<PackedStore>(); }

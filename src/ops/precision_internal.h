@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -79,5 +80,25 @@ std::optional<Tensor> packed_linear(const Tensor& x, const Tensor& weight, const
                                     bool relu);
 // How many packed copies the open scope holds (0 without one). For tests.
 std::int64_t packed_copies();
+
+// linear_argmax's int8 screen of one weight (ops/linear_argmax.cpp).
+struct ArgmaxScreen;
+// Where linear(x, weight, bias) would run attn's f32 kernel on the weight's
+// packed copy (ops/f32_gemm.h: inside a PrecisionScope in f32 given the
+// weight, no QuantizeScope open, the conditions of packed_linear, a CPU with
+// AVX-512), the screen kept with that copy, made by `make` on first use
+// (under the store's lock; the weight then counts as packed, as after a
+// product); otherwise null.
+std::shared_ptr<ArgmaxScreen> packed_f32_screen(
+    const Tensor& x, const Tensor& weight, const Tensor& bias,
+    const std::function<std::shared_ptr<ArgmaxScreen>()>& make);
+
+// What linear_argmax's screen did in this process: the rows it took, those
+// it computed in full (a bound not finite), and the candidates it computed
+// exactly. For tests and benchmarks.
+struct ArgmaxScreenStats {
+  std::int64_t rows = 0, full_rows = 0, candidates = 0;
+};
+ArgmaxScreenStats argmax_screen_stats();
 
 }  // namespace attn::detail

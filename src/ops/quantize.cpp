@@ -40,29 +40,12 @@ namespace attn {
 
 namespace {
 
-// u8 x s8 sums of K terms stay within int32 up to K = (2^31 - 1) / (255 * 127)
-// = 66311; the largest K int8 takes, a round number below it.
-constexpr std::int64_t kMaxK = 65536;
+using detail::kMaxK;
+using detail::quantize_weight;
+using detail::QuantizedWeight;
+using detail::run_int8;
 // Products below this many multiply-adds run on the calling thread.
 constexpr std::int64_t kSerialWork = detail::kSerialGemmWork;
-
-// One weight, quantized.
-struct QuantizedWeight {
-  std::int64_t N = 0, K = 0;
-  std::vector<std::int8_t> q;  // Wq, N x K row-major
-  std::vector<float> scale;  // sw, N
-  std::vector<std::int32_t> comp;  // 128 * sum_k Wq[n,k], N
-  // Wq in int8_gemm's layout, once used; `mu` guards it, as the threads
-  // that joined the scope share the weight.
-  std::vector<std::int8_t> gemm;
-  std::mutex mu;
-
-  const std::int8_t* gemm_layout() {
-    std::lock_guard<std::mutex> lock(mu);
-    if (gemm.empty()) gemm = detail::pack_int8_gemm(q.data(), N, K);
-    return gemm.data();
-  }
-};
 
 }  // namespace
 
@@ -102,55 +85,6 @@ using detail::RowScale;
 
 bool parallel_rows(std::int64_t M, std::int64_t per_row) {
   return M > 1 && M * per_row >= 2 * parallel_grain();
-}
-
-// Wq, sw and the compensation of weight (N, K), any strides. A weight
-// holding an infinity or a NaN is refused: its scale would make every output
-// NaN.
-std::unique_ptr<QuantizedWeight> quantize_weight(const Tensor& weight, const char* op) {
-  auto w = std::make_unique<QuantizedWeight>();
-  const std::int64_t N = weight.size(0), K = weight.size(1);
-  const std::int64_t s0 = weight.stride(0), s1 = weight.stride(1);
-  w->N = N;
-  w->K = K;
-  w->q.resize(static_cast<std::size_t>(N * K));
-  w->scale.resize(static_cast<std::size_t>(N));
-  w->comp.resize(static_cast<std::size_t>(N));
-  const float* p = weight.data<float>();
-  // Rows in parallel, each through quantize_row (the AVX-512 kernel where the
-  // CPU has VNNI, the same bits as the reference), from a contiguous copy of
-  // the row where the weight's rows are not.
-  const bool vector = int8_supported();
-  std::atomic<std::int64_t> bad{N};
-  detail::parallel_for(N, detail::loop_threads(parallel_rows(N, K)), [&](std::int64_t n) {
-    thread_local std::vector<float> row;
-    thread_local std::vector<std::uint8_t> u;
-    const float* x = p + n * s0;
-    if (s1 != 1) {
-      row.resize(static_cast<std::size_t>(K));
-      for (std::int64_t k = 0; k < K; ++k) row[k] = p[n * s0 + k * s1];
-      x = row.data();
-    }
-    u.resize(static_cast<std::size_t>(K));
-    const float scale = quantize_row(x, K, u.data(), vector);
-    if (std::isnan(scale)) {  // the first such row is named
-      std::int64_t seen = bad.load();
-      while (n < seen && !bad.compare_exchange_weak(seen, n)) {}
-      return;
-    }
-    std::int32_t sum = 0;
-    std::int8_t* q = w->q.data() + n * K;
-    for (std::int64_t k = 0; k < K; ++k) {
-      q[k] = static_cast<std::int8_t>(static_cast<std::int32_t>(u[k]) - 128);
-      sum += q[k];
-    }
-    w->scale[n] = scale;
-    w->comp[n] = 128 * sum;
-  });
-  ATTN_CHECK(bad.load() == N, ValueError,
-             "{}: weight {} holds an infinity or a NaN in row {}: it cannot be quantized", op,
-             shape_str(weight.shape()), bad.load());
-  return w;
 }
 
 // acc (M x N) = the int32 sums of the u8 rows xq (M x K), 128 taken off
@@ -233,31 +167,6 @@ Tensor run_int8_vnni(const Tensor& x, std::int64_t M, QuantizedWeight& w, const 
   return y;
 }
 
-// y (..., N) for x (..., K): int8_gemm where the CPU has VNNI, else the
-// integer loops, their int32 sums written where y goes and each row turned
-// into floats where it lies.
-Tensor run_int8(const Tensor& x, QuantizedWeight& w, const Tensor& bias) {
-  const std::int64_t N = w.N;
-  Shape out_shape(x.shape().begin(), x.shape().end() - 1);
-  out_shape.push_back(N);
-  const std::int64_t M = N == 0 ? 0 : shape_numel(out_shape) / N;
-  if (M * N == 0) return Tensor::empty(out_shape, DType::f32);
-  if (int8_supported()) return run_int8_vnni(x, M, w, bias, out_shape);
-  static_assert(sizeof(std::int32_t) == sizeof(float));
-  Tensor y = Tensor::empty(out_shape, DType::f32);
-  Tensor xc = x.detach().contiguous();
-  Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
-  Scratch& s = thread_scratch();
-  float* out = y.data<float>();
-  auto* acc = reinterpret_cast<std::int32_t*>(out);
-  quantized_sums(xc.data<float>(), M, w, s, acc);
-  const float* b = bc.defined() ? bc.data<float>() : nullptr;
-  detail::parallel_for(M, detail::loop_threads(parallel_rows(M, N)), [&](std::int64_t m) {
-    dequantize_row(acc + m * N, s.sx[m], w.scale.data(), b, N, out + m * N);
-  });
-  return y;
-}
-
 void check_operands(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
   detail::check_linear_shapes(x, weight, bias, op);
   const std::int64_t K = weight.size(1);
@@ -289,6 +198,78 @@ QuantizedWeight* frozen_weight(const Tensor& weight, const char* op) {
 }
 
 }  // namespace
+
+namespace detail {
+
+std::unique_ptr<QuantizedWeight> quantize_weight(const Tensor& weight, const char* op) {
+  auto w = std::make_unique<QuantizedWeight>();
+  const std::int64_t N = weight.size(0), K = weight.size(1);
+  const std::int64_t s0 = weight.stride(0), s1 = weight.stride(1);
+  w->N = N;
+  w->K = K;
+  w->q.resize(static_cast<std::size_t>(N * K));
+  w->scale.resize(static_cast<std::size_t>(N));
+  w->comp.resize(static_cast<std::size_t>(N));
+  const float* p = weight.data<float>();
+  // Rows in parallel, each through quantize_row (the AVX-512 kernel where the
+  // CPU has VNNI, the same bits as the reference), from a contiguous copy of
+  // the row where the weight's rows are not.
+  const bool vector = int8_supported();
+  std::atomic<std::int64_t> bad{N};
+  detail::parallel_for(N, detail::loop_threads(parallel_rows(N, K)), [&](std::int64_t n) {
+    thread_local std::vector<float> row;
+    thread_local std::vector<std::uint8_t> u;
+    const float* x = p + n * s0;
+    if (s1 != 1) {
+      row.resize(static_cast<std::size_t>(K));
+      for (std::int64_t k = 0; k < K; ++k) row[k] = p[n * s0 + k * s1];
+      x = row.data();
+    }
+    u.resize(static_cast<std::size_t>(K));
+    const float scale = quantize_row(x, K, u.data(), vector);
+    if (std::isnan(scale)) {  // the first such row is named
+      std::int64_t seen = bad.load();
+      while (n < seen && !bad.compare_exchange_weak(seen, n)) {}
+      return;
+    }
+    std::int32_t sum = 0;
+    std::int8_t* q = w->q.data() + n * K;
+    for (std::int64_t k = 0; k < K; ++k) {
+      q[k] = static_cast<std::int8_t>(static_cast<std::int32_t>(u[k]) - 128);
+      sum += q[k];
+    }
+    w->scale[n] = scale;
+    w->comp[n] = 128 * sum;
+  });
+  ATTN_CHECK(bad.load() == N, ValueError,
+             "{}: weight {} holds an infinity or a NaN in row {}: it cannot be quantized", op,
+             shape_str(weight.shape()), bad.load());
+  return w;
+}
+
+Tensor run_int8(const Tensor& x, QuantizedWeight& w, const Tensor& bias) {
+  const std::int64_t N = w.N;
+  Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+  out_shape.push_back(N);
+  const std::int64_t M = N == 0 ? 0 : shape_numel(out_shape) / N;
+  if (M * N == 0) return Tensor::empty(out_shape, DType::f32);
+  if (int8_supported()) return run_int8_vnni(x, M, w, bias, out_shape);
+  static_assert(sizeof(std::int32_t) == sizeof(float));
+  Tensor y = Tensor::empty(out_shape, DType::f32);
+  Tensor xc = x.detach().contiguous();
+  Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Scratch& s = thread_scratch();
+  float* out = y.data<float>();
+  auto* acc = reinterpret_cast<std::int32_t*>(out);
+  quantized_sums(xc.data<float>(), M, w, s, acc);
+  const float* b = bc.defined() ? bc.data<float>() : nullptr;
+  detail::parallel_for(M, detail::loop_threads(parallel_rows(M, N)), [&](std::int64_t m) {
+    dequantize_row(acc + m * N, s.sx[m], w.scale.data(), b, N, out + m * N);
+  });
+  return y;
+}
+
+}  // namespace detail
 
 const char* quantization_name(Quantization q) { return q == Quantization::int8 ? "int8" : "none"; }
 
@@ -379,6 +360,8 @@ Tensor linear_int8_reference(const Tensor& x, const Tensor& weight, const Tensor
 }
 
 namespace detail {
+
+bool quantize_scope_open() { return t_cache != nullptr; }
 
 std::optional<Tensor> quantized_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (t_cache == nullptr) return std::nullopt;

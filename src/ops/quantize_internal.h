@@ -3,11 +3,50 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <vector>
 
 #include "attn/core/tensor.h"
+#include "ops/int8_gemm.h"
 
 namespace attn::detail {
+
+// u8 x s8 sums of K terms stay within int32 up to K = (2^31 - 1) / (255 * 127)
+// = 66311; the largest K int8 takes, a round number below it.
+constexpr std::int64_t kMaxK = 65536;
+
+// One weight, quantized (ops/quantize.cpp's formulas).
+struct QuantizedWeight {
+  std::int64_t N = 0, K = 0;
+  std::vector<std::int8_t> q;  // Wq, N x K row-major
+  std::vector<float> scale;  // sw, N
+  std::vector<std::int32_t> comp;  // 128 * sum_k Wq[n,k], N
+  // Wq in int8_gemm's layout, once used; `mu` guards it, as the threads
+  // that joined the scope share the weight.
+  std::vector<std::int8_t> gemm;
+  std::mutex mu;
+
+  const std::int8_t* gemm_layout() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (gemm.empty()) gemm = pack_int8_gemm(q.data(), N, K);
+    return gemm.data();
+  }
+};
+
+// Wq, sw and the compensation of weight (N, K), any strides. A weight
+// holding an infinity or a NaN is refused (ValueError naming `op` and the
+// row): its scale would make every output NaN.
+std::unique_ptr<QuantizedWeight> quantize_weight(const Tensor& weight, const char* op);
+
+// y (..., N) = the int8 product of x (..., K, f32, K <= kMaxK) and w, plus
+// bias (N, or undefined): attn's VNNI kernel (ops/int8_gemm.h) where the
+// CPU has it, else integer loops; the same bits either way.
+Tensor run_int8(const Tensor& x, QuantizedWeight& w, const Tensor& bias);
+
+// Whether a QuantizeScope is open on this thread.
+bool quantize_scope_open();
 
 // Inside a QuantizeScope: y = linear(x, weight, bias) as an int8 product when
 // weight is one of the scope's frozen parameters and the product is one int8

@@ -44,6 +44,19 @@ inline float row_max(const float* x, std::int64_t V) {
   return m;
 }
 
+// The first position holding `value` in x (V), or 0 where none does (a NaN).
+inline std::int64_t first_equal(const float* x, std::int64_t V, float value) {
+  std::int64_t i = 0;
+  while (i < V && !(x[i] == value)) ++i;
+  return i == V ? 0 : i;
+}
+
+// argmax as decoding takes it: the first position of row_max(x, V), so 0
+// for a NaN first value.
+inline std::int64_t row_argmax(const float* x, std::int64_t V) {
+  return first_equal(x, V, row_max(x, V));
+}
+
 inline RowStats row_stats_reference(const float* x, std::int64_t V) {
   const float m = row_max(x, V);
   double s = 0;

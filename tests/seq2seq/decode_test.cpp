@@ -2,11 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <set>
 
 #include "attn/autograd/node.h"
+#include "attn/ops/precision.h"
+#include "attn/ops/quantize.h"
 #include "attn/ops/softmax.h"
+#include "ops/f32_gemm.h"
+#include "ops/precision_internal.h"
 #include "testing.h"
 
 using namespace attn;
@@ -303,6 +308,35 @@ TEST(Decode, GreedyWithoutScoresTakesTheSameTokens) {
         EXPECT_EQ(a[i][0].score, b[i][0].score) << i;
       }
     }
+  }
+}
+
+// A subword-sized output layer (1,100 words) on packed weights: greedy
+// decoding without scores takes the model's step_argmax (the int8 screen,
+// where the CPU has VNNI: ops/linear_argmax.cpp), with scores every logit;
+// the same tokens, and the screen took the rows where it runs.
+TEST(Decode, GreedyScreenTakesTheTokensOfTheLogits) {
+  auto net = make_net(config(23, 1100), 6, 4.0, 1.5);
+  Sources s = random_sources(40, 9, 23, 6);
+  autograd::NoGradGuard no_grad;
+  PrecisionScope scope(Precision::f32, net->parameters());
+  DecodeOptions with, without;
+  with.max_length = without.max_length = 12;
+  without.scores = false;
+  const auto a = decode(*net, s.ids, s.lens, kBos, kEos, with);
+  const std::int64_t before = attn::detail::argmax_screen_stats().rows;
+  const auto b = decode(*net, s.ids, s.lens, kBos, kEos, without);
+  const std::int64_t screened = attn::detail::argmax_screen_stats().rows - before;
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i][0].ids, b[i][0].ids) << i;
+    EXPECT_EQ(a[i][0].eos, b[i][0].eos) << i;
+  }
+  const char* off = std::getenv("ATTN_NO_ARGMAX_SCREEN");
+  if (int8_supported() && attn::detail::f32_gemm_supported() && !(off && *off && *off != '0')) {
+    EXPECT_GT(screened, 40);
+  } else {
+    EXPECT_EQ(screened, 0);
   }
 }
 

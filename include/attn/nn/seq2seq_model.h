@@ -105,6 +105,11 @@ class Seq2SeqModel : public Module {
   // One or more new tokens X (B, t) after the state.steps already decoded:
   // logits (B, t, vocab); the state advances (inference only, no gradients).
   virtual Tensor step(const Tensor& X, DecoderState& state) = 0;
+  // step(), but only each position's most likely token: i64 (B, t), the
+  // first largest logit, as argmax takes it (greedy decoding). By default
+  // the argmax of step()'s logits; a model may find it without all of them
+  // (the Transformer: ops linear_argmax), with the same result.
+  virtual Tensor step_argmax(const Tensor& X, DecoderState& state);
   // The weights of the last encode/decode/step call (recorded inside an
   // nn::KeepAttentionWeights scope).
   virtual AttentionWeights attention_weights() const = 0;

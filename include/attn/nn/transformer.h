@@ -116,6 +116,9 @@ class TransformerDecoder : public Module {
   // One or more new tokens X (B, t) at positions state.steps..: logits (B, t, vocab),
   // with the KV cache updated. Only the new tokens' keys and values are computed.
   Tensor step(const Tensor& X, DecoderState& state);
+  // step()'s most likely tokens, i64 (B, t): the output layer through
+  // linear_argmax (attn/ops/matmul.h), the same tokens as step()'s argmax.
+  Tensor step_argmax(const Tensor& X, DecoderState& state);
   // [0][layer]: self-attention, [1][layer]: cross-attention weights of the
   // last call, each (B * heads, T_query, T_key).
   std::array<std::vector<Tensor>, 2> attention_weights() const;
@@ -125,6 +128,10 @@ class TransformerDecoder : public Module {
   std::shared_ptr<PositionalEncoding> pos_encoding;
   std::shared_ptr<Blocks<DecoderBlock>> blks;
   std::shared_ptr<Linear> dense;
+
+ private:
+  // step() up to the output layer: the last block's output (B, t, hiddens).
+  Tensor step_hidden(const Tensor& X, DecoderState& state);
 };
 
 // The name and shape of every parameter of EncoderDecoder(c), in the order
@@ -142,6 +149,7 @@ class EncoderDecoder : public Seq2SeqModel {
   DecoderState begin(const Tensor& enc_X, const Tensor& enc_valid_lens) override;
   Tensor decode(const Tensor& dec_X, const DecoderState& state) override;
   Tensor step(const Tensor& X, DecoderState& state) override;
+  Tensor step_argmax(const Tensor& X, DecoderState& state) override;
   AttentionWeights attention_weights() const override;
   std::string architecture() const override { return "transformer"; }
   std::int64_t tgt_vocab_size() const override { return config.tgt_vocab_size; }

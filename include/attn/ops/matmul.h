@@ -33,6 +33,19 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 //   dx = g @ weight,  dweight = g_rows^T @ x_rows,  dbias = sum over rows of g.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
+// The position of the largest element of each row of linear(x, weight,
+// bias): x (..., K) -> i64 (...), the first of equal largest elements, NaNs
+// passed over unless a row's first element is one (then 0): decoding's
+// greedy choice, the same positions as argmax over linear()'s rows. Not
+// differentiable. Inside a PrecisionScope in f32 given the weight, on a CPU
+// with AVX-512 VNNI, for a weight of 1,024 rows or more on the path where
+// linear() runs attn's f32 kernel, the rows are first screened by an int8
+// product with a proven bound on its error, and only the positions that can
+// still be the largest are computed in f32, exactly as linear() computes
+// them (docs/design.md, "Greedy decoding's int8 screen"); the answer is the
+// same. ATTN_NO_ARGMAX_SCREEN=1 turns the screen off.
+Tensor linear_argmax(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
 // relu(linear(x, weight, bias)) as one op: the activation is applied in the
 // pass that adds the bias, and only the output y is kept for the backward
 // (relu' is [y > 0]), not the pre-activation. The same numbers as the two ops
