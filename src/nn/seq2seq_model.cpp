@@ -2,8 +2,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "attn/core/threads.h"
 #include "attn/nn/seq2seq_model.h"
 #include "attn/ops/index.h"
+#include "core/parallel.h"
 #include "ops/row_stats.h"
 
 namespace attn::nn {
@@ -156,7 +158,8 @@ Tensor Seq2SeqModel::step_argmax(const Tensor& X, DecoderState& state) {
   Tensor out = Tensor::empty({logits.size(0), logits.size(1)}, DType::i64);
   const float* x = logits.data<float>();
   std::int64_t* o = out.data<std::int64_t>();
-  for (std::int64_t r = 0; r < rows; ++r) o[r] = detail::row_argmax(x + r * V, V);
+  detail::parallel_for(rows, detail::loop_threads(rows > 1 && rows * V >= parallel_grain()),
+                       [&](std::int64_t r) { o[r] = detail::row_argmax(x + r * V, V); });
   return out;
 }
 

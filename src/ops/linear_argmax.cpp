@@ -23,15 +23,21 @@
 //
 // The bound. With x^ = sx xq and W^_n = sw_n Wq_n the quantized operands as
 // the int8 kernel used them (real numbers), s_n = x . W_n exactly, u = 2^-24
-// and gamma_K = K u / (1 - K u):
-//   |s_n - x^ . W^_n| <= ||x - x^|| ||W_n|| + ||x^|| ||W_n - W^_n||   (Cauchy-Schwarz)
-//   |y'_n - (x^ . W^_n + b_n)| <= 5u (||x^|| ||W^_n|| + |b_n|)       (int to float, sx sw_n, the
-//   FMA) |y_n - (s_n + b_n)| <= (gamma_K + 2u) (||x|| ||W_n|| + |b_n|)     (the FMA chain, then +
-//   b_n)
+// and gamma_K = K u / (1 - K u), by Cauchy-Schwarz and the rounding of each
+// operation:
+//   the int8 rounding:   |s_n - x^ . W^_n| <= ||x - x^|| ||W_n|| + ||x^|| ||W_n - W^_n||
+//   the int8 path's own: |y'_n - (x^ . W^_n + b_n)| <= 5u (||x^|| ||W^_n|| + |b_n|)
+//                        (int to float, the product sx sw_n, the FMA with the bias)
+//   the f32 kernel's:    |y_n - (s_n + b_n)| <= (gamma_K + 2u) (||x|| ||W_n|| + |b_n|)
+//                        (the FMA chain, then + b_n)
 // E_n is their sum with gamma_K + 8u for both rounding terms, times 1.01,
 // plus 2^-20 |y'_n| and 1e-30 for the rounding of E_n and y'_n -+ E_n
 // themselves and for underflow. ||W_n|| and ||W_n - W^_n|| are computed once
-// per weight in f64 and rounded up.
+// per weight in f64 and rounded up to floats (upward, subnormals too); a
+// weight whose norms do not fit a float gets no screen. The chain's analysis
+// holds while no partial sum overflows: a row whose ||x|| max_n ||W_n|| +
+// max_n |b_n| could reach half the largest float is computed in full, as are
+// rows where an E_n or a y'_n is not a finite number.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -59,8 +65,9 @@ namespace attn {
 namespace detail {
 
 struct ArgmaxScreen {
-  std::unique_ptr<QuantizedWeight> q;  // W in int8; null: W is not finite, no screen
+  std::unique_ptr<QuantizedWeight> q;  // W in int8; null: no screen (W or its norms not finite)
   std::vector<float> wnorm, dnorm;  // ||W_n||, ||W_n - W^_n||, rounded up
+  double wmax = 0;  // max_n ||W_n||
 };
 
 }  // namespace detail
@@ -83,7 +90,13 @@ bool screen_enabled() {
   return on;
 }
 
-float round_up(double v) { return static_cast<float>(v * (1.0 + 1e-6)); }
+// The smallest float at least v (v >= 0, finite): rounded to nearest, then
+// one step up where that fell below (subnormals included).
+float round_up(double v) {
+  float f = static_cast<float>(v);
+  if (static_cast<double>(f) < v) f = std::nextafter(f, std::numeric_limits<float>::infinity());
+  return f;
+}
 
 // W quantized as the int8 product does it, and its rows' norms.
 std::shared_ptr<ArgmaxScreen> make_screen(const Tensor& weight) {
@@ -94,22 +107,30 @@ std::shared_ptr<ArgmaxScreen> make_screen(const Tensor& weight) {
   for (std::int64_t i = 0; i < N; ++i)
     for (std::int64_t k = 0; k < K; ++k)
       if (!std::isfinite(w[i * s0 + k * s1])) return s;  // linear() gives what it gives
-  s->q = detail::quantize_weight(weight, "linear_argmax");
+  auto q = detail::quantize_weight(weight, "linear_argmax");
   s->wnorm.resize(static_cast<std::size_t>(N));
   s->dnorm.resize(static_cast<std::size_t>(N));
+  std::vector<double> norms(static_cast<std::size_t>(N));
   detail::parallel_for(N, detail::loop_threads(N * K >= parallel_grain()), [&](std::int64_t n) {
-    const double sw = s->q->scale[static_cast<std::size_t>(n)];
-    const std::int8_t* q = s->q->q.data() + n * K;
+    const auto i = static_cast<std::size_t>(n);
+    const double sw = q->scale[i];
+    const std::int8_t* qn = q->q.data() + n * K;
     double w2 = 0, d2 = 0;
     for (std::int64_t k = 0; k < K; ++k) {
       const double v = w[n * s0 + k * s1];
-      const double d = v - sw * q[k];
+      const double d = v - sw * qn[k];
       w2 += v * v;
       d2 += d * d;
     }
-    s->wnorm[static_cast<std::size_t>(n)] = round_up(std::sqrt(w2));
-    s->dnorm[static_cast<std::size_t>(n)] = round_up(std::sqrt(d2));
+    norms[i] = std::sqrt(w2);
+    s->wnorm[i] = round_up(norms[i]);
+    s->dnorm[i] = round_up(std::sqrt(d2));
   });
+  for (std::size_t i = 0; i < norms.size(); ++i) {
+    if (!std::isfinite(s->wnorm[i]) || !std::isfinite(s->dnorm[i])) return s;
+    s->wmax = std::max(s->wmax, norms[i]);
+  }
+  s->q = std::move(q);
   return s;
 }
 
@@ -153,7 +174,7 @@ std::int64_t best_of(const float* x, const float* w, std::int64_t s0, std::int64
 // false where the bound is not finite (the caller computes the row in full).
 bool screen_row(const ArgmaxScreen& s, const float* x, const float* yq, const float* w,
                 std::int64_t s0, std::int64_t s1, std::int64_t K, std::int64_t N, const float* bias,
-                std::int64_t* out) {
+                double bmax, std::int64_t* out) {
   thread_local std::vector<std::uint8_t> u;
   thread_local std::vector<float> upper;
   thread_local std::vector<std::int64_t> cand;
@@ -171,6 +192,8 @@ bool screen_row(const ArgmaxScreen& s, const float* x, const float* yq, const fl
     c2 += xk * xk;
   }
   const double A = std::sqrt(a2), B = std::sqrt(b2), C = std::sqrt(c2);
+  // A partial sum of the f32 chain could overflow: the analysis assumes none.
+  if (!(C * s.wmax * 1.01 + bmax < 0.5 * std::numeric_limits<float>::max())) return false;
   const double u32 = std::ldexp(1.0, -24), Ku = static_cast<double>(K) * u32;
   const double c = Ku / (1 - Ku) + 8 * u32;
   // E_n = ew wn + ed dn + eb |b_n| + 2^-20 |y'_n| + 1e-30 (the 1.01 inside).
@@ -184,13 +207,13 @@ bool screen_row(const ArgmaxScreen& s, const float* x, const float* yq, const fl
   upper.resize(static_cast<std::size_t>(N));
   float* up = upper.data();
   float L = -std::numeric_limits<float>::infinity();
-  int bad = 0;  // y' not finite (an infinity or a NaN in the bias, or an overflow)
+  int bad = 0;  // y' not finite (an infinity or a NaN in the bias, an overflow), or E_n NaN
 #pragma omp simd reduction(max : L) reduction(+ : bad)
   for (std::int64_t n = 0; n < N; ++n) {
     const float b = bias ? std::fabs(bias[n]) : 0.0f;
     const float e = ew * wn[n] + ed * dn[n] + eb * b + ey * std::fabs(yq[n]) + e0;
     up[n] = yq[n] + e;
-    bad += !(std::fabs(yq[n]) <= std::numeric_limits<float>::max());
+    bad += !(std::fabs(yq[n]) <= std::numeric_limits<float>::max()) + !(e >= 0.0f);
     L = std::max(L, yq[n] - e);
   }
   if (bad != 0 || !std::isfinite(L)) return false;
@@ -218,11 +241,12 @@ Tensor plain_argmax(const Tensor& x, const Tensor& weight, const Tensor& bias,
   Tensor out = Tensor::empty(out_shape, DType::i64);
   const std::int64_t N = weight.size(0), M = out.numel();
   if (M == 0) return out;
-  const Tensor y = linear(x, weight, bias).contiguous();
+  const Tensor y = linear(x, weight, bias).detach().contiguous();
   std::int64_t* o = out.data<std::int64_t>();
   dispatch_float(y.dtype(), "linear_argmax", [&]<class T>() {
     const T* p = y.data<T>();
-    for (std::int64_t m = 0; m < M; ++m) {
+    const int threads = detail::loop_threads(M > 1 && M * N >= parallel_grain());
+    detail::parallel_for(M, threads, [&](std::int64_t m) {
       const T* row = p + m * N;
       if constexpr (std::is_same_v<T, float>) {
         o[m] = detail::row_argmax(row, N);
@@ -233,7 +257,7 @@ Tensor plain_argmax(const Tensor& x, const Tensor& weight, const Tensor& bias,
             if (row[n] > row[best]) best = n;
         o[m] = best;
       }
-    }
+    });
   });
   return out;
 }
@@ -253,12 +277,14 @@ Tensor linear_argmax(const Tensor& x, const Tensor& weight, const Tensor& bias) 
   const std::int64_t N = weight.size(0), K = weight.size(1);
   ATTN_CHECK(N > 0, ShapeError, "linear_argmax: a weight of 0 rows {} has no argmax",
              shape_str(weight.shape()));
-  autograd::NoGradGuard no_grad;  // positions have no gradient
   const Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+  // The path is chosen as linear() chooses it, under the caller's grad mode:
+  // a tensor that records gradients keeps linear()'s unpacked path.
   std::shared_ptr<ArgmaxScreen> screen;
   if (screen_enabled() && N >= kMinScreenN && K <= detail::kMaxK && int8_supported())
     screen = detail::packed_f32_screen(x, weight, bias, [&] { return make_screen(weight); });
   if (!screen || !screen->q) return plain_argmax(x, weight, bias, out_shape);
+  autograd::NoGradGuard no_grad;  // positions have no gradient
 
   const Tensor xc = x.detach().contiguous();
   const Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
@@ -271,10 +297,13 @@ Tensor linear_argmax(const Tensor& x, const Tensor& weight, const Tensor& bias) 
   const float* pw = weight.data<float>();
   const float* pb = bc.defined() ? bc.data<float>() : nullptr;
   const std::int64_t s0 = weight.stride(0), s1 = weight.stride(1);
+  double bmax = 0;
+  for (std::int64_t n = 0; pb != nullptr && n < N; ++n)
+    bmax = std::max(bmax, std::fabs(static_cast<double>(pb[n])));
   std::atomic<std::int64_t> full{0};
   detail::parallel_for(
       M, detail::loop_threads(M > 1 && M * N >= parallel_grain()), [&](std::int64_t m) {
-        if (screen_row(*screen, px + m * K, py + m * N, pw, s0, s1, K, N, pb, o + m)) return;
+        if (screen_row(*screen, px + m * K, py + m * N, pw, s0, s1, K, N, pb, bmax, o + m)) return;
         // In full: every position, exactly as the kernel computes it.
         thread_local std::vector<std::int64_t> all;
         all.resize(static_cast<std::size_t>(N));

@@ -308,6 +308,8 @@ std::shared_ptr<ArgmaxScreen> packed_f32_screen(
   if (quantize_scope_open() || matmul_precision() != Precision::f32 ||
       packed_path(store, x, weight, bias) != PackedPath::kernel)
     return nullptr;
+  // Made under the lock, as a packing is: once per weight and scope (the
+  // other threads that joined the scope wait that once).
   std::lock_guard<std::mutex> lock(store->mu);
   PackedStore::Weight& e = store->weights[weight_key(weight, false)];
   if (!e.screen) e.screen = make();

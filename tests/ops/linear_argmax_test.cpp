@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <random>
 #include <string_view>
 #include <vector>
 
@@ -89,19 +90,76 @@ TEST(LinearArgmax, ScreenEqualsArgmaxOfLinear) {
   Tensor w = rand32({kN, kK}, 4), b = rand32({kN}, 5);
   Tensor wt = rand32({kK, kN}, 6).transpose(0, 1);  // strides (1, kN)
   autograd::NoGradGuard no_grad;
-  PrecisionScope scope(Precision::f32, {w, b, wt});
-  for (std::int64_t M : {16, 17, 45, 130}) {
-    SCOPED_TRACE(M);
-    Tensor x = rand32({M, kK}, 10 + static_cast<std::uint64_t>(M), -2.0, 2.0);
-    expect_same(x, w, b, M);
-    expect_same(x, w, Tensor(), M);
-    expect_same(x, wt, b, M);
+  const detail::ArgmaxScreenStats before = detail::argmax_screen_stats();
+  {
+    PrecisionScope scope(Precision::f32, {w, b, wt});
+    for (std::int64_t M : {16, 17, 45, 130}) {
+      SCOPED_TRACE(M);
+      Tensor x = rand32({M, kK}, 10 + static_cast<std::uint64_t>(M), -2.0, 2.0);
+      expect_same(x, w, b, M);
+      expect_same(x, w, Tensor(), M);
+      expect_same(x, wt, b, M);
+    }
   }
+  // A layer of exactly the screen's smallest size.
+  Tensor w1024 = rand32({1024, kK}, 26);
+  PrecisionScope scope(Precision::f32, {w1024});
+  expect_same(rand32({20, kK}, 27), w1024, Tensor(), 20);
   if (screen_runs()) {
-    const detail::ArgmaxScreenStats s = detail::argmax_screen_stats();
-    EXPECT_GT(s.candidates, 0);
-    EXPECT_EQ(s.full_rows, 0);
+    const detail::ArgmaxScreenStats after = detail::argmax_screen_stats();
+    EXPECT_GT(after.candidates, before.candidates);
+    EXPECT_EQ(after.full_rows, before.full_rows);
   }
+}
+
+// Operands int8 holds exactly (every row's largest magnitude 127: scales of
+// 1), so that the bound is its rounding terms alone, and sums that pass 2^24
+// and come back (K 4,096: the first half adds, the second subtracts), so
+// that the f32 chain rounds on its way. Rows P and P' differ by one in their
+// first weight, which meets x's 1: their exact sums differ by 1 and their
+// f32 results by their roundings, and the seed is chosen so that these
+// make P' no larger than P. A screen without the rounding terms would keep
+// only P' (the larger exact sum, which the int8 product gives exactly);
+// argmax over the f32 results is P, the first of the largest.
+TEST(LinearArgmax, RoundingTermsKeepChainsThatCross) {
+  constexpr std::int64_t K = 4096, N = 1024, M = 16, P = 3, P2 = 700;
+  auto chain = [](const std::vector<float>& x, const std::vector<float>& w) {
+    float acc = 0.0f;
+    for (std::size_t k = 0; k < x.size(); ++k) acc = std::fma(x[k], w[k], acc);
+    return acc;
+  };
+  std::vector<float> xr(K, 127.0f), wp(K), wq(K);
+  xr[0] = 1.0f;
+  bool found = false;
+  for (unsigned seed = 0; seed < 500 && !found; ++seed) {
+    std::mt19937 gen(seed);
+    std::uniform_int_distribution<int> big(60, 127);
+    for (std::int64_t k = 0; k < K / 2; ++k) wp[k] = static_cast<float>(big(gen));
+    std::vector<float> half(wp.begin(), wp.begin() + K / 2);
+    std::shuffle(half.begin(), half.end(), gen);
+    for (std::int64_t k = 0; k < K / 2; ++k) wp[K / 2 + k] = -half[k];
+    for (std::int64_t k = K / 2; k < K / 2 + 40; ++k) wp[k] += 1.0f;  // the sum: 40 x 127
+    wp[0] = 100.0f;  // room for P' = P + 1 there
+    wp[1] = 127.0f;
+    wp[K - 1] = -127.0f;
+    wq = wp;
+    wq[0] += 1.0f;
+    std::int64_t exact = 0;  // P's sum, well above the other rows' 0
+    for (std::int64_t k = 0; k < K; ++k)
+      exact += static_cast<std::int64_t>(xr[k]) * static_cast<std::int64_t>(wp[k]);
+    found = exact > 1000 && chain(xr, wq) <= chain(xr, wp);
+  }
+  ASSERT_TRUE(found) << "no seed gave chains that cross";
+  Tensor x = Tensor::empty({M, K}), w = Tensor::empty({N, K});
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t k = 0; k < K; ++k) x.data<float>()[m * K + k] = xr[k];
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t k = 0; k < K; ++k)
+      w.data<float>()[n * K + k] = n == P ? wp[k] : n == P2 ? wq[k] : 0.0f;
+  autograd::NoGradGuard no_grad;
+  PrecisionScope scope(Precision::f32, {w});
+  expect_same(x, w, Tensor(), M);
+  EXPECT_EQ(linear_argmax(x, w).data<std::int64_t>()[0], P);
 }
 
 // Equal largest logits at two positions (the same weight row and bias):
@@ -151,7 +209,7 @@ TEST(LinearArgmax, WideBoundsStillExact) {
   PrecisionScope scope(Precision::f32, {w});
   const detail::ArgmaxScreenStats before = detail::argmax_screen_stats();
   expect_same(x, w, Tensor(), M);
-  if (screen_runs()) {
+  if (screen_runs()) {  // far more than the one or two of trained models
     EXPECT_GT(detail::argmax_screen_stats().candidates - before.candidates, 10 * M);
   }
 }
@@ -180,9 +238,38 @@ TEST(LinearArgmax, NonFiniteRowsKeepTheRule) {
   EXPECT_EQ(linear_argmax(x, w, bn).data<std::int64_t>()[4], 0);
 }
 
+// The edges of the float range: a chain whose partial sum overflows (an
+// infinite logit beside finite int8 values: computed in full), and inputs
+// so small that x's norm is subnormal (its bound rounded up, not to nearest).
+TEST(LinearArgmax, ExtremeMagnitudesKeepTheRule) {
+  constexpr std::int64_t M = 16, N = 1024, K = 16;
+  autograd::NoGradGuard no_grad;
+  {
+    Tensor x = zeros({M, K}), w = zeros({N, K});
+    for (std::int64_t m = 0; m < M; ++m)
+      x.data<float>()[m * K] = x.data<float>()[m * K + 1] = 1e20f;
+    w.data<float>()[0] = 1e19f;  // row 0: 1e39 overflows, then -1e39 cannot bring it back
+    w.data<float>()[1] = -1e19f;
+    w.data<float>()[K] = w.data<float>()[K + 1] = 1e15f;  // row 1: 2e35
+    PrecisionScope scope(Precision::f32, {w});
+    expect_same(x, w, Tensor(), M);
+    EXPECT_EQ(linear_argmax(x, w).data<std::int64_t>()[0], 0);
+  }
+  Tensor x = zeros({M, K}), w = zeros({N, K}), b = zeros({N});
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  for (std::int64_t m = 0; m < M; ++m) x.data<float>()[m * K] = x.data<float>()[m * K + 1] = tiny;
+  w.data<float>()[5 * K] = w.data<float>()[5 * K + 1] = 1e38f;  // row 5: 2.8e-7
+  b.data<float>()[7] = 2.5e-7f;  // row 7: 2.5e-7
+  PrecisionScope scope(Precision::f32, {w, b});
+  expect_same(x, w, b, M);
+  EXPECT_EQ(linear_argmax(x, w, b).data<std::int64_t>()[0], 5);
+}
+
 // Fewer than 16 rows before the weight was packed: linear() takes the
-// unpacked path, and so does linear_argmax (no screen); after a product of
-// 16 rows, or under PackAllRows, they take the screen.
+// unpacked path, and so does linear_argmax (no screen). A screen made by 16
+// rows counts as a packed copy, as a product of 16 rows would have made one:
+// afterwards few rows take the screen, and linear() the packed kernel.
+// Under PackAllRows any row count does; a 1-D x gives a 0-D position.
 TEST(LinearArgmax, FewRowsFollowLinearsPath) {
   Tensor w = rand32({kN, kK}, 17), b = rand32({kN}, 18);
   Tensor few = rand32({3, kK}, 19), many = rand32({16, kK}, 20);
@@ -190,12 +277,40 @@ TEST(LinearArgmax, FewRowsFollowLinearsPath) {
   {
     PrecisionScope scope(Precision::f32, {w, b});
     expect_same(few, w, b, 0);
-    expect_same(many, w, b, 16);
+    EXPECT_EQ(detail::packed_copies(), 0);
+    const std::int64_t before = detail::argmax_screen_stats().rows;
+    linear_argmax(many, w, b);  // no linear() call: the screen alone
+    EXPECT_EQ(detail::argmax_screen_stats().rows - before, screen_runs() ? 16 : 0);
     expect_same(few, w, b, 3);
   }
   PrecisionScope scope(Precision::f32, {w, b});
   PackAllRows all;
   expect_same(few, w, b, 3);
+  Tensor one = rand32({kK}, 28);
+  expect_same(one, w, b, 1);
+  EXPECT_EQ(linear_argmax(one, w, b).dim(), 0);
+  expect_same(Tensor::empty({0, kK}), w, b, 0);
+}
+
+// Where linear() does not run the f32 kernel, linear_argmax follows it
+// without a screen: int8 weights (a QuantizeScope), bf16 products, and an
+// x that records gradients (linear()'s unpacked path, also in an f32 scope).
+TEST(LinearArgmax, OtherPathsFollowLinear) {
+  Tensor w = rand32({kN, kK}, 29), b = rand32({kN}, 30), x = rand32({24, kK}, 31, -2.0, 2.0);
+  if (int8_supported()) {
+    autograd::NoGradGuard no_grad;
+    QuantizeScope q({w, b});
+    expect_same(x, w, b, 0);
+  }
+  if (bf16_supported()) {
+    autograd::NoGradGuard no_grad;
+    PrecisionScope scope(Precision::bf16, {w, b});
+    expect_same(x, w, b, 0);
+  }
+  PrecisionScope scope(Precision::f32, {w, b});
+  Tensor xg = x.clone();
+  xg.requires_grad_();
+  expect_same(xg, w, b, 0);
 }
 
 // Bad operands: the shapes linear() checks, and a weight of no rows.

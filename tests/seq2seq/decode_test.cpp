@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <string_view>
 
 #include "attn/autograd/node.h"
 #include "attn/ops/precision.h"
@@ -314,30 +315,54 @@ TEST(Decode, GreedyWithoutScoresTakesTheSameTokens) {
 // A subword-sized output layer (1,100 words) on packed weights: greedy
 // decoding without scores takes the model's step_argmax (the int8 screen,
 // where the CPU has VNNI: ops/linear_argmax.cpp), with scores every logit;
-// the same tokens, and the screen took the rows where it runs.
+// each in a scope of its own, the screen's first, so that its steps of
+// fewer than 16 rows meet only the copy the screen made. The same tokens,
+// and the screen took the rows where it runs. The Bahdanau model (the
+// default step_argmax: every logit) likewise.
 TEST(Decode, GreedyScreenTakesTheTokensOfTheLogits) {
   auto net = make_net(config(23, 1100), 6, 4.0, 1.5);
   Sources s = random_sources(40, 9, 23, 6);
   autograd::NoGradGuard no_grad;
-  PrecisionScope scope(Precision::f32, net->parameters());
   DecodeOptions with, without;
   with.max_length = without.max_length = 12;
   without.scores = false;
-  const auto a = decode(*net, s.ids, s.lens, kBos, kEos, with);
   const std::int64_t before = attn::detail::argmax_screen_stats().rows;
-  const auto b = decode(*net, s.ids, s.lens, kBos, kEos, without);
+  std::vector<std::vector<Hypothesis>> a, b;
+  {
+    PrecisionScope scope(Precision::f32, net->parameters());
+    b = decode(*net, s.ids, s.lens, kBos, kEos, without);
+  }
   const std::int64_t screened = attn::detail::argmax_screen_stats().rows - before;
+  {
+    PrecisionScope scope(Precision::f32, net->parameters());
+    a = decode(*net, s.ids, s.lens, kBos, kEos, with);
+  }
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i][0].ids, b[i][0].ids) << i;
     EXPECT_EQ(a[i][0].eos, b[i][0].eos) << i;
   }
   const char* off = std::getenv("ATTN_NO_ARGMAX_SCREEN");
-  if (int8_supported() && attn::detail::f32_gemm_supported() && !(off && *off && *off != '0')) {
+  const bool screen_off = off && *off && std::string_view(off) != "0";
+  if (int8_supported() && attn::detail::f32_gemm_supported() && !screen_off) {
     EXPECT_GT(screened, 40);
   } else {
     EXPECT_EQ(screened, 0);
   }
+
+  nn::BahdanauConfig bc;
+  bc.src_vocab_size = 23;
+  bc.tgt_vocab_size = 1100;
+  bc.embed_size = 8;
+  bc.num_hiddens = 16;
+  bc.num_layers = 2;
+  bc.dropout = 0;
+  manual_seed(7);
+  nn::BahdanauEncoderDecoder rnn(bc);
+  rnn.eval();
+  const auto ra = decode(rnn, s.ids, s.lens, kBos, kEos, with);
+  const auto rb = decode(rnn, s.ids, s.lens, kBos, kEos, without);
+  for (std::size_t i = 0; i < ra.size(); ++i) EXPECT_EQ(ra[i][0].ids, rb[i][0].ids) << i;
 }
 
 // Beam search in one batch, where sentences leave at different steps and the
