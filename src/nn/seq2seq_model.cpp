@@ -2,10 +2,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "attn/core/threads.h"
 #include "attn/nn/seq2seq_model.h"
 #include "attn/ops/index.h"
-#include "core/parallel.h"
 #include "ops/row_stats.h"
 
 namespace attn::nn {
@@ -156,10 +154,7 @@ Tensor Seq2SeqModel::step_argmax(const Tensor& X, DecoderState& state) {
   const Tensor logits = step(X, state).contiguous();  // (B, t, V)
   const std::int64_t V = logits.size(-1), rows = logits.numel() / V;
   Tensor out = Tensor::empty({logits.size(0), logits.size(1)}, DType::i64);
-  const float* x = logits.data<float>();
-  std::int64_t* o = out.data<std::int64_t>();
-  detail::parallel_for(rows, detail::loop_threads(rows > 1 && rows * V >= parallel_grain()),
-                       [&](std::int64_t r) { o[r] = detail::row_argmax(x + r * V, V); });
+  detail::rows_argmax(logits.data<float>(), rows, V, out.data<std::int64_t>());
   return out;
 }
 

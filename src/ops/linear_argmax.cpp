@@ -45,7 +45,6 @@
 #include <limits>
 #include <memory>
 #include <string_view>
-#include <type_traits>
 #include <vector>
 
 #include "attn/autograd/node.h"
@@ -243,21 +242,22 @@ Tensor plain_argmax(const Tensor& x, const Tensor& weight, const Tensor& bias,
   if (M == 0) return out;
   const Tensor y = linear(x, weight, bias).detach().contiguous();
   std::int64_t* o = out.data<std::int64_t>();
+  if (y.dtype() == DType::f32) {
+    detail::rows_argmax(y.data<float>(), M, N, o);
+    return out;
+  }
   dispatch_float(y.dtype(), "linear_argmax", [&]<class T>() {
+    // The same rule in f64: the first of the largest, NaNs passed over
+    // unless first.
     const T* p = y.data<T>();
-    const int threads = detail::loop_threads(M > 1 && M * N >= parallel_grain());
-    detail::parallel_for(M, threads, [&](std::int64_t m) {
+    for (std::int64_t m = 0; m < M; ++m) {
       const T* row = p + m * N;
-      if constexpr (std::is_same_v<T, float>) {
-        o[m] = detail::row_argmax(row, N);
-      } else {  // the same rule in f64: the first of the largest, NaNs ignored unless first
-        std::int64_t best = 0;
-        if (!std::isnan(row[0]))
-          for (std::int64_t n = 1; n < N; ++n)
-            if (row[n] > row[best]) best = n;
-        o[m] = best;
-      }
-    });
+      std::int64_t best = 0;
+      if (!std::isnan(row[0]))
+        for (std::int64_t n = 1; n < N; ++n)
+          if (row[n] > row[best]) best = n;
+      o[m] = best;
+    }
   });
   return out;
 }

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <functional>
 
+#include "attn/core/threads.h"
+#include "core/parallel.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq")
@@ -155,6 +158,11 @@ std::int64_t row_top_candidates(const float* x, std::int64_t V, std::int64_t m, 
   if (has_avx512()) return row_top_candidates_avx512(x, V, m, out);
 #endif
   return row_top_candidates_reference(x, V, m, out);
+}
+
+void rows_argmax(const float* x, std::int64_t rows, std::int64_t V, std::int64_t* out) {
+  parallel_for(rows, loop_threads(rows > 1 && rows * V >= parallel_grain()),
+               [&](std::int64_t r) { out[r] = row_argmax(x + r * V, V); });
 }
 
 }  // namespace attn::detail

@@ -57,6 +57,10 @@ inline std::int64_t row_argmax(const float* x, std::int64_t V) {
   return first_equal(x, V, row_max(x, V));
 }
 
+// out[r] = row_argmax of each of `rows` rows of V (x row-major), the rows
+// in parallel where there are enough of them.
+void rows_argmax(const float* x, std::int64_t rows, std::int64_t V, std::int64_t* out);
+
 inline RowStats row_stats_reference(const float* x, std::int64_t V) {
   const float m = row_max(x, V);
   double s = 0;

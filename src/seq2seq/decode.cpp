@@ -295,8 +295,9 @@ std::vector<std::vector<Hypothesis>> decode(nn::Seq2SeqModel& net, const Tensor&
     // Greedy decoding without scores needs each row's argmax alone, which
     // the model may find without computing every logit (step_argmax).
     const bool argmax_only = K == 1 && !options.scores;
-    const Tensor logits = argmax_only ? net.step_argmax(input, state).contiguous()
-                                      : net.step(input, state).contiguous();
+    // logits (R, 1, V), or with argmax_only each row's token (R, 1)
+    const Tensor out = argmax_only ? net.step_argmax(input, state).contiguous()
+                                   : net.step(input, state).contiguous();
     nn::AttentionWeights weights;
     if (options.keep_attention) weights = net.attention_weights();
 
@@ -312,11 +313,11 @@ std::vector<std::vector<Hypothesis>> decode(nn::Seq2SeqModel& net, const Tensor&
     }
     row_tops.resize(static_cast<std::size_t>(R));
     if (argmax_only) {
-      const std::int64_t* best = logits.data<std::int64_t>();  // (R, 1)
+      const std::int64_t* best = out.data<std::int64_t>();
       for (std::int64_t r = 0; r < R; ++r)
         row_tops[static_cast<std::size_t>(r)].assign(1, Candidate{0.0, 0, best[r]});
     } else {
-      const float* x = logits.data<float>();  // (R, 1, V)
+      const float* x = out.data<float>();
       detail::parallel_for(
           R, detail::loop_threads(R > 1 && R * V >= parallel_grain()), [&](std::int64_t r) {
             row_best(x + r * V, V, row_log_prob[static_cast<std::size_t>(r)], 0, K == 1 ? 1 : 2 * K,
