@@ -86,8 +86,11 @@ namespace {
 
 struct F32Tiles {
   // y for rows [m0, m0 + R) and group g: the sums over all of K in
-  // registers, while the 128 bytes at pf + 32 k are brought into the
-  // nearest cache at each step k (the weights a later tile reads).
+  // registers, while the 128 bytes at pf + 32 k are brought into the L2
+  // cache at each step k (the weights a later tile reads). Not into L1: at
+  // K 256 a group is 32 KB, and the next one fetched beside it into the
+  // 48 KB L1 evicted the lines the chunk's other tiles were about to read
+  // (docs/design.md, "f32: attn's own kernel").
   template <int R>
   __attribute__((target("avx512f"), noinline)) static void tile(const F32GemmArgs& a,
                                                                 std::int64_t m0, std::int64_t g,
@@ -102,8 +105,8 @@ struct F32Tiles {
            hi10 = z, hi11 = z;
     for (std::int64_t k = 0; k < a.K; ++k) {
       const __m512 w0 = _mm512_loadu_ps(w + k * kGroup), w1 = _mm512_loadu_ps(w + k * kGroup + 16);
-      _mm_prefetch(reinterpret_cast<const char*>(pf + k * kGroup), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(pf + k * kGroup + 16), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(pf + k * kGroup), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(pf + k * kGroup + 16), _MM_HINT_T1);
       ATTN_F32_ROW_STEP(0)
       ATTN_F32_ROW_STEP(1)
       ATTN_F32_ROW_STEP(2)

@@ -8,8 +8,9 @@
 // - the tiles are taken 4 at a time (at most 48 rows, which stay in the
 //   nearer caches), each chunk passing over all the column groups;
 // - while the tiles of one group run, each fetches the next group's
-//   weights into the nearest cache (the first tile of a call its own, 32
-//   steps ahead): a model's weights are larger than the last cache, so a
+//   weights (the first tile of a call its own, 32 steps ahead) into L1, or
+//   the f32 kernel's larger groups into L2 (ops/f32_gemm.cpp): a model's
+//   weights are larger than the last cache, so a
 //   decoding step finds them in memory. At 32 rows on weights 4 times the
 //   size of the last cache, that took the f32 kernel on one thread of the
 //   development machine from 173 to 245 GFLOP/s (K 256 x N 1024).
