@@ -53,6 +53,7 @@ struct VecAvx512 {
   // dst[j * 16 + l] = scale * src[l][j] for l < 16, j < n <= 16. Masked
   // loads read n elements of each row and nothing past them.
   static void interleave(const float* const* src, int n, float scale, float* dst) {
+    if (n <= 8) return interleave8(src, n, scale, dst);
     const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
     R r[16];
     for (int l = 0; l < 16; ++l) r[l] = _mm512_maskz_loadu_ps(m, src[l]);
@@ -63,12 +64,67 @@ struct VecAvx512 {
   // The reverse for the first `lanes` rows: dst[l][j] = scale * src[j * 16 +
   // l] for l < lanes, j < n <= 16; nothing else is written.
   static void deinterleave(const float* src, int n, float scale, float* const* dst, int lanes) {
+    if (n <= 8) return deinterleave8(src, n, scale, dst, lanes);
     const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
     R r[16];
     for (int j = 0; j < 16; ++j) r[j] = j < n ? load(src + j * 16) : zero();
     transpose16(r);
     const R sc = set1(scale);
     for (int l = 0; l < lanes; ++l) _mm512_mask_storeu_ps(dst[l], m, mul(r[l], sc));
+  }
+  // interleave for n <= 8 (the small path's head dim 8): half the shuffles
+  // of transpose16, as two 8 x 8 transposes side by side, rows l and l + 8
+  // in the two halves of register l.
+  static void interleave8(const float* const* src, int n, float scale, float* dst) {
+    const __mmask8 m = static_cast<__mmask8>((1u << n) - 1);
+    R r[8];
+    for (int l = 0; l < 8; ++l)
+      r[l] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_maskz_loadu_ps(m, src[l])),
+                                _mm256_maskz_loadu_ps(m, src[l + 8]), 1);
+    transpose8x2(r);
+    const R sc = set1(scale);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j)
+      if (j < n) store(dst + j * 16, mul(r[j], sc));
+  }
+  // deinterleave for n <= 8: the same two 8 x 8 transposes.
+  static void deinterleave8(const float* src, int n, float scale, float* const* dst, int lanes) {
+    const __mmask8 m = static_cast<__mmask8>((1u << n) - 1);
+    R r[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) r[j] = j < n ? load(src + j * 16) : zero();
+    transpose8x2(r);
+    const R sc = set1(scale);
+    for (int l = 0; l < lanes; ++l) {
+      const R v = mul(r[l & 7], sc);
+      _mm256_mask_storeu_ps(dst[l], m,
+                            l < 8 ? _mm512_castps512_ps256(v) : _mm512_extractf32x8_ps(v, 1));
+    }
+  }
+  // Each 256-bit half of r[0..7] transposed as an 8 x 8 block: element j of
+  // half h of r[i] goes to element i of half h of r[j].
+  static void transpose8x2(R* r) {
+    R t[8];
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4)
+      for (int j = 0; j < 2; ++j) {
+        const __m512d a = _mm512_castps_pd(t[i + j]), b = _mm512_castps_pd(t[i + j + 2]);
+        r[i + 2 * j] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        r[i + 2 * j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+      }
+    // r[0..3] hold rows 0-3, r[4..7] rows 4-7 of each half's columns in
+    // their 128-bit lanes; the last step pairs those lanes across the two.
+    const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+    const __m512i hi =
+        _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+    for (int i = 0; i < 4; ++i) {
+      t[i] = _mm512_permutex2var_ps(r[i], lo, r[i + 4]);
+      t[i + 4] = _mm512_permutex2var_ps(r[i], hi, r[i + 4]);
+    }
+    for (int i = 0; i < 8; ++i) r[i] = t[i];
   }
   static void transpose16(R* r) {
     R t[16];
