@@ -35,6 +35,7 @@
 
 #include "attn/core/threads.h"
 #include "ops/attention_kernel.h"
+#include "ops/philox.h"
 #include "ops/philox_inline.h"
 
 namespace attn::detail {
@@ -152,7 +153,7 @@ inline void prefetch_span(const T* x, i64 n) {
 // Rows kept this far ahead by the packing loops.
 constexpr i64 kPrefetchRows = 8;
 
-// ---- dropout mask (Philox: ops/philox_inline.h) ----
+// ---- dropout mask (Philox: ops/philox.h) ----
 
 // The random words of elements i0 .. i0 + len - 1 of the dropout stream;
 // `buf` holds len + 8 words. Returns a pointer p with p[c] = word of i0 + c.
@@ -162,9 +163,7 @@ inline const std::uint32_t* dropout_words(const AttnDropout& dp, std::uint64_t i
   const i64 shift = static_cast<i64>(i0 % 4);
   const i64 nctr = (shift + len + 3) / 4;
   const std::uint64_t base = dp.offset + first;
-#pragma omp simd
-  for (i64 j = 0; j < nctr; ++j)
-    philox_inline(base + static_cast<std::uint64_t>(j), dp.seed, buf + 4 * j);
+  philox_words(base, dp.seed, nctr, buf);
   return buf + shift;
 }
 

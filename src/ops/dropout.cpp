@@ -9,9 +9,9 @@
 // philox_uniform(...) = (bits >> 8) / 2^24 with 32 random bits, so the test
 // u >= p is the exact integer test (bits >> 8) >= ceil(p 2^24).
 //
-// Kernel: Philox4x32-10 (the same function as core's philox4x32, inlined so
-// that GCC vectorizes it across counters) fills 4 bits words per counter for
-// a chunk of counters, then one vectorized pass selects and scales.
+// Kernel: Philox4x32-10 (the same function as core's philox4x32, in 16
+// counters at a time: ops/philox.h) fills 4 bits words per counter for a
+// chunk of counters, then one vectorized pass selects and scales.
 #include "attn/ops/dropout.h"
 
 #include <algorithm>
@@ -21,7 +21,7 @@
 #include "attn/core/threads.h"
 #include "attn/ops/elementwise.h"
 #include "core/parallel.h"
-#include "ops/philox_inline.h"
+#include "ops/philox.h"
 #include "ops/vec_math.h"
 
 namespace attn {
@@ -31,8 +31,6 @@ using Grads = std::vector<Tensor>;
 using Needs = std::vector<bool>;
 
 namespace {
-
-using detail::philox_inline;
 
 constexpr std::int64_t kChunk = 256;  // counters per chunk = 1024 elements
 // Philox costs about 20 vector instructions per 4 elements, so threads pay
@@ -54,8 +52,7 @@ void mask_chunk(const T* x, T* y, std::int64_t n, std::int64_t c, std::uint64_t 
   const std::int64_t len = std::min<std::int64_t>(4 * kChunk, n - e0);
   const std::int64_t blocks = (len + 3) / 4;
   const std::uint64_t ctr0 = offset + static_cast<std::uint64_t>(c * kChunk);
-#pragma omp simd
-  for (std::int64_t b = 0; b < blocks; ++b) philox_inline(ctr0 + b, seed, bits + 4 * b);
+  detail::philox_words(ctr0, seed, blocks, bits);
   const T* xs = x + e0;
   T* ys = y + e0;
 #pragma omp simd

@@ -22,7 +22,7 @@
 #include "attn/core/threads.h"
 #include "attn/ops/dropout.h"
 #include "core/parallel.h"
-#include "ops/philox_inline.h"
+#include "ops/philox.h"
 #include "ops/vec_math.h"
 
 namespace attn {
@@ -153,9 +153,7 @@ inline const std::uint32_t* mask_words(const DropoutMask& m, std::int64_t e0, st
   if (words.size() < static_cast<std::size_t>(4 * (c1 - c0)))
     words.resize(static_cast<std::size_t>(4 * (c1 - c0)));
   std::uint32_t* w = words.data();
-#pragma omp simd
-  for (std::int64_t c = c0; c < c1; ++c)
-    detail::philox_inline(m.offset + static_cast<std::uint64_t>(c), m.seed, w + 4 * (c - c0));
+  detail::philox_words(m.offset + static_cast<std::uint64_t>(c0), m.seed, c1 - c0, w);
   return w + (e0 - 4 * c0);
 }
 
