@@ -463,8 +463,9 @@ Tensor run_fused(const Problem& p, const DropoutDraw& drop, const Launch<T>& l, 
     a.drop = drop.params;
     if (l.path == AttnPath::small) {
       if (need_grad) {
-        saved = Tensor::empty(
-            {detail::attention_saved_size(p.N(), p.Q, p.K, p.D, p.Dv, l.kernels->width)}, dt);
+        saved = Tensor::empty({detail::attention_saved_size(p.N(), p.Q, p.K, p.D, p.Dv,
+                                                            l.kernels->width, drop.params.on)},
+                              dt);
         a.saved = saved.data<T>();
       }
       l.kernels->forward_small(a);

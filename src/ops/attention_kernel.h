@@ -48,7 +48,8 @@ struct AttnArgs {
   HeadView<T> o;  // forward output (written), or the saved output (backward)
   T* lse = nullptr;  // (B * H, Q) log-sum-exp of the scores; written when not null
   // Small path only: the forward's lane-interleaved copies of q (scaled), k,
-  // v and the output, kept for the backward (attention_saved_size); or null.
+  // v and the output, and with dropout its multipliers, kept for the
+  // backward (attention_saved_size); or null.
   T* saved = nullptr;
   AttnMask mask;
   // Decode kernel only: batch row b of q reads row kv_rows[b] of k and v
@@ -112,10 +113,11 @@ inline AttnPath choose_attention_path(std::int64_t Q, std::int64_t K, std::int64
   return AttnPath::tiled;
 }
 
-// Elements of AttnArgs::saved for a small problem on W lanes.
+// Elements of AttnArgs::saved for a small problem on W lanes, with or
+// without dropout.
 inline std::int64_t attention_saved_size(std::int64_t N, std::int64_t Q, std::int64_t K,
-                                         std::int64_t D, std::int64_t Dv, int W) {
-  return (N + W - 1) / W * W * (Q * D + K * D + K * Dv + Q * Dv);
+                                         std::int64_t D, std::int64_t Dv, int W, bool dropout) {
+  return (N + W - 1) / W * W * (Q * D + K * D + K * Dv + Q * Dv + (dropout ? Q * K : 0));
 }
 
 // One instruction set's kernels for element type T. All of them require

@@ -8,8 +8,9 @@
 // * W + lane], and every product is elementwise across the lanes: no padding
 // of queries or head dims, no broadcasts, the same arithmetic per head as the
 // tiled kernels (notation and backward formulas: attention_flash.h). Groups
-// run in parallel. The forward keeps its gathered q, k, v and output for the
-// backward (AttnArgs::saved, laid out for this table's W).
+// run in parallel. The forward keeps its gathered q, k, v and output, and
+// with dropout its multipliers, for the backward (AttnArgs::saved, laid out
+// for this table's W): the backward draws no mask of its own.
 #pragma once
 
 #include "ops/attention_common.h"
@@ -25,18 +26,21 @@ struct SmallAttention {
   static constexpr int W = V::W;
   using Lanes = LaneTranspose<V>;  // W rows to lanes and back
 
-  // Group gi's part of a.saved: q (scaled), k, v, out, each lane-interleaved.
+  // Group gi's part of a.saved: q (scaled), k, v, out, and with dropout
+  // the multipliers (small_dropout_masks' keep), each lane-interleaved.
   struct Saved {
-    T *qg, *kg, *vg, *og;
+    T *qg, *kg, *vg, *og, *keep;
   };
   static Saved saved_group(const AttnArgs<T>& a, i64 gi) {
     const i64 Dv = a.Dv;
-    T* base = a.saved + gi * W * (a.Q * a.D + a.K * a.D + a.K * Dv + a.Q * Dv);
+    const i64 QK = a.drop.on ? a.Q * a.K : 0;
+    T* base = a.saved + gi * W * (a.Q * a.D + a.K * a.D + a.K * Dv + a.Q * Dv + QK);
     Saved sv;
     sv.qg = base;
     sv.kg = sv.qg + a.Q * a.D * W;
     sv.vg = sv.kg + a.K * a.D * W;
     sv.og = sv.vg + a.K * Dv * W;
+    sv.keep = a.drop.on ? sv.og + a.Q * Dv * W : nullptr;
     return sv;
   }
 
@@ -185,7 +189,7 @@ struct SmallAttention {
     s.zero = cv.take<T>(W);
     s.keep = cv.take<T>(W);
     s.lim = cv.take<i64>(W);
-    if (a.drop.on) {
+    if (a.drop.on && !backward) {  // the backward reads the forward's (Saved::keep)
       s.words = cv.take<std::uint32_t>(W * Q * K + 8);
       s.dkeep = cv.take<T>(Q * K * W);
       s.krows = cv.take<T>(Q * K * W);
@@ -300,6 +304,7 @@ struct SmallAttention {
         s.kg = sv.kg;
         s.vg = sv.vg;
         og = sv.og;
+        if (sv.keep) s.dkeep = sv.keep;
       }
       gather(a.q, g, Q, D, static_cast<T>(a.scale), s.qg);
       gather(a.k, g, K, D, T(1), s.kg);
@@ -347,7 +352,8 @@ struct SmallAttention {
           for (int lane = 0; lane < W; ++lane)
             for (i64 q = 0; q < Q; ++q)
               s.lse[q * W + lane] = lane < g.lanes ? a.lse[(g.n0 + lane) * Q + q] : T(0);
-          if (a.drop.on) small_dropout_masks(a, g, s.words, s.krows, s.dkeep);
+          // The forward's dropout multipliers.
+          if (a.drop.on) s.dkeep = sv.keep;
           for (i64 q = 0; q < Q; ++q) {
             // P = exp(S - lse); dP = dO v^T
             small_scores(a, g, q, s);

@@ -133,7 +133,9 @@ void backward_params(const T* g, const T* x, const T* mean, const T* rstd, T* dw
 // words of its elements are made (element i reads word i % 4 of counter
 // offset + i / 4, as ops dropout does: the same mask), the block's sums
 // s = base + keep * x / (1 - p) are written, and its rows are normalized while
-// they are in cache. The backward regenerates the words the same way.
+// they are in cache. The forward also keeps each element's keep decision, a
+// byte (a quarter of s's size), for the backward: drawing the words again
+// took about 3% of d2l's training step.
 constexpr std::int64_t kBlockElems = 1024;
 // Philox costs about 20 vector instructions per 4 elements, so threads pay
 // off on fewer elements than for one arithmetic op (ops dropout's grain).
@@ -163,16 +165,20 @@ inline const std::uint32_t* mask_words(const DropoutMask& m, std::int64_t e0, st
 // differently from dropout then add.
 template <class T>
 [[gnu::noinline]] void add_norm_rows(const T* base, const T* x, const T* w, const T* b, T* s, T* y,
-                                     T* mean, T* rstd, std::int64_t r0, std::int64_t r1,
-                                     std::int64_t d, T eps, const DropoutMask& m) {
+                                     T* mean, T* rstd, std::uint8_t* keep, std::int64_t r0,
+                                     std::int64_t r1, std::int64_t d, T eps, const DropoutMask& m) {
   const T scale = static_cast<T>(m.scale);
   const std::int64_t e0 = r0 * d, len = (r1 - r0) * d;
   const std::uint32_t* bits = mask_words(m, e0, e0 + len);
   const T *bs = base + e0, *xs = x + e0;
   T* ss = s + e0;
+  std::uint8_t* ks = keep + e0;
+  const std::uint32_t threshold = m.threshold;
+#pragma omp simd
+  for (std::int64_t i = 0; i < len; ++i) ks[i] = (bits[i] >> 8) >= threshold ? 1 : 0;
 #pragma omp simd
   for (std::int64_t i = 0; i < len; ++i)
-    ss[i] = detail::select_bits((bits[i] >> 8) >= m.threshold, xs[i] * scale, T(0));
+    ss[i] = detail::select_bits(ks[i] != 0, xs[i] * scale, T(0));
 #pragma omp simd
   for (std::int64_t i = 0; i < len; ++i) ss[i] = bs[i] + ss[i];
   for (std::int64_t r = r0; r < r1; ++r)
@@ -181,14 +187,15 @@ template <class T>
 
 template <class T>
 void add_norm_forward(const T* base, const T* x, const T* w, const T* b, T* s, T* y, T* mean,
-                      T* rstd, std::int64_t rows, std::int64_t d, T eps, const DropoutMask& m) {
+                      T* rstd, std::uint8_t* keep, std::int64_t rows, std::int64_t d, T eps,
+                      const DropoutMask& m) {
   const std::int64_t per_block = std::max<std::int64_t>(1, kBlockElems / d);
   const std::int64_t blocks = (rows + per_block - 1) / per_block;
   detail::parallel_for(
       blocks, detail::loop_threads(blocks > 1 && rows * d >= kAddNormGrain * grain_scale()),
       [&](std::int64_t blk) {
         const std::int64_t r0 = blk * per_block, r1 = std::min(rows, r0 + per_block);
-        add_norm_rows(base, x, w, b, s, y, mean, rstd, r0, r1, d, eps, m);
+        add_norm_rows(base, x, w, b, s, y, mean, rstd, keep, r0, r1, d, eps, m);
       });
 }
 
@@ -196,35 +203,35 @@ void add_norm_forward(const T* base, const T* x, const T* w, const T* b, T* s, T
 // mask loop stays vectorized).
 template <class T>
 [[gnu::noinline]] void add_norm_backward_rows(const T* g, const T* s, const T* w, const T* mean,
-                                              const T* rstd, T* dbase, T* dx, std::int64_t r0,
-                                              std::int64_t r1, std::int64_t d,
-                                              const DropoutMask& m) {
+                                              const T* rstd, const std::uint8_t* keep, T* dbase,
+                                              T* dx, std::int64_t r0, std::int64_t r1,
+                                              std::int64_t d, const DropoutMask& m) {
   for (std::int64_t r = r0; r < r1; ++r)
     ln_row_backward(g + r * d, s + r * d, w, mean[r], rstd[r], dbase + r * d, d);
   if (!dx) return;
   const T scale = static_cast<T>(m.scale);
-  const std::uint32_t threshold = m.threshold;
   const std::int64_t e0 = r0 * d, len = (r1 - r0) * d;
-  const std::uint32_t* bits = mask_words(m, e0, e0 + len);
+  const std::uint8_t* ks = keep + e0;
   const T* db = dbase + e0;
   T* o = dx + e0;
 #pragma omp simd
   for (std::int64_t i = 0; i < len; ++i)
-    o[i] = detail::select_bits((bits[i] >> 8) >= threshold, db[i] * scale, T(0));
+    o[i] = detail::select_bits(ks[i] != 0, db[i] * scale, T(0));
 }
 
 // dbase = the layer norm's input gradient; dx (may be null) = dbase through
 // the dropout mask.
 template <class T>
-void add_norm_backward(const T* g, const T* s, const T* w, const T* mean, const T* rstd, T* dbase,
-                       T* dx, std::int64_t rows, std::int64_t d, const DropoutMask& m) {
+void add_norm_backward(const T* g, const T* s, const T* w, const T* mean, const T* rstd,
+                       const std::uint8_t* keep, T* dbase, T* dx, std::int64_t rows, std::int64_t d,
+                       const DropoutMask& m) {
   const std::int64_t per_block = std::max<std::int64_t>(1, kBlockElems / d);
   const std::int64_t blocks = (rows + per_block - 1) / per_block;
   detail::parallel_for(
       blocks, detail::loop_threads(blocks > 1 && rows * d >= kAddNormGrain * grain_scale()),
       [&](std::int64_t blk) {
         const std::int64_t r0 = blk * per_block, r1 = std::min(rows, r0 + per_block);
-        add_norm_backward_rows(g, s, w, mean, rstd, dbase, dx, r0, r1, d, m);
+        add_norm_backward_rows(g, s, w, mean, rstd, keep, dbase, dx, r0, r1, d, m);
       });
 }
 
@@ -319,14 +326,18 @@ Tensor dropout_add_layer_norm(const Tensor& base, const Tensor& x, double p, boo
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   Tensor mean = Tensor::empty({rows}, x.dtype());
   Tensor rstd = Tensor::empty({rows}, x.dtype());
+  // Each element's keep decision, a byte (attn has no byte dtype: i32 words).
+  Tensor keep = Tensor::empty({(x.numel() + 3) / 4}, DType::i32);
+  auto* keep_bytes = reinterpret_cast<std::uint8_t*>(keep.data<std::int32_t>());
   dispatch_float(x.dtype(), "dropout_add_layer_norm", [&]<class T>() {
     add_norm_forward<T>(bc.data<T>(), xc.data<T>(), wc.defined() ? wc.data<T>() : nullptr,
                         bsc.defined() ? bsc.data<T>() : nullptr, s.data<T>(), y.data<T>(),
-                        mean.data<T>(), rstd.data<T>(), rows, d, static_cast<T>(eps), m);
+                        mean.data<T>(), rstd.data<T>(), keep_bytes, rows, d, static_cast<T>(eps),
+                        m);
   });
 
   return record(y, "dropout_add_layer_norm", {base, x, weight, bias},
-                [s, wc, mean, rstd, rows, d, m](const Tensor& g, const Needs& n) {
+                [s, wc, mean, rstd, keep, rows, d, m](const Tensor& g, const Needs& n) {
                   Tensor gc = g.contiguous();
                   Tensor dbase, dx, dw, db;
                   dispatch_float(s.dtype(), "dropout_add_layer_norm", [&]<class T>() {
@@ -334,9 +345,10 @@ Tensor dropout_add_layer_norm(const Tensor& base, const Tensor& x, double p, boo
                     if (n[0] || n[1]) {
                       dbase = Tensor::empty(s.shape(), s.dtype());
                       if (n[1]) dx = Tensor::empty(s.shape(), s.dtype());
-                      add_norm_backward<T>(gc.data<T>(), s.data<T>(), pw, mean.data<T>(),
-                                           rstd.data<T>(), dbase.data<T>(),
-                                           n[1] ? dx.data<T>() : nullptr, rows, d, m);
+                      add_norm_backward<T>(
+                          gc.data<T>(), s.data<T>(), pw, mean.data<T>(), rstd.data<T>(),
+                          reinterpret_cast<const std::uint8_t*>(keep.data<std::int32_t>()),
+                          dbase.data<T>(), n[1] ? dx.data<T>() : nullptr, rows, d, m);
                     }
                     if (n[2]) dw = Tensor::empty({d}, s.dtype());
                     if (n[3]) db = Tensor::empty({d}, s.dtype());
