@@ -324,7 +324,7 @@ std::int64_t packed_copies() {
   std::lock_guard<std::mutex> lock(store->mu);
   std::int64_t n = 0;
   for (const auto& [key, w] : store->weights)
-    n += static_cast<std::int64_t>(w.layouts.size()) + (w.tiles ? 1 : 0);
+    n += static_cast<std::int64_t>(w.layouts.size()) + (w.tiles ? 1 : 0) + (w.screen ? 1 : 0);
   return n;
 }
 

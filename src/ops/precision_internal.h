@@ -78,7 +78,8 @@ PackedStore* frozen_packed_store();
 // unpacked. Shapes are checked by linear() first.
 std::optional<Tensor> packed_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                     bool relu);
-// How many packed copies the open scope holds (0 without one). For tests.
+// How many packed copies the open scope holds, linear_argmax's int8 screens
+// included (0 without a scope). For tests.
 std::int64_t packed_copies();
 
 // linear_argmax's int8 screen of one weight (ops/linear_argmax.cpp).

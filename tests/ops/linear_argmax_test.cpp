@@ -281,6 +281,8 @@ TEST(LinearArgmax, FewRowsFollowLinearsPath) {
     const std::int64_t before = detail::argmax_screen_stats().rows;
     linear_argmax(many, w, b);  // no linear() call: the screen alone
     EXPECT_EQ(detail::argmax_screen_stats().rows - before, screen_runs() ? 16 : 0);
+    // One copy either way: the screen's int8 one, or linear()'s packed one.
+    EXPECT_EQ(detail::packed_copies(), 1);
     expect_same(few, w, b, 3);
   }
   PrecisionScope scope(Precision::f32, {w, b});
