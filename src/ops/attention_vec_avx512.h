@@ -101,25 +101,33 @@ struct VecAvx512 {
                             l < 8 ? _mm512_castps512_ps256(v) : _mm512_extractf32x8_ps(v, 1));
     }
   }
-  // Each 256-bit half of r[0..7] transposed as an 8 x 8 block: element j of
-  // half h of r[i] goes to element i of half h of r[j].
-  static void transpose8x2(R* r) {
-    R t[8];
-    for (int i = 0; i < 8; i += 2) {
+  // The first two levels of both transposes, on r[0..N): in each 128-bit
+  // lane, every group of 4 registers turned from rows into columns (pairs of
+  // rows interleaved by 1, then by 2 elements).
+  template <int N>
+  static void transpose_lanes4(R* r) {
+    R t[N];
+    for (int i = 0; i < N; i += 2) {
       t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
       t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
     }
-    for (int i = 0; i < 8; i += 4)
+    for (int i = 0; i < N; i += 4)
       for (int j = 0; j < 2; ++j) {
         const __m512d a = _mm512_castps_pd(t[i + j]), b = _mm512_castps_pd(t[i + j + 2]);
         r[i + 2 * j] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
         r[i + 2 * j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
       }
+  }
+  // Each 256-bit half of r[0..7] transposed as an 8 x 8 block: element j of
+  // half h of r[i] goes to element i of half h of r[j].
+  static void transpose8x2(R* r) {
+    transpose_lanes4<8>(r);
     // r[0..3] hold rows 0-3, r[4..7] rows 4-7 of each half's columns in
     // their 128-bit lanes; the last step pairs those lanes across the two.
     const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
     const __m512i hi =
         _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+    R t[8];
     for (int i = 0; i < 4; ++i) {
       t[i] = _mm512_permutex2var_ps(r[i], lo, r[i + 4]);
       t[i + 4] = _mm512_permutex2var_ps(r[i], hi, r[i + 4]);
@@ -127,17 +135,8 @@ struct VecAvx512 {
     for (int i = 0; i < 8; ++i) r[i] = t[i];
   }
   static void transpose16(R* r) {
+    transpose_lanes4<16>(r);
     R t[16];
-    for (int i = 0; i < 16; i += 2) {
-      t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-      t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4)
-      for (int j = 0; j < 2; ++j) {
-        const __m512d a = _mm512_castps_pd(t[i + j]), b = _mm512_castps_pd(t[i + j + 2]);
-        r[i + 2 * j] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-        r[i + 2 * j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-      }
     for (int i = 0; i < 16; i += 8)
       for (int j = 0; j < 4; ++j) {
         t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
