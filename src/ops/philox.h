@@ -9,8 +9,8 @@
 // two 32 x 32 -> 64-bit products as even and odd lanes (vpmuludq), then
 // reorders the four words of each counter; the same bits as the plain
 // loop (tests/ops/philox_test.cpp), which GCC vectorized with 64-bit lanes
-// and their slower products: 1.85x faster on the Intel Xeon of the README
-// (2.7 against 5.0 ns a counter, 400 counters a call).
+// and their slower products: about 2x faster on the Intel Xeon of the
+// README (2.6-2.7 against 5.0-5.8 ns a counter, 400 counters a call).
 #pragma once
 
 #include <cstdint>
