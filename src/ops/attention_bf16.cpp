@@ -46,6 +46,7 @@
 // GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include "ops/attention_flash.h"
 #include "ops/attention_vec_avx512.h"
