@@ -191,8 +191,9 @@ struct SmallAttention {
     s.lim = cv.take<i64>(W);
     if (a.drop.on && !backward) {  // the backward reads the forward's (Saved::keep)
       s.words = cv.take<std::uint32_t>(W * Q * K + 8);
-      s.dkeep = cv.take<T>(Q * K * W);
       s.krows = cv.take<T>(Q * K * W);
+      // With saved buffers the multipliers go there (Saved::keep).
+      if (!a.saved) s.dkeep = cv.take<T>(Q * K * W);
     }
     if (backward) {
       s.dog = cv.take<T>(Q * Dv * W);

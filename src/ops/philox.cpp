@@ -4,9 +4,6 @@
 
 #include <immintrin.h>
 
-#include <cstdlib>
-#include <cstring>
-
 #include "ops/philox_inline.h"
 
 namespace attn::detail {
@@ -47,10 +44,8 @@ ATTN_AVX512 inline void philox16(std::uint64_t ctr0, std::uint64_t key, std::uin
   // The counters' low words, and their high words with the carry out of the low ones.
   __m512i c0 = _mm512_add_epi32(lo, iota);
   const __mmask16 carry = _mm512_cmplt_epu32_mask(c0, lo);
-  __m512i c1 = _mm512_mask_add_epi32(
-      _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(ctr0 >> 32))), carry,
-      _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(ctr0 >> 32))),
-      _mm512_set1_epi32(1));
+  const __m512i hi = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(ctr0 >> 32)));
+  __m512i c1 = _mm512_mask_add_epi32(hi, carry, hi, _mm512_set1_epi32(1));
   __m512i c2 = _mm512_setzero_si512(), c3 = _mm512_setzero_si512();
   std::uint32_t k0 = static_cast<std::uint32_t>(key), k1 = static_cast<std::uint32_t>(key >> 32);
   for (int round = 0; round < 10; ++round) {
@@ -94,13 +89,9 @@ ATTN_AVX512 void philox_words_avx512(std::uint64_t ctr0, std::uint64_t key, std:
 #pragma GCC diagnostic pop
 
 void philox_words(std::uint64_t ctr0, std::uint64_t key, std::int64_t n, std::uint32_t* out) {
-  // ATTN_ISA=avx2 or portable stands for a CPU without AVX-512, as for the
-  // other kernels (attn/ops/attention.h).
-  static const bool avx512 = [] {
-    const char* isa = std::getenv("ATTN_ISA");
-    if (isa && *isa && std::strcmp(isa, "avx512") != 0) return false;
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
+  // Both give the same words, so the CPU alone decides (as for row_stats);
+  // the plain loop has a test of its own.
+  static const bool avx512 = __builtin_cpu_supports("avx512f") != 0;
   if (avx512)
     philox_words_avx512(ctr0, key, n, out);
   else
