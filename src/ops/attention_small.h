@@ -168,10 +168,13 @@ struct SmallAttention {
   }
 
   struct SmallSlice {
-    T *qg, *kg, *vg, *dog, *dqg, *dkg, *dvg, *s, *p, *dp, *o, *di, *lse, *zero, *keep;
+    T *qg, *kg, *vg, *dog, *dqg, *dkg, *dvg, *s, *p, *dp, *o, *di, *lse;
+    // Every query's masking per lane (small_limits): zero, keep (Q x W).
+    T *zero, *keep;
     T *dkeep, *krows;  // the group's dropout multipliers (small_dropout_masks)
     T *wq, *dsq;  // backward: every query's weights (after dropout) and dS, (Q, K) x W
-    i64* lim;
+    i64* lim;  // Q x W
+    unsigned char* masked;  // Q: whether any lane masks a key of query q
     std::uint32_t* words;
   };
 
@@ -186,9 +189,10 @@ struct SmallAttention {
     }
     s.s = cv.take<T>(K * W);
     s.o = cv.take<T>(Q * Dv * W);
-    s.zero = cv.take<T>(W);
-    s.keep = cv.take<T>(W);
-    s.lim = cv.take<i64>(W);
+    s.zero = cv.take<T>(Q * W);
+    s.keep = cv.take<T>(Q * W);
+    s.lim = cv.take<i64>(Q * W);
+    s.masked = cv.take<unsigned char>(Q);
     if (a.drop.on && !backward) {  // the backward reads the forward's (Saved::keep)
       s.words = cv.take<std::uint32_t>(W * Q * K + 8);
       s.krows = cv.take<T>(Q * K * W);
@@ -210,27 +214,43 @@ struct SmallAttention {
     return s;
   }
 
+  // The group's masking, once for all its queries: for query q and each
+  // lane, lim[q * W + lane] (keys from it on are masked), zero and keep (1
+  // and 0 on a lane whose row has length 0, else 0 and 1), and masked[q],
+  // whether any lane masks a key. Written here, read as vectors per query
+  // later: written per query just before its vector loads, the lanes' scalar
+  // stores could not be forwarded to them and stalled every query.
+  static void small_limits(const AttnArgs<T>& a, const Group& g, const SmallSlice& s) {
+    const i64 K = a.K;
+    for (i64 q = 0; q < a.Q; ++q) {
+      bool mask = false;
+      for (int lane = 0; lane < W; ++lane) {
+        const i64 L = lane < g.lanes ? a.mask.len(g.b[lane], q) : K;
+        s.zero[q * W + lane] = L == 0 ? T(1) : T(0);
+        s.keep[q * W + lane] = L == 0 ? T(0) : T(1);
+        mask = mask || L < K;
+        s.lim[q * W + lane] = L == 0 ? K : L;
+      }
+      s.masked[q] = mask ? 1 : 0;
+    }
+  }
+
   // The scores of query q for every lane: s[c] = q . k_c, masked: keys past a
-  // lane's limit -inf, every key 0 on a lane whose row has length 0.
-  static void small_scores(const AttnArgs<T>& a, const Group& g, i64 q, const SmallSlice& s) {
+  // lane's limit -inf, every key 0 on a lane whose row has length 0
+  // (small_limits).
+  static void small_scores(const AttnArgs<T>& a, i64 q, const SmallSlice& s) {
     const i64 K = a.K;
     dot_rows(s.qg + q * a.D * W, s.kg, K, a.D, s.s);
-    bool mask = false;
-    for (int lane = 0; lane < W; ++lane) {
-      i64 L = lane < g.lanes ? a.mask.len(g.b[lane], q) : K;
-      s.zero[lane] = L == 0 ? T(1) : T(0);
-      s.keep[lane] = L == 0 ? T(0) : T(1);
-      mask = mask || L < K;
-      s.lim[lane] = L == 0 ? K : L;
-    }
-    if (!mask) return;
+    if (!s.masked[q]) return;
     constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+    const i64* lim = s.lim + q * W;
+    const T* zero = s.zero + q * W;
     for (i64 c = 0; c < K; ++c) {
       T* sc = s.s + c * W;
 #pragma omp simd
       for (int lane = 0; lane < W; ++lane) {
-        T x = c < s.lim[lane] ? sc[lane] : kNegInf;
-        sc[lane] = s.zero[lane] != T(0) ? T(0) : x;
+        T x = c < lim[lane] ? sc[lane] : kNegInf;
+        sc[lane] = zero[lane] != T(0) ? T(0) : x;
       }
     }
   }
@@ -311,8 +331,9 @@ struct SmallAttention {
       gather(a.k, g, K, D, T(1), s.kg);
       gather(a.v, g, K, Dv, T(1), s.vg);
       if (a.drop.on) small_dropout_masks(a, g, s.words, s.krows, s.dkeep);
+      small_limits(a, g, s);
       for (i64 q = 0; q < Q; ++q) {
-        small_scores(a, g, q, s);
+        small_scores(a, q, s);
         R mx = V::set1(-std::numeric_limits<T>::infinity());
         for (i64 c = 0; c < K; ++c) mx = V::max(mx, V::load(s.s + c * W));
         R l = V::zero();
@@ -355,9 +376,10 @@ struct SmallAttention {
               s.lse[q * W + lane] = lane < g.lanes ? a.lse[(g.n0 + lane) * Q + q] : T(0);
           // The forward's dropout multipliers.
           if (a.drop.on) s.dkeep = sv.keep;
+          small_limits(a, g, s);
           for (i64 q = 0; q < Q; ++q) {
             // P = exp(S - lse); dP = dO v^T
-            small_scores(a, g, q, s);
+            small_scores(a, q, s);
             const R lse = V::load(s.lse + q * W);
             T* p = s.wq + q * K * W;  // P, then the weights after dropout
             for (i64 c = 0; c < K; ++c)
@@ -371,7 +393,7 @@ struct SmallAttention {
             }
             // dS = P o (dP - D_i), 0 on rows of length 0; dQ = scale dS k
             T* ds = s.dsq + q * K * W;
-            const R di = V::load(s.di + q * W), keep = V::load(s.keep);
+            const R di = V::load(s.di + q * W), keep = V::load(s.keep + q * W);
             for (i64 c = 0; c < K; ++c) {
               const R v =
                   V::mul(V::mul(V::load(pp + c * W), V::sub(V::load(s.dp + c * W), di)), keep);
