@@ -103,58 +103,59 @@ struct SmallAttention {
       }
   }
 
-  // out[c] = sum_i x[i] y[c][i] over d, for c < rows, per lane; x and y
-  // lane-interleaved with row length d. Four rows at a time, so that four
-  // independent chains hide the FMA latency.
-  static void dot_rows(const T* x, const T* y, i64 rows, i64 d, T* out) {
+  // Up to kBlock independent chains of FMAs side by side: d2l's head dim 8
+  // makes each chain 8 steps of 4 cycles, so a product needs 8 of them in
+  // flight to keep both FMA units busy (4 left half the issue slots idle).
+  static constexpr int kBlock = 8;
+
+  // Runs f.template block<n>(first) over [0, rows) in blocks of kBlock, then
+  // one block of the rest.
+  template <class F>
+  static void in_blocks(i64 rows, F&& f) {
     i64 c = 0;
-    for (; c + 4 <= rows; c += 4) {
-      R s0 = V::zero(), s1 = V::zero(), s2 = V::zero(), s3 = V::zero();
-      const T* y0 = y + c * d * W;
+    for (; c + kBlock <= rows; c += kBlock) f.template operator()<kBlock>(c);
+    const int rest = static_cast<int>(rows - c);
+    if (rest == 0) return;
+    [&]<int... I>(std::integer_sequence<int, I...>) {
+      (void)((rest == I + 1 ? (f.template operator()<I + 1>(c), true) : false) || ...);
+    }
+    (std::make_integer_sequence<int, kBlock - 1>{});
+  }
+
+  // out[c] = sum_i x[i] y[c][i] over d, for c < rows, per lane; x and y
+  // lane-interleaved with row length d. Each sum in the order i = 0, 1, ...
+  static void dot_rows(const T* x, const T* y, i64 rows, i64 d, T* out) {
+    in_blocks(rows, [&]<int NB>(i64 c0) {
+      R acc[NB];
+#pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) acc[j] = V::zero();
+      const T* y0 = y + c0 * d * W;
       for (i64 i = 0; i < d; ++i) {
         const R xv = V::load(x + i * W);
-        s0 = V::fma(xv, V::load(y0 + i * W), s0);
-        s1 = V::fma(xv, V::load(y0 + (d + i) * W), s1);
-        s2 = V::fma(xv, V::load(y0 + (2 * d + i) * W), s2);
-        s3 = V::fma(xv, V::load(y0 + (3 * d + i) * W), s3);
+#pragma GCC unroll 8
+        for (int j = 0; j < NB; ++j) acc[j] = V::fma(xv, V::load(y0 + (j * d + i) * W), acc[j]);
       }
-      V::store(out + c * W, s0);
-      V::store(out + (c + 1) * W, s1);
-      V::store(out + (c + 2) * W, s2);
-      V::store(out + (c + 3) * W, s3);
-    }
-    for (; c < rows; ++c) {
-      R s0 = V::zero();
-      for (i64 i = 0; i < d; ++i) s0 = V::fma(V::load(x + i * W), V::load(y + (c * d + i) * W), s0);
-      V::store(out + c * W, s0);
-    }
+#pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) V::store(out + (c0 + j) * W, acc[j]);
+    });
   }
 
   // out[i] = sum_c p[c * ps] y[c][i] for i < d, per lane (ps: the stride of
-  // p in elements, W for a vector of rows).
+  // p in elements, W for a vector of rows). Each sum in the order c = 0, 1, ...
   static void weigh_rows(const T* p, i64 ps, const T* y, i64 rows, i64 d, T* out) {
-    i64 i = 0;
-    for (; i + 4 <= d; i += 4) {
-      R s0 = V::zero(), s1 = V::zero(), s2 = V::zero(), s3 = V::zero();
+    in_blocks(d, [&]<int NB>(i64 i0) {
+      R acc[NB];
+#pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) acc[j] = V::zero();
       for (i64 c = 0; c < rows; ++c) {
         const R pc = V::load(p + c * ps);
-        const T* yc = y + (c * d + i) * W;
-        s0 = V::fma(pc, V::load(yc), s0);
-        s1 = V::fma(pc, V::load(yc + W), s1);
-        s2 = V::fma(pc, V::load(yc + 2 * W), s2);
-        s3 = V::fma(pc, V::load(yc + 3 * W), s3);
+        const T* yc = y + (c * d + i0) * W;
+#pragma GCC unroll 8
+        for (int j = 0; j < NB; ++j) acc[j] = V::fma(pc, V::load(yc + j * W), acc[j]);
       }
-      V::store(out + i * W, s0);
-      V::store(out + (i + 1) * W, s1);
-      V::store(out + (i + 2) * W, s2);
-      V::store(out + (i + 3) * W, s3);
-    }
-    for (; i < d; ++i) {
-      R s0 = V::zero();
-      for (i64 c = 0; c < rows; ++c)
-        s0 = V::fma(V::load(p + c * ps), V::load(y + (c * d + i) * W), s0);
-      V::store(out + i * W, s0);
-    }
+#pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) V::store(out + (i0 + j) * W, acc[j]);
+    });
   }
 
   // out[t] = sum_i x[t][i] y[t][i] for t < rows, per lane.
