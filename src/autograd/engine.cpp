@@ -1,6 +1,6 @@
 // The backward engine: reverse topological walk, gradient accumulation.
-#include <unordered_map>
-#include <unordered_set>
+#include <cstdint>
+#include <vector>
 
 #include "attn/autograd/node.h"
 #include "core/strided.h"
@@ -13,6 +13,17 @@ thread_local bool g_grad_enabled = true;
 // a + b for two tensors of one shape and floating dtype, as a new contiguous tensor.
 Tensor add_same_shape(const Tensor& a, const Tensor& b) {
   Tensor out = Tensor::empty(a.shape(), a.dtype());
+  if (a.is_contiguous() && b.is_contiguous()) {  // one pass (the usual case)
+    dispatch_float(a.dtype(), "backward", [&]<class T>() {
+      T* po = out.data<T>();
+      const T* pa = a.data<T>();
+      const T* pb = b.data<T>();
+      const std::int64_t n = out.numel();
+#pragma omp simd
+      for (std::int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
+    });
+    return out;
+  }
   copy_(out, a);
   dispatch_float(a.dtype(), "backward", [&]<class T>() {
     T* po = static_cast<T*>(out.storage()->data());
@@ -34,6 +45,61 @@ void accumulate(Tensor& slot, const Tensor& g) {
     slot = add_same_shape(slot, g);
   }
 }
+
+// The tensors a backward pass reaches, each numbered in the order it was
+// first reached: open addressing over a power-of-two table, so that a graph
+// of a thousand tensors costs a few allocations, not two per tensor (as the
+// node-based std::unordered_set and _map did, a step of d2l's toy training
+// spending about 1% of its time in them).
+class Reached {
+ public:
+  // The number of t, inserted with the next number if new; `added` says which.
+  std::uint32_t insert(TensorImpl* t, bool& added) {
+    if (2 * (count_ + 1) > slots_.size()) grow();
+    std::size_t i = home(t);
+    while (slots_[i].key != nullptr) {
+      if (slots_[i].key == t) {
+        added = false;
+        return slots_[i].index;
+      }
+      i = (i + 1) & (slots_.size() - 1);
+    }
+    slots_[i] = {t, count_};
+    added = true;
+    return count_++;
+  }
+  // The number of a tensor inserted before.
+  std::uint32_t find(TensorImpl* t) const {
+    std::size_t i = home(t);
+    while (slots_[i].key != t) i = (i + 1) & (slots_.size() - 1);
+    return slots_[i].index;
+  }
+  std::uint32_t size() const { return count_; }
+
+ private:
+  struct Slot {
+    TensorImpl* key = nullptr;
+    std::uint32_t index = 0;
+  };
+  std::size_t home(TensorImpl* t) const {
+    // Fibonacci hashing of the address (its low bits are alignment).
+    const auto h =
+        static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(t)) * 0x9E3779B97F4A7C15ull;
+    return static_cast<std::size_t>(h >> 32) & (slots_.size() - 1);
+  }
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(old.empty() ? 256 : 2 * old.size(), Slot{});
+    for (const Slot& s : old)
+      if (s.key != nullptr) {
+        std::size_t i = home(s.key);
+        while (slots_[i].key != nullptr) i = (i + 1) & (slots_.size() - 1);
+        slots_[i] = s;
+      }
+  }
+  std::vector<Slot> slots_;
+  std::uint32_t count_ = 0;
+};
 
 }  // namespace
 
@@ -72,18 +138,22 @@ void run_backward(const Tensor& root, const Tensor& grad_root) {
 
   // Reverse postorder of a depth-first walk: every tensor comes before the
   // tensors it was computed from, so its gradient is complete when reached.
+  // Each tensor's gradient sits at its number in `seen` (Reached).
   std::vector<TensorImpl*> order;
-  std::unordered_set<TensorImpl*> seen;
+  Reached seen;
   std::vector<std::pair<TensorImpl*, std::size_t>> stack;
   stack.emplace_back(&root.impl(), 0);
-  seen.insert(&root.impl());
+  bool added = false;
+  seen.insert(&root.impl(), added);
   while (!stack.empty()) {
     auto& [impl, next] = stack.back();
     const auto& fn = impl->grad_fn;
     if (fn && next < fn->inputs.size()) {
       const Tensor& in = fn->inputs[next++];
-      if (in.defined() && in.requires_grad() && seen.insert(&in.impl()).second)
-        stack.emplace_back(&in.impl(), 0);
+      if (in.defined() && in.requires_grad()) {
+        seen.insert(&in.impl(), added);
+        if (added) stack.emplace_back(&in.impl(), 0);
+      }
       continue;
     }
     order.push_back(impl);
@@ -91,14 +161,14 @@ void run_backward(const Tensor& root, const Tensor& grad_root) {
   }
 
   NoGradGuard no_grad;
-  std::unordered_map<TensorImpl*, Tensor> grads;
-  grads[&root.impl()] = grad_root;
+  std::vector<Tensor> grads(seen.size());
+  grads[seen.find(&root.impl())] = grad_root;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     TensorImpl* impl = *it;
-    auto found = grads.find(impl);
-    if (found == grads.end()) continue;
-    Tensor g = std::move(found->second);
-    grads.erase(found);
+    Tensor& slot = grads[seen.find(impl)];
+    if (!slot.defined()) continue;
+    Tensor g = std::move(slot);
+    slot = Tensor();  // freed once used, as the tensors' own references go
     if (!impl->grad_fn) {  // a leaf: accumulate into .grad
       Tensor slot(impl->grad);
       accumulate(slot, g.is_contiguous() ? g : g.clone());
@@ -123,7 +193,7 @@ void run_backward(const Tensor& root, const Tensor& grad_root) {
       ATTN_CHECK(in_grads[i].shape() == in.shape(), InternalError,
                  "backward of {}: gradient {} has shape {}, input has shape {}", node.name, i,
                  shape_str(in_grads[i].shape()), shape_str(in.shape()));
-      accumulate(grads[&in.impl()], in_grads[i]);
+      accumulate(grads[seen.find(&in.impl())], in_grads[i]);
     }
   }
 }
