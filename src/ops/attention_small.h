@@ -372,9 +372,12 @@ struct SmallAttention {
           s.kg = sv.kg;
           s.vg = sv.vg;
           dot_pairs(s.dog, sv.og, Q, Dv, s.di);
-          for (int lane = 0; lane < W; ++lane)
-            for (i64 q = 0; q < Q; ++q)
-              s.lse[q * W + lane] = lane < g.lanes ? a.lse[(g.n0 + lane) * Q + q] : T(0);
+          {  // the log-sum-exps into lanes, 0 on lanes past the last head
+            const T* rows[W];
+            for (int lane = 0; lane < W; ++lane)
+              rows[lane] = lane < g.lanes ? a.lse + (g.n0 + lane) * Q : nullptr;
+            Lanes::rows_to_lanes(rows, Q, T(1), s.lse, W);
+          }
           // The forward's dropout multipliers.
           if (a.drop.on) s.dkeep = sv.keep;
           small_limits(a, g, s);
@@ -382,16 +385,14 @@ struct SmallAttention {
             // P = exp(S - lse); dP = dO v^T
             small_scores(a, q, s);
             const R lse = V::load(s.lse + q * W);
-            T* p = s.wq + q * K * W;  // P, then the weights after dropout
+            // P (kept for dS), and the weights after dropout for dV: with
+            // dropout P goes to s.p and the weights to wq, else P is both.
+            T* wq = s.wq + q * K * W;
+            T* pp = a.drop.on ? s.p : wq;
             for (i64 c = 0; c < K; ++c)
-              V::store(p + c * W, V::exp(V::sub(V::load(s.s + c * W), lse)));
+              V::store(pp + c * W, V::exp(V::sub(V::load(s.s + c * W), lse)));
             dot_rows(s.dog + q * Dv * W, s.vg, K, Dv, s.dp);
-            const T* pp = p;  // P before dropout
-            if (a.drop.on) {
-              std::copy(p, p + K * W, s.p);
-              small_dropout(s.dkeep + q * K * W, K, s.p, p, s.dp);
-              pp = s.p;
-            }
+            if (a.drop.on) small_dropout(s.dkeep + q * K * W, K, pp, wq, s.dp);
             // dS = P o (dP - D_i), 0 on rows of length 0; dQ = scale dS k
             T* ds = s.dsq + q * K * W;
             const R di = V::load(s.di + q * W), keep = V::load(s.keep + q * W);
