@@ -14,8 +14,11 @@
 // every thread owns its slice of the result (no atomics, no partial buffers).
 #include "attn/ops/norm.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "attn/autograd/node.h"
@@ -35,20 +38,9 @@ namespace {
 
 constexpr std::int64_t kColBlock = 64;
 
-// One row: mean, rstd, and y = (x - mean) rstd w + b (w, b may be null).
+// y = (x - mu) rs w + b for one row (w, b may be null).
 template <class T>
-inline void ln_row(const T* xr, const T* w, const T* b, T* yr, T& mean, T& rstd, std::int64_t d,
-                   T eps) {
-  T s = 0;
-#pragma omp simd reduction(+ : s)
-  for (std::int64_t j = 0; j < d; ++j) s += xr[j];
-  T mu = s / static_cast<T>(d);
-  T ss = 0;
-#pragma omp simd reduction(+ : ss)
-  for (std::int64_t j = 0; j < d; ++j) ss += (xr[j] - mu) * (xr[j] - mu);
-  T rs = T(1) / std::sqrt(ss / static_cast<T>(d) + eps);
-  mean = mu;
-  rstd = rs;
+inline void ln_apply(const T* xr, const T* w, const T* b, T* yr, T mu, T rs, std::int64_t d) {
   if (w && b) {
 #pragma omp simd
     for (std::int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - mu) * rs * w[j] + b[j];
@@ -64,12 +56,142 @@ inline void ln_row(const T* xr, const T* w, const T* b, T* yr, T& mean, T& rstd,
   }
 }
 
+// One row: mean, rstd, and y = (x - mean) rstd w + b (w, b may be null).
+template <class T>
+inline void ln_row(const T* xr, const T* w, const T* b, T* yr, T& mean, T& rstd, std::int64_t d,
+                   T eps) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (std::int64_t j = 0; j < d; ++j) s += xr[j];
+  T mu = s / static_cast<T>(d);
+  T ss = 0;
+#pragma omp simd reduction(+ : ss)
+  for (std::int64_t j = 0; j < d; ++j) ss += (xr[j] - mu) * (xr[j] - mu);
+  T rs = T(1) / std::sqrt(ss / static_cast<T>(d) + eps);
+  mean = mu;
+  rstd = rs;
+  ln_apply(xr, w, b, yr, mu, rs, d);
+}
+
+#if defined(__AVX512F__)
+// GCC 12 warns inside its own AVX-512 intrinsics (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// ---- the statistics of 16 rows at once (f32, d a multiple of 16) ----
+//
+// ln_row's two sums, as GCC vectorizes them for AVX-512, keep 16 partial
+// sums, lane l adding elements l, l + 16, ... in turn, and then add the
+// lanes one after another from lane 0: 16 dependent scalar additions per
+// sum, most of a row's time at d2l's 32 columns. Here the 16 rows' partial
+// sums are transposed in registers (lane r of vector l: row r's lane l), so
+// that the 16 additions run once for 16 rows, in the same order: the same
+// bits (test LayerNorm.RowBlocksSameBitsAsOneRow).
+constexpr std::int64_t kStatRows = 16;
+
+// r[a] lane c -> r[c] lane a.
+inline void transpose16(__m512 (&r)[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4i + m], 128-bit block k: column 4k + m of rows 4i .. 4i + 3.
+  __m512 u[16];
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]),
+                  c = _mm512_castps_pd(t[4 * i + 2]), e = _mm512_castps_pd(t[4 * i + 3]);
+    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, e));
+    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, e));
+  }
+  for (int m = 0; m < 4; ++m) {
+    const __m512 plo = _mm512_shuffle_f32x4(u[m], u[4 + m], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 phi = _mm512_shuffle_f32x4(u[m], u[4 + m], _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512 qlo = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 qhi = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], _MM_SHUFFLE(3, 2, 3, 2));
+    r[m] = _mm512_shuffle_f32x4(plo, qlo, _MM_SHUFFLE(2, 0, 2, 0));
+    r[4 + m] = _mm512_shuffle_f32x4(plo, qlo, _MM_SHUFFLE(3, 1, 3, 1));
+    r[8 + m] = _mm512_shuffle_f32x4(phi, qhi, _MM_SHUFFLE(2, 0, 2, 0));
+    r[12 + m] = _mm512_shuffle_f32x4(phi, qhi, _MM_SHUFFLE(3, 1, 3, 1));
+  }
+}
+
+// 0 + lane 0 + lane 1 + ... + lane 15 of each row's partial sums, 16 rows
+// at once.
+inline __m512 lane_sums16(__m512 (&acc)[16]) {
+  transpose16(acc);
+  __m512 s = _mm512_setzero_ps();
+  for (int l = 0; l < 16; ++l) s = _mm512_add_ps(s, acc[l]);
+  return s;
+}
+
+// mean and rstd of the 16 rows at x (row stride d), as ln_row computes them.
+inline void ln_stats16(const float* x, std::int64_t d, float eps, float* mean, float* rstd) {
+  __m512 acc[16];
+  for (int r = 0; r < 16; ++r) {
+    __m512 a = _mm512_setzero_ps();
+    for (std::int64_t j = 0; j < d; j += 16) a = _mm512_add_ps(a, _mm512_loadu_ps(x + r * d + j));
+    acc[r] = a;
+  }
+  const __m512 fd = _mm512_set1_ps(static_cast<float>(d));
+  _mm512_storeu_ps(mean, _mm512_div_ps(lane_sums16(acc), fd));
+  for (int r = 0; r < 16; ++r) {
+    const __m512 mu = _mm512_set1_ps(mean[r]);
+    __m512 a = _mm512_setzero_ps();
+    for (std::int64_t j = 0; j < d; j += 16) {
+      const __m512 v = _mm512_sub_ps(_mm512_loadu_ps(x + r * d + j), mu);
+      a = _mm512_fmadd_ps(v, v, a);
+    }
+    acc[r] = a;
+  }
+  const __m512 var = _mm512_add_ps(_mm512_div_ps(lane_sums16(acc), fd), _mm512_set1_ps(eps));
+  _mm512_storeu_ps(rstd, _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_sqrt_ps(var)));
+}
+#pragma GCC diagnostic pop
+#endif
+
+// Rows [r0, r1): ln_row each, the statistics of full blocks of kStatRows
+// rows at once where the build has AVX-512 (f32, d a multiple of 16).
+template <class T>
+inline void ln_rows(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, std::int64_t r0,
+                    std::int64_t r1, std::int64_t d, T eps) {
+  std::int64_t r = r0;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    if (d % 16 == 0)
+      for (; r + kStatRows <= r1; r += kStatRows) {
+        ln_stats16(x + r * d, d, eps, mean + r, rstd + r);
+        for (std::int64_t i = r; i < r + kStatRows; ++i)
+          ln_apply(x + i * d, w, b, y + i * d, mean[i], rstd[i], d);
+      }
+  }
+#endif
+  for (; r < r1; ++r) ln_row(x + r * d, w, b, y + r * d, mean[r], rstd[r], d, eps);
+}
+
 template <class T>
 void forward_rows(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, std::int64_t rows,
                   std::int64_t d, T eps) {
+  constexpr std::int64_t kRowsPerTask = 16;
+  const std::int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
   detail::parallel_for(
-      rows, detail::loop_threads(rows > 1 && rows * d >= parallel_grain()),
-      [&](std::int64_t r) { ln_row(x + r * d, w, b, y + r * d, mean[r], rstd[r], d, eps); });
+      tasks, detail::loop_threads(tasks > 1 && rows * d >= parallel_grain()), [&](std::int64_t t) {
+        const std::int64_t r0 = t * kRowsPerTask;
+        ln_rows(x, w, b, y, mean, rstd, r0, std::min(rows, r0 + kRowsPerTask), d, eps);
+      });
+}
+
+// dx of one row from its sums a = mean(gw), c = mean(gw xhat) (w may be null).
+template <class T>
+inline void ln_row_backward_apply(const T* gr, const T* xr, const T* w, T mu, T rs, T a, T c, T* o,
+                                  std::int64_t d) {
+#pragma omp simd
+  for (std::int64_t j = 0; j < d; ++j) {
+    T gw = w ? gr[j] * w[j] : gr[j];
+    o[j] = rs * (gw - a - (xr[j] - mu) * rs * c);
+  }
 }
 
 // One row of dx from g (w may be null).
@@ -84,20 +206,69 @@ inline void ln_row_backward(const T* gr, const T* xr, const T* w, T mu, T rs, T*
     sum_gwx += gw * (xr[j] - mu) * rs;
   }
   const T a = sum_gw / static_cast<T>(d), c = sum_gwx / static_cast<T>(d);
-#pragma omp simd
-  for (std::int64_t j = 0; j < d; ++j) {
-    T gw = w ? gr[j] * w[j] : gr[j];
-    o[j] = rs * (gw - a - (xr[j] - mu) * rs * c);
+  ln_row_backward_apply(gr, xr, w, mu, rs, a, c, o, d);
+}
+
+#if defined(__AVX512F__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// ln_row_backward's sums a and c of the 16 rows from row r0 (f32, a weight,
+// d a multiple of 16), as it computes them (see ln_stats16).
+inline void ln_backward_sums16(const float* g, const float* x, const float* w, const float* mean,
+                               const float* rstd, std::int64_t d, float* a, float* c) {
+  __m512 acc_gw[16], acc_gwx[16];
+  for (int r = 0; r < 16; ++r) {
+    const __m512 mu = _mm512_set1_ps(mean[r]), rs = _mm512_set1_ps(rstd[r]);
+    __m512 s1 = _mm512_setzero_ps(), s2 = _mm512_setzero_ps();
+    for (std::int64_t j = 0; j < d; j += 16) {
+      const __m512 gw = _mm512_mul_ps(_mm512_loadu_ps(g + r * d + j), _mm512_loadu_ps(w + j));
+      const __m512 t = _mm512_mul_ps(gw, _mm512_sub_ps(_mm512_loadu_ps(x + r * d + j), mu));
+      s1 = _mm512_add_ps(s1, gw);
+      s2 = _mm512_fmadd_ps(t, rs, s2);
+    }
+    acc_gw[r] = s1;
+    acc_gwx[r] = s2;
   }
+  const __m512 fd = _mm512_set1_ps(static_cast<float>(d));
+  _mm512_storeu_ps(a, _mm512_div_ps(lane_sums16(acc_gw), fd));
+  _mm512_storeu_ps(c, _mm512_div_ps(lane_sums16(acc_gwx), fd));
+}
+#pragma GCC diagnostic pop
+#endif
+
+// dx of rows [r0, r1): ln_row_backward each, the sums of full blocks of
+// kStatRows rows at once where the build has AVX-512 (f32, a weight, d a
+// multiple of 16).
+template <class T>
+inline void ln_rows_backward(const T* g, const T* x, const T* w, const T* mean, const T* rstd,
+                             T* dx, std::int64_t r0, std::int64_t r1, std::int64_t d) {
+  std::int64_t r = r0;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    if (w && d % 16 == 0)
+      for (; r + kStatRows <= r1; r += kStatRows) {
+        alignas(64) float a[kStatRows], c[kStatRows];
+        ln_backward_sums16(g + r * d, x + r * d, w, mean + r, rstd + r, d, a, c);
+        for (std::int64_t i = 0; i < kStatRows; ++i)
+          ln_row_backward_apply(g + (r + i) * d, x + (r + i) * d, w, mean[r + i], rstd[r + i], a[i],
+                                c[i], dx + (r + i) * d, d);
+      }
+  }
+#endif
+  for (; r < r1; ++r) ln_row_backward(g + r * d, x + r * d, w, mean[r], rstd[r], dx + r * d, d);
 }
 
 template <class T>
 void backward_input(const T* g, const T* x, const T* w, const T* mean, const T* rstd, T* dx,
                     std::int64_t rows, std::int64_t d) {
-  detail::parallel_for(rows, detail::loop_threads(rows > 1 && rows * d >= parallel_grain()),
-                       [&](std::int64_t r) {
-                         ln_row_backward(g + r * d, x + r * d, w, mean[r], rstd[r], dx + r * d, d);
-                       });
+  constexpr std::int64_t kRowsPerTask = 16;
+  const std::int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
+  detail::parallel_for(
+      tasks, detail::loop_threads(tasks > 1 && rows * d >= parallel_grain()), [&](std::int64_t t) {
+        const std::int64_t r0 = t * kRowsPerTask;
+        ln_rows_backward(g, x, w, mean, rstd, dx, r0, std::min(rows, r0 + kRowsPerTask), d);
+      });
 }
 
 // dw = sum_rows g xhat, db = sum_rows g (either pointer may be null).
@@ -181,8 +352,7 @@ template <class T>
     ss[i] = detail::select_bits(ks[i] != 0, xs[i] * scale, T(0));
 #pragma omp simd
   for (std::int64_t i = 0; i < len; ++i) ss[i] = bs[i] + ss[i];
-  for (std::int64_t r = r0; r < r1; ++r)
-    ln_row(s + r * d, w, b, y + r * d, mean[r], rstd[r], d, eps);
+  ln_rows(s, w, b, y, mean, rstd, r0, r1, d, eps);
 }
 
 template <class T>
@@ -206,8 +376,7 @@ template <class T>
                                               const T* rstd, const std::uint8_t* keep, T* dbase,
                                               T* dx, std::int64_t r0, std::int64_t r1,
                                               std::int64_t d, const DropoutMask& m) {
-  for (std::int64_t r = r0; r < r1; ++r)
-    ln_row_backward(g + r * d, s + r * d, w, mean[r], rstd[r], dbase + r * d, d);
+  ln_rows_backward(g, s, w, mean, rstd, dbase, r0, r1, d);
   if (!dx) return;
   const T scale = static_cast<T>(m.scale);
   const std::int64_t e0 = r0 * d, len = (r1 - r0) * d;

@@ -81,6 +81,36 @@ TEST(LayerNorm, BackwardMatchesCompositeOnLargeShape) {
   for (int i = 0; i < 3; ++i) EXPECT_LT(max_abs_diff(fast[i], ref[i]), 1e-11) << i;
 }
 
+// Rows normalized 16 at a time (AVX-512 builds: f32, d a multiple of 16)
+// give the bits of rows normalized one at a time, forward and backward
+// (dx; dw and db are column sums, the same code either way), with and
+// without a weight and bias, for row counts around the blocks.
+TEST(LayerNorm, RowBlocksSameBitsAsOneRow) {
+  std::uint64_t seed = 70;
+  for (std::int64_t d : {16, 32, 48, 256, 40})
+    for (std::int64_t rows : {16, 37, 64})
+      for (int params = 0; params < 3; ++params) {  // weight and bias, weight only, neither
+        Tensor x0 = rand32({rows, d}, seed++, -3.0, 5.0), g = rand32({rows, d}, seed++);
+        Tensor w0 = rand32({d}, seed++, 0.5, 1.5), b0 = rand32({d}, seed++);
+        const Tensor w = params < 2 ? w0 : Tensor(), b = params < 1 ? b0 : Tensor();
+        // All rows at once: y and dx.
+        Tensor x = x0.clone().requires_grad_();
+        Tensor y = layer_norm(x, w, b);
+        y.backward(g);
+        const auto vy = to_vector<float>(y), vdx = to_vector<float>(x.grad());
+        for (std::int64_t r = 0; r < rows; ++r) {
+          Tensor xr = x0.narrow(0, r, 1).clone().requires_grad_();
+          Tensor yr = layer_norm(xr, w, b);
+          yr.backward(g.narrow(0, r, 1).contiguous());
+          const auto ry = to_vector<float>(yr), rdx = to_vector<float>(xr.grad());
+          ASSERT_EQ(std::memcmp(ry.data(), vy.data() + r * d, d * sizeof(float)), 0)
+              << "y, row " << r << " of " << rows << ", d " << d << ", params " << params;
+          ASSERT_EQ(std::memcmp(rdx.data(), vdx.data() + r * d, d * sizeof(float)), 0)
+              << "dx, row " << r << " of " << rows << ", d " << d << ", params " << params;
+        }
+      }
+}
+
 TEST(LayerNorm, Gradcheck) {
   Tensor x = leaf64({3, 5, 7}, 11, -2.0, 2.0);
   Tensor w = leaf64({7}, 12, 0.5, 1.5), b = leaf64({7}, 13);
