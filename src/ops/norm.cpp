@@ -56,18 +56,41 @@ inline void ln_apply(const T* xr, const T* w, const T* b, T* yr, T mu, T rs, std
   }
 }
 
+// The order of a row's sums, written out rather than left to the
+// vectorizer (it is the order GCC 12 chose for AVX-512 f32, and the one the
+// 16-row statistics below repeat): 16 partial sums, p[l] adding the terms
+// of elements l, l + 16, ... below the last multiple of 16 in turn, the
+// remaining elements' added to p[0] in turn, then 0 + p[0] + p[1] + ... +
+// p[15]. add(p, j) adds element j's term(s) to partial sums p (one array
+// per sum: ln_row_backward keeps two).
+constexpr int kPartials = 16;
+
+template <class T, int N, class Add>
+inline void ordered_sums(std::int64_t d, T (&total)[N], Add add) {
+  T p[N][kPartials] = {};
+  std::int64_t j = 0;
+  for (; j + kPartials <= d; j += kPartials)
+#pragma omp simd
+    for (int l = 0; l < kPartials; ++l) add(p, l, j + l);
+  for (; j < d; ++j) add(p, 0, j);
+  for (int n = 0; n < N; ++n) {
+    T s = 0;
+    for (int l = 0; l < kPartials; ++l) s += p[n][l];
+    total[n] = s;
+  }
+}
+
 // One row: mean, rstd, and y = (x - mean) rstd w + b (w, b may be null).
 template <class T>
 inline void ln_row(const T* xr, const T* w, const T* b, T* yr, T& mean, T& rstd, std::int64_t d,
                    T eps) {
-  T s = 0;
-#pragma omp simd reduction(+ : s)
-  for (std::int64_t j = 0; j < d; ++j) s += xr[j];
-  T mu = s / static_cast<T>(d);
-  T ss = 0;
-#pragma omp simd reduction(+ : ss)
-  for (std::int64_t j = 0; j < d; ++j) ss += (xr[j] - mu) * (xr[j] - mu);
-  T rs = T(1) / std::sqrt(ss / static_cast<T>(d) + eps);
+  T s[1], ss[1];
+  ordered_sums(d, s, [&](T(&p)[1][kPartials], int l, std::int64_t j) { p[0][l] += xr[j]; });
+  const T mu = s[0] / static_cast<T>(d);
+  ordered_sums(d, ss, [&](T(&p)[1][kPartials], int l, std::int64_t j) {
+    p[0][l] += (xr[j] - mu) * (xr[j] - mu);
+  });
+  T rs = T(1) / std::sqrt(ss[0] / static_cast<T>(d) + eps);
   mean = mu;
   rstd = rs;
   ln_apply(xr, w, b, yr, mu, rs, d);
@@ -198,14 +221,13 @@ inline void ln_row_backward_apply(const T* gr, const T* xr, const T* w, T mu, T 
 template <class T>
 inline void ln_row_backward(const T* gr, const T* xr, const T* w, T mu, T rs, T* o,
                             std::int64_t d) {
-  T sum_gw = 0, sum_gwx = 0;
-#pragma omp simd reduction(+ : sum_gw, sum_gwx)
-  for (std::int64_t j = 0; j < d; ++j) {
+  T sums[2];  // of gw and of gw xhat
+  ordered_sums(d, sums, [&](T(&p)[2][kPartials], int l, std::int64_t j) {
     T gw = w ? gr[j] * w[j] : gr[j];
-    sum_gw += gw;
-    sum_gwx += gw * (xr[j] - mu) * rs;
-  }
-  const T a = sum_gw / static_cast<T>(d), c = sum_gwx / static_cast<T>(d);
+    p[0][l] += gw;
+    p[1][l] += gw * (xr[j] - mu) * rs;
+  });
+  const T a = sums[0] / static_cast<T>(d), c = sums[1] / static_cast<T>(d);
   ln_row_backward_apply(gr, xr, w, mu, rs, a, c, o, d);
 }
 
