@@ -1,6 +1,8 @@
 #include "attn/ops/loss.h"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include "attn/ops/elementwise.h"
 #include "attn/ops/reduce.h"
@@ -62,6 +64,24 @@ TEST(CrossEntropy, MatchesCompositeReferenceOnOddSizes) {
     Tensor lab32 = lab.to(DType::i32);
     EXPECT_EQ(max_abs_diff(cross_entropy(x32, lab32), cross_entropy(x32, lab)), 0.0);
   }
+}
+
+// Rows go in blocks of 16 whose sums are finished side by side: each row's
+// loss is the one it has alone, whatever its place in a block.
+TEST(CrossEntropy, RowsInBlocksSameBitsAsOneRow) {
+  for (std::int64_t c : {1, 16, 201, 1001})
+    for (std::int64_t rows : {16, 37}) {
+      Tensor x = rand32({rows, c}, 3, -6.0, 6.0);
+      Tensor lab = random_labels({rows}, c, 4);
+      const auto all = to_vector<float>(cross_entropy(x, lab, Tensor(), Reduction::none));
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const auto one = to_vector<float>(
+            cross_entropy(x.narrow(0, r, 1), lab.narrow(0, r, 1), Tensor(), Reduction::none));
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(one[0]),
+                  std::bit_cast<std::uint32_t>(all[static_cast<std::size_t>(r)]))
+            << "row " << r << " of " << rows << ", " << c << " classes";
+      }
+    }
 }
 
 TEST(CrossEntropy, LargeLogitsStayFinite) {
