@@ -111,7 +111,7 @@ struct SmallAttention {
   // Runs f.template block<n>(first) over [0, rows) in blocks of kBlock, then
   // one block of the rest.
   template <class F>
-  static void in_blocks(i64 rows, F&& f) {
+  [[gnu::always_inline]] static void in_blocks(i64 rows, F&& f) {
     i64 c = 0;
     for (; c + kBlock <= rows; c += kBlock) f.template operator()<kBlock>(c);
     const int rest = static_cast<int>(rows - c);
@@ -124,7 +124,7 @@ struct SmallAttention {
 
   // out[c] = sum_i x[i] y[c][i] over d, for c < rows, per lane; x and y
   // lane-interleaved with row length d. Each sum in the order i = 0, 1, ...
-  static void dot_rows(const T* x, const T* y, i64 rows, i64 d, T* out) {
+  [[gnu::always_inline]] static void dot_rows(const T* x, const T* y, i64 rows, i64 d, T* out) {
     in_blocks(rows, [&]<int NB>(i64 c0) {
       R acc[NB];
 #pragma GCC unroll 8
@@ -142,7 +142,8 @@ struct SmallAttention {
 
   // out[i] = sum_c p[c * ps] y[c][i] for i < d, per lane (ps: the stride of
   // p in elements, W for a vector of rows). Each sum in the order c = 0, 1, ...
-  static void weigh_rows(const T* p, i64 ps, const T* y, i64 rows, i64 d, T* out) {
+  [[gnu::always_inline]] static void weigh_rows(const T* p, i64 ps, const T* y, i64 rows, i64 d,
+                                                T* out) {
     in_blocks(d, [&]<int NB>(i64 i0) {
       R acc[NB];
 #pragma GCC unroll 8
