@@ -114,10 +114,11 @@ inline AttnPath choose_attention_path(std::int64_t Q, std::int64_t K, std::int64
 }
 
 // Elements of AttnArgs::saved for a small problem on W lanes, with or
-// without dropout.
+// without dropout: q, k, v, the output and the scores, and with dropout the
+// multipliers.
 inline std::int64_t attention_saved_size(std::int64_t N, std::int64_t Q, std::int64_t K,
                                          std::int64_t D, std::int64_t Dv, int W, bool dropout) {
-  return (N + W - 1) / W * W * (Q * D + K * D + K * Dv + Q * Dv + (dropout ? Q * K : 0));
+  return (N + W - 1) / W * W * (Q * D + K * D + K * Dv + Q * Dv + Q * K + (dropout ? Q * K : 0));
 }
 
 // One instruction set's kernels for element type T. All of them require

@@ -26,21 +26,24 @@ struct SmallAttention {
   static constexpr int W = V::W;
   using Lanes = LaneTranspose<V>;  // W rows to lanes and back
 
-  // Group gi's part of a.saved: q (scaled), k, v, out, and with dropout
-  // the multipliers (small_dropout_masks' keep), each lane-interleaved.
+  // Group gi's part of a.saved: q (scaled), k, v, out, the masked scores
+  // (small_scores: the backward does not compute them again), and with
+  // dropout the multipliers (small_dropout_masks' keep), each
+  // lane-interleaved.
   struct Saved {
-    T *qg, *kg, *vg, *og, *keep;
+    T *qg, *kg, *vg, *og, *sg, *keep;
   };
   static Saved saved_group(const AttnArgs<T>& a, i64 gi) {
-    const i64 Dv = a.Dv;
-    const i64 QK = a.drop.on ? a.Q * a.K : 0;
-    T* base = a.saved + gi * W * (a.Q * a.D + a.K * a.D + a.K * Dv + a.Q * Dv + QK);
+    const i64 Dv = a.Dv, QK = a.Q * a.K;
+    T* base = a.saved +
+              gi * W * (a.Q * a.D + a.K * a.D + a.K * Dv + a.Q * Dv + QK + (a.drop.on ? QK : 0));
     Saved sv;
     sv.qg = base;
     sv.kg = sv.qg + a.Q * a.D * W;
     sv.vg = sv.kg + a.K * a.D * W;
     sv.og = sv.vg + a.K * Dv * W;
-    sv.keep = a.drop.on ? sv.og + a.Q * Dv * W : nullptr;
+    sv.sg = sv.og + a.Q * Dv * W;
+    sv.keep = a.drop.on ? sv.sg + QK * W : nullptr;
     return sv;
   }
 
@@ -189,7 +192,7 @@ struct SmallAttention {
       s.kg = cv.take<T>(K * D * W);
       s.vg = cv.take<T>(K * Dv * W);
     }
-    s.s = cv.take<T>(K * W);
+    if (!backward) s.s = cv.take<T>(K * W);  // the backward reads Saved::sg
     s.o = cv.take<T>(Q * Dv * W);
     s.zero = cv.take<T>(Q * W);
     s.keep = cv.take<T>(Q * W);
@@ -240,15 +243,15 @@ struct SmallAttention {
   // The scores of query q for every lane: s[c] = q . k_c, masked: keys past a
   // lane's limit -inf, every key 0 on a lane whose row has length 0
   // (small_limits).
-  static void small_scores(const AttnArgs<T>& a, i64 q, const SmallSlice& s) {
+  static void small_scores(const AttnArgs<T>& a, i64 q, const SmallSlice& s, T* out) {
     const i64 K = a.K;
-    dot_rows(s.qg + q * a.D * W, s.kg, K, a.D, s.s);
+    dot_rows(s.qg + q * a.D * W, s.kg, K, a.D, out);
     if (!s.masked[q]) return;
     constexpr T kNegInf = -std::numeric_limits<T>::infinity();
     const i64* lim = s.lim + q * W;
     const T* zero = s.zero + q * W;
     for (i64 c = 0; c < K; ++c) {
-      T* sc = s.s + c * W;
+      T* sc = out + c * W;
 #pragma omp simd
       for (int lane = 0; lane < W; ++lane) {
         T x = c < lim[lane] ? sc[lane] : kNegInf;
@@ -321,12 +324,14 @@ struct SmallAttention {
     const i64 N = a.B * a.H, Q = a.Q, K = a.K, D = a.D, Dv = a.Dv;
     for_each_group(a, false, N * Q * K * (D + Dv), [&](const Group& g, i64 gi, SmallSlice& s) {
       T* og = nullptr;  // the normalized output, kept for the backward
+      T* sg = nullptr;  // the scores, kept for the backward
       if (a.saved) {
         const Saved sv = saved_group(a, gi);
         s.qg = sv.qg;
         s.kg = sv.kg;
         s.vg = sv.vg;
         og = sv.og;
+        sg = sv.sg;
         if (sv.keep) s.dkeep = sv.keep;
       }
       gather(a.q, g, Q, D, static_cast<T>(a.scale), s.qg);
@@ -335,12 +340,15 @@ struct SmallAttention {
       if (a.drop.on) small_dropout_masks(a, g, s.words, s.krows, s.dkeep);
       small_limits(a, g, s);
       for (i64 q = 0; q < Q; ++q) {
-        small_scores(a, q, s);
+        // The scores, where the backward finds them (else in place of the
+        // weights).
+        T* sq = sg ? sg + q * K * W : s.s;
+        small_scores(a, q, s, sq);
         R mx = V::set1(-std::numeric_limits<T>::infinity());
-        for (i64 c = 0; c < K; ++c) mx = V::max(mx, V::load(s.s + c * W));
+        for (i64 c = 0; c < K; ++c) mx = V::max(mx, V::load(sq + c * W));
         R l = V::zero();
         for (i64 c = 0; c < K; ++c) {
-          const R p = V::exp(V::sub(V::load(s.s + c * W), mx));
+          const R p = V::exp(V::sub(V::load(sq + c * W), mx));
           V::store(s.s + c * W, p);
           l = V::add(l, p);
         }
@@ -383,15 +391,15 @@ struct SmallAttention {
           if (a.drop.on) s.dkeep = sv.keep;
           small_limits(a, g, s);
           for (i64 q = 0; q < Q; ++q) {
-            // P = exp(S - lse); dP = dO v^T
-            small_scores(a, q, s);
+            // P = exp(S - lse), S as the forward kept it; dP = dO v^T
+            const T* sq = sv.sg + q * K * W;
             const R lse = V::load(s.lse + q * W);
             // P (kept for dS), and the weights after dropout for dV: with
             // dropout P goes to s.p and the weights to wq, else P is both.
             T* wq = s.wq + q * K * W;
             T* pp = a.drop.on ? s.p : wq;
             for (i64 c = 0; c < K; ++c)
-              V::store(pp + c * W, V::exp(V::sub(V::load(s.s + c * W), lse)));
+              V::store(pp + c * W, V::exp(V::sub(V::load(sq + c * W), lse)));
             dot_rows(s.dog + q * Dv * W, s.vg, K, Dv, s.dp);
             if (a.drop.on) small_dropout(s.dkeep + q * K * W, K, pp, wq, s.dp);
             // dS = P o (dP - D_i), 0 on rows of length 0; dQ = scale dS k
