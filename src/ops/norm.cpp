@@ -61,8 +61,8 @@ inline void ln_apply(const T* xr, const T* w, const T* b, T* yr, T mu, T rs, std
 // 16-row statistics below repeat): 16 partial sums, p[l] adding the terms
 // of elements l, l + 16, ... below the last multiple of 16 in turn, the
 // remaining elements' added to p[0] in turn, then 0 + p[0] + p[1] + ... +
-// p[15]. add(p, j) adds element j's term(s) to partial sums p (one array
-// per sum: ln_row_backward keeps two).
+// p[15]. add(p, l, j) adds element j's term(s) to the partial sums p[n][l]
+// (one array per sum: ln_row_backward keeps two).
 constexpr int kPartials = 16;
 
 // a b + c: one fused multiply-add where the build has them (as GCC's
@@ -116,13 +116,12 @@ inline void ln_row(const T* xr, const T* w, const T* b, T* yr, T& mean, T& rstd,
 #pragma GCC diagnostic ignored "-Wuninitialized"
 // ---- the statistics of 16 rows at once (f32, d a multiple of 16) ----
 //
-// ln_row's two sums, as GCC vectorizes them for AVX-512, keep 16 partial
-// sums, lane l adding elements l, l + 16, ... in turn, and then add the
-// lanes one after another from lane 0: 16 dependent scalar additions per
+// ln_row's two sums (ordered_sums) keep 16 partial sums, one vector here,
+// and then add them one after another: 16 dependent scalar additions per
 // sum, most of a row's time at d2l's 32 columns. Here the 16 rows' partial
-// sums are transposed in registers (lane r of vector l: row r's lane l), so
-// that the 16 additions run once for 16 rows, in the same order: the same
-// bits (test LayerNorm.RowBlocksSameBitsAsOneRow).
+// sums are transposed in registers (lane r of vector l: row r's partial l),
+// so that the 16 additions run once for 16 rows, in the same order: the
+// same bits (test LayerNorm.RowBlocksSameBitsAsOneRow).
 constexpr std::int64_t kStatRows = 16;
 
 // r[a] lane c -> r[c] lane a.
