@@ -174,7 +174,7 @@ struct SmallAttention {
 
   struct SmallSlice {
     T *qg, *kg, *vg, *dog, *dqg, *dkg, *dvg, *s, *p, *dp, *o, *di, *lse;
-    // Every query's masking per lane (small_limits): zero, keep (Q x W).
+    // Every query's masking per lane (small_limits): zero (forward), keep (Q x W).
     T *zero, *keep;
     T *dkeep, *krows;  // the group's dropout multipliers (small_dropout_masks)
     T *wq, *dsq;  // backward: every query's weights (after dropout) and dS, (Q, K) x W
@@ -194,10 +194,12 @@ struct SmallAttention {
     }
     if (!backward) s.s = cv.take<T>(K * W);  // the backward reads Saved::sg
     s.o = cv.take<T>(Q * Dv * W);
-    s.zero = cv.take<T>(Q * W);
     s.keep = cv.take<T>(Q * W);
-    s.lim = cv.take<i64>(Q * W);
-    s.masked = cv.take<unsigned char>(Q);
+    if (!backward) {  // the masks of the scores, which the backward reads saved
+      s.zero = cv.take<T>(Q * W);
+      s.lim = cv.take<i64>(Q * W);
+      s.masked = cv.take<unsigned char>(Q);
+    }
     if (a.drop.on && !backward) {  // the backward reads the forward's (Saved::keep)
       s.words = cv.take<std::uint32_t>(W * Q * K + 8);
       s.krows = cv.take<T>(Q * K * W);
@@ -222,8 +224,9 @@ struct SmallAttention {
   // The group's masking, once for all its queries: for query q and each
   // lane, lim[q * W + lane] (keys from it on are masked), zero and keep (1
   // and 0 on a lane whose row has length 0, else 0 and 1), and masked[q],
-  // whether any lane masks a key. Written here, read as vectors per query
-  // later: written per query just before its vector loads, the lanes' scalar
+  // whether any lane masks a key; the backward (its scores saved) only
+  // keep, the others null. Written here, read as vectors per query later:
+  // written per query just before its vector loads, the lanes' scalar
   // stores could not be forwarded to them and stalled every query.
   static void small_limits(const AttnArgs<T>& a, const Group& g, const SmallSlice& s) {
     const i64 K = a.K;
@@ -231,12 +234,13 @@ struct SmallAttention {
       bool mask = false;
       for (int lane = 0; lane < W; ++lane) {
         const i64 L = lane < g.lanes ? a.mask.len(g.b[lane], q) : K;
-        s.zero[q * W + lane] = L == 0 ? T(1) : T(0);
         s.keep[q * W + lane] = L == 0 ? T(0) : T(1);
+        if (!s.lim) continue;
+        s.zero[q * W + lane] = L == 0 ? T(1) : T(0);
         mask = mask || L < K;
         s.lim[q * W + lane] = L == 0 ? K : L;
       }
-      s.masked[q] = mask ? 1 : 0;
+      if (s.lim) s.masked[q] = mask ? 1 : 0;
     }
   }
 
