@@ -65,6 +65,22 @@ inline void ln_apply(const T* xr, const T* w, const T* b, T* yr, T mu, T rs, std
 // (one array per sum: ln_row_backward keeps two).
 constexpr int kPartials = 16;
 
+// Rows go in blocks of kStatRows (a task each, and on AVX-512 one set of
+// statistics for them all: ln_stats16).
+constexpr std::int64_t kStatRows = 16;
+
+// f(r0, r1) for each block of kStatRows rows of `rows` (the last may be
+// short), the blocks over the threads where the rows of d numbers are many.
+template <class F>
+void for_row_blocks(std::int64_t rows, std::int64_t d, F&& f) {
+  const std::int64_t blocks = (rows + kStatRows - 1) / kStatRows;
+  detail::parallel_for(blocks, detail::loop_threads(blocks > 1 && rows * d >= parallel_grain()),
+                       [&](std::int64_t blk) {
+                         const std::int64_t r0 = blk * kStatRows;
+                         f(r0, std::min(rows, r0 + kStatRows));
+                       });
+}
+
 // a b + c: one fused multiply-add where the build has them (as GCC's
 // contraction gave at -O2, and as the 16-row statistics compute it, whatever
 // the optimization level), else a product and a sum.
@@ -122,7 +138,6 @@ inline void ln_row(const T* xr, const T* w, const T* b, T* yr, T& mean, T& rstd,
 // sums are transposed in registers (lane r of vector l: row r's partial l),
 // so that the 16 additions run once for 16 rows, in the same order: the
 // same bits (test LayerNorm.RowBlocksSameBitsAsOneRow).
-constexpr std::int64_t kStatRows = 16;
 
 // r[a] lane c -> r[c] lane a.
 inline void transpose16(__m512 (&r)[16]) {
@@ -209,13 +224,9 @@ inline void ln_rows(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, 
 template <class T>
 void forward_rows(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, std::int64_t rows,
                   std::int64_t d, T eps) {
-  constexpr std::int64_t kRowsPerTask = 16;
-  const std::int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
-  detail::parallel_for(
-      tasks, detail::loop_threads(tasks > 1 && rows * d >= parallel_grain()), [&](std::int64_t t) {
-        const std::int64_t r0 = t * kRowsPerTask;
-        ln_rows(x, w, b, y, mean, rstd, r0, std::min(rows, r0 + kRowsPerTask), d, eps);
-      });
+  for_row_blocks(rows, d, [&](std::int64_t r0, std::int64_t r1) {
+    ln_rows(x, w, b, y, mean, rstd, r0, r1, d, eps);
+  });
 }
 
 // dx of one row from its sums a = mean(gw), c = mean(gw xhat) (w may be null).
@@ -247,7 +258,7 @@ inline void ln_row_backward(const T* gr, const T* xr, const T* w, T mu, T rs, T*
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-// ln_row_backward's sums a and c of the 16 rows from row r0 (f32, a weight,
+// ln_row_backward's sums a and c of the 16 rows at g and x (f32, a weight,
 // d a multiple of 16), as it computes them (see ln_stats16).
 inline void ln_backward_sums16(const float* g, const float* x, const float* w, const float* mean,
                                const float* rstd, std::int64_t d, float* a, float* c) {
@@ -296,13 +307,9 @@ inline void ln_rows_backward(const T* g, const T* x, const T* w, const T* mean, 
 template <class T>
 void backward_input(const T* g, const T* x, const T* w, const T* mean, const T* rstd, T* dx,
                     std::int64_t rows, std::int64_t d) {
-  constexpr std::int64_t kRowsPerTask = 16;
-  const std::int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
-  detail::parallel_for(
-      tasks, detail::loop_threads(tasks > 1 && rows * d >= parallel_grain()), [&](std::int64_t t) {
-        const std::int64_t r0 = t * kRowsPerTask;
-        ln_rows_backward(g, x, w, mean, rstd, dx, r0, std::min(rows, r0 + kRowsPerTask), d);
-      });
+  for_row_blocks(rows, d, [&](std::int64_t r0, std::int64_t r1) {
+    ln_rows_backward(g, x, w, mean, rstd, dx, r0, r1, d);
+  });
 }
 
 // dw = sum_rows g xhat, db = sum_rows g (either pointer may be null).
