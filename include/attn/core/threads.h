@@ -43,13 +43,16 @@ bool fork_ok();
 // threads took 80-160 ns or 370-480 ns, for seconds to minutes, and with
 // the slow placement d2l's toy training ran slower on two threads than on
 // one (each fork and the data its ops hand over cross between the cores).
+// On an Intel Xeon VM it took 190-310 ns all day, and there the toy trained
+// 10% faster with small ops forked (scale 1) than without (16), so the
+// line between near and far lies between those: kFarRoundTripNs.
 // Measured (detail::team_round_trip_ns, src/core/contention.h) when a team
 // is about to be needed, at most every kProbeEveryNs, while no other process
 // holds the cores; far above kFarRoundTripNs. Only the thread count of small
 // ops changes, never the results (as with fork_ok). ATTN_GRAIN_SCALE=N
 // (1-1024) fixes the factor at N; ATTN_ADAPTIVE_THREADS=0 fixes it at 1.
 inline constexpr std::int64_t kFarGrainScale = 16;
-inline constexpr std::int64_t kFarRoundTripNs = 250;
+inline constexpr std::int64_t kFarRoundTripNs = 340;
 inline constexpr std::int64_t kProbeEveryNs = 1'000'000'000;
 std::int64_t grain_scale();
 inline std::int64_t parallel_grain() { return kParallelGrain * grain_scale(); }
