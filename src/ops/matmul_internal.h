@@ -18,6 +18,14 @@ namespace attn::detail {
 // by side instead, one per thread: linear.cpp.)
 inline constexpr std::int64_t kSerialGemmWork = std::int64_t(1) << 22;
 
+// A single f32 product from this many multiply-adds on is cut into row
+// blocks that the team's threads compute (ops/row_blocks.h): d2l's toy
+// model's forward products (640 x 32 @ 32 x 32 and up) at 2 threads, 1.10x
+// its training's tokens per second on an Intel Xeon VM (6 alternating pairs,
+// the same trained weights). Below kSerialGemmWork a linear layer's two
+// backward products still run side by side instead (linear.cpp).
+inline constexpr std::int64_t kRowBlockWork = std::int64_t(1) << 19;
+
 // a (..., M, K) @ b (..., K, N) without autograd (matmul's checks and
 // kernels; `op` names the caller in errors).
 Tensor product(const Tensor& a, const Tensor& b, const char* op);
