@@ -9,13 +9,13 @@
 
 namespace attn::detail {
 
-// Products below this many multiply-adds run on the calling thread: a team's
-// fork and join cost more than the second thread gains there (d2l's toy
-// model: 2 threads were 5% slower than 1), and far more while another
-// process holds a core (fork_ok in attn/core/threads.h). From it on, a
-// single product is split into row blocks (ops/row_blocks.h), a batch runs
-// on oneDNN's team. (A linear layer's backward runs two small products side
-// by side instead, one per thread: linear.cpp.)
+// A batch of products below this many multiply-adds runs on the calling
+// thread, from it on on oneDNN's team; a linear layer's two backward
+// products below it run side by side, one per thread (linear.cpp). While
+// the team's cores sit far apart, single products below it times
+// grain_scale() run their row blocks on the calling thread (matmul.cpp), as
+// all do while another process holds a core (fork_ok in
+// attn/core/threads.h).
 inline constexpr std::int64_t kSerialGemmWork = std::int64_t(1) << 22;
 
 // A single f32 product from this many multiply-adds on is cut into row
