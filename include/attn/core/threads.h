@@ -44,8 +44,8 @@ bool fork_ok();
 // the slow placement d2l's toy training ran slower on two threads than on
 // one (each fork and the data its ops hand over cross between the cores).
 // On an Intel Xeon VM it took 190-310 ns all day, and there the toy trained
-// 10% faster with small ops forked (scale 1) than without (16), so the
-// line between near and far lies between those: kFarRoundTripNs.
+// 10% faster with small ops forked (scale 1) than without (16): so far
+// means above kFarRoundTripNs, between that 310 and the 370 above.
 // Measured (detail::team_round_trip_ns, src/core/contention.h) when a team
 // is about to be needed, at most every kProbeEveryNs, while no other process
 // holds the cores; far above kFarRoundTripNs. Only the thread count of small
