@@ -222,7 +222,7 @@ void gemm_loops(char ta, char tb, std::int64_t M, std::int64_t N, std::int64_t K
   });
 }
 
-// C = op(A) @ op(B) on dnnl_sgemm, in row blocks from kSerialGemmWork on
+// C = op(A) @ op(B) on dnnl_sgemm, in row blocks from row_block_work() on
 // (ops/row_blocks.h), each on one thread.
 bool gemm(char ta, char tb, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
           std::int64_t lda, const float* B, std::int64_t ldb, float* C, std::int64_t ldc) {
@@ -488,6 +488,15 @@ Tensor differentiable_product(const Tensor& a, const Tensor& b, const char* op) 
 }  // namespace
 
 void detail::set_matmul_batched_primitive(bool on) { g_batched_primitive = on; }
+
+std::int64_t detail::row_block_work() {
+  static const std::int64_t line = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+    return (isa & avx512) == avx512 ? std::int64_t(1) << 19 : kSerialGemmWork;
+  }();
+  return line;
+}
 
 Tensor matmul(const Tensor& a, const Tensor& b) { return differentiable_product(a, b, "matmul"); }
 

@@ -19,10 +19,15 @@ namespace attn::detail {
 inline constexpr std::int64_t kSerialGemmWork = std::int64_t(1) << 22;
 
 // A single f32 product from this many multiply-adds on is cut into row
-// blocks that the team's threads compute (ops/row_blocks.h): d2l's toy
-// model's forward products (640 x 32 @ 32 x 32 and up) on 2 threads made
-// its training 1.10x faster on an Intel Xeon VM, with the same weights.
-inline constexpr std::int64_t kRowBlockWork = std::int64_t(1) << 19;
+// blocks that the team's threads compute (ops/row_blocks.h): 2^19 where
+// oneDNN runs AVX-512 kernels, whose rows come out with the same bits in a
+// block of any height, so that the bits do not depend on the thread count
+// either (d2l's toy model's forward products, 640 x 32 @ 32 x 32 and up, on
+// 2 threads made its training 1.10x faster on an Intel Xeon VM, with the
+// same weights). oneDNN's AVX2 sgemm gives a row other bits in a block of
+// another height, so without AVX-512 the line is kSerialGemmWork, as
+// products up to it stay the same on any thread count there too.
+std::int64_t row_block_work();
 
 // a (..., M, K) @ b (..., K, N) without autograd (matmul's checks and
 // kernels; `op` names the caller in errors).

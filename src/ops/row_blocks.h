@@ -11,7 +11,7 @@
 // the calling thread alone while other processes keep the cores busy or the
 // team's cores sit far apart (fork_ok, grain_scale: attn/core/threads.h), so
 // a product that oneDNN split would then give other bits, and training
-// another model. Instead, a product from kRowBlockWork multiply-adds on is
+// another model. Instead, a product from row_block_work() multiply-adds on is
 // cut into blocks of rows that depend on its shape and the thread count
 // only; oneDNN computes each block on one thread, and the blocks run on the
 // team, or one after another on the calling thread while the load says so,
@@ -61,9 +61,9 @@ struct RowBlocks {
 };
 
 // The blocks of an M-row product of `work` multiply-adds for a team of
-// `threads`: one below kRowBlockWork.
+// `threads`: one below row_block_work().
 inline RowBlocks row_blocks(std::int64_t M, std::int64_t work, int threads) {
-  if (work < kRowBlockWork || threads < 2) return {1, M};
+  if (threads < 2 || work < row_block_work()) return {1, M};
   const std::int64_t n = std::clamp<std::int64_t>(M / kMinBlockRows, 1, threads);
   const std::int64_t step =
       ((M + n - 1) / n + kBlockRowAlign - 1) / kBlockRowAlign * kBlockRowAlign;

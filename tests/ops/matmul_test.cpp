@@ -255,6 +255,48 @@ TEST(Matmul, SmallBatchesSameBitsOnOneThreadAsOnTwo) {
   set_num_threads(threads);
 }
 
+// Single f32 products from row_block_work() multiply-adds on are cut into
+// row blocks that the team computes (ops/row_blocks.h). Random odd shapes
+// below kSerialGemmWork give the same bits on one thread as on two on every
+// ISA (on AVX2 they would not, were they cut: oneDNN's rows there depend on
+// the block's height), and where the line sits below it (oneDNN on AVX-512)
+// so do shapes up to 4 times past it; all four transposes.
+TEST(Matmul, SingleProductsSameBitsOnOneThreadAsOnTwo) {
+  const std::int64_t line = detail::row_block_work();
+  ASSERT_LE(line, detail::kSerialGemmWork);
+  const std::int64_t top =
+      line < detail::kSerialGemmWork ? 4 * detail::kSerialGemmWork : detail::kSerialGemmWork;
+  const int threads = get_num_threads();
+  std::uint64_t seed = 500, state = 12345;
+  const auto draw = [&](std::int64_t lo, std::int64_t hi) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return lo + static_cast<std::int64_t>((state >> 33) % static_cast<std::uint64_t>(hi - lo + 1));
+  };
+  int tried = 0, past_serial = 0;
+  while (tried < 40) {
+    const std::int64_t m = draw(33, 1500), k = draw(1, 300), n = draw(1, 300);
+    const std::int64_t work = m * k * n;
+    if (work < detail::kSerialGemmWork / 16 || work >= top) continue;
+    ++tried;
+    past_serial += work >= detail::kSerialGemmWork;
+    const bool ta = draw(0, 1) == 1, tb = draw(0, 1) == 1;
+    Tensor a = ta ? rand32({k, m}, seed).transpose(0, 1) : rand32({m, k}, seed);
+    Tensor b = tb ? rand32({n, k}, seed + 1).transpose(0, 1) : rand32({k, n}, seed + 1);
+    seed += 2;
+    set_num_threads(1);
+    const Tensor one = matmul(a, b);
+    set_num_threads(std::max(2, threads));
+    const Tensor two = matmul(a, b);
+    EXPECT_TRUE(same_bits(one, two))
+        << m << " x " << k << " x " << n << (ta ? " (a transposed)" : "")
+        << (tb ? " (b transposed)" : "");
+  }
+  if (line < detail::kSerialGemmWork) {
+    EXPECT_GT(past_serial, 0);
+  }
+  set_num_threads(threads);
+}
+
 TEST(Matmul, F64MatchesReference) {
   Generator gen(5);
   Tensor a = uniform(-1, 1, {3, 33, 17}, gen, DType::f64);
