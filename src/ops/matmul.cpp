@@ -51,6 +51,7 @@
 #include "core/parallel.h"
 #include "ops/matmul_internal.h"
 #include "ops/matmul_primitive.h"
+#include "ops/onednn_isa.h"
 #include "ops/precision_internal.h"
 #include "ops/row_blocks.h"
 #include "ops/thread_limit.h"
@@ -490,11 +491,8 @@ Tensor differentiable_product(const Tensor& a, const Tensor& b, const char* op) 
 void detail::set_matmul_batched_primitive(bool on) { g_batched_primitive = on; }
 
 std::int64_t detail::row_block_work() {
-  static const std::int64_t line = [] {
-    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-    const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
-    return (isa & avx512) == avx512 ? std::int64_t(1) << 19 : kSerialGemmWork;
-  }();
+  static const std::int64_t line =
+      detail::onednn_isa_has(dnnl::cpu_isa::avx512_core) ? std::int64_t(1) << 19 : kSerialGemmWork;
   return line;
 }
 

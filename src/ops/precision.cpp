@@ -22,6 +22,7 @@
 #include "attn/core/storage.h"
 #include "attn/core/threads.h"
 #include "core/parallel.h"
+#include "ops/onednn_isa.h"
 #include "ops/precision_internal.h"
 
 namespace attn {
@@ -130,11 +131,7 @@ double bf16_dot_rate() {
   return rate;
 }
 
-bool bf16_products_on_amx() {
-  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  const auto amx = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
-  return (isa & amx) == amx;
-}
+bool bf16_products_on_amx() { return detail::onednn_isa_has(dnnl::cpu_isa::avx512_core_amx); }
 
 bool bf16_slower_than_f32() {
   return bf16_supported() && !bf16_products_on_amx() && bf16_dot_rate() < 1.0;

@@ -33,6 +33,7 @@
 #include "core/parallel.h"
 #include "ops/int8_gemm.h"
 #include "ops/matmul_internal.h"
+#include "ops/onednn_isa.h"
 #include "ops/quantize_internal.h"
 #include "ops/quantize_rows.h"
 
@@ -72,9 +73,7 @@ bool cpu_has_vnni() {
     return false;
   // A cap on oneDNN's ISA (ONEDNN_MAX_CPU_ISA) caps this kernel too: one
   // variable turns every AVX-512 path off.
-  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  const auto vnni = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_vnni);
-  return (isa & vnni) == vnni;
+  return detail::onednn_isa_has(dnnl::cpu_isa::avx512_core_vnni);
 }
 
 using detail::dequantize_row;

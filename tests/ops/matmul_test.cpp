@@ -1,6 +1,7 @@
 #include "attn/ops/matmul.h"
 
 #include <cstring>
+#include <random>
 
 #include "attn/core/threads.h"
 #include "attn/ops/elementwise.h"
@@ -267,10 +268,10 @@ TEST(Matmul, SingleProductsSameBitsOnOneThreadAsOnTwo) {
   const std::int64_t top =
       line < detail::kSerialGemmWork ? 4 * detail::kSerialGemmWork : detail::kSerialGemmWork;
   const int threads = get_num_threads();
-  std::uint64_t seed = 500, state = 12345;
+  std::uint64_t seed = 500;
+  std::mt19937_64 rng(12345);
   const auto draw = [&](std::int64_t lo, std::int64_t hi) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return lo + static_cast<std::int64_t>((state >> 33) % static_cast<std::uint64_t>(hi - lo + 1));
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
   };
   int tried = 0, past_serial = 0;
   while (tried < 40) {
