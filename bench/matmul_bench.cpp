@@ -103,8 +103,9 @@ void BM_Linear_Dnnl(benchmark::State& state) {
 
 // A decoding step's products on frozen weights: linear(x, W) with M rows
 // inside a PrecisionScope given the weights (packed once: attn's own kernel
-// in f32 and bf16 on AVX-512, oneDNN's packed matmul primitive where
-// ATTN_ISA=avx2 or portable is set), one call on each of 64 weights of
+// in f32 on AVX-512 or AVX2 and in bf16 on AVX-512 BF16, oneDNN's packed
+// matmul primitive where ATTN_ISA=portable is set, and in bf16 where
+// ATTN_ISA=avx2 is), one call on each of 64 weights of
 // 256 x 1024 in turn, 64 MB in f32: more than the last cache, as a
 // translator's weights are, so each product finds its weight in memory.
 // "Unpacked" is the same products outside a scope. Args: M, bf16 (0/1).

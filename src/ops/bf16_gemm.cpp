@@ -18,8 +18,8 @@ using gemm_tiles::kAhead;
 using gemm_tiles::kGroup;
 
 bool bf16_gemm_supported() {
-  // f32_gemm_supported() reads ATTN_ISA.
-  static const bool supported = bf16_supported() && f32_gemm_supported();
+  // f32_gemm_isa() reads ATTN_ISA (avx2 or portable: no AVX-512 tiles).
+  static const bool supported = bf16_supported() && f32_gemm_isa() == F32GemmIsa::avx512;
   return supported;
 }
 

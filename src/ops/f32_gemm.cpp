@@ -1,6 +1,6 @@
 // The f32 product of ops/f32_gemm.h: its layout, its plain reference, and
-// the AVX-512 kernel, compiled for that whatever the build targets and called
-// only where the CPU has it.
+// the AVX-512 and AVX2 kernels, each compiled for its instruction set
+// whatever the build targets and called only where the CPU has it.
 #include "ops/f32_gemm.h"
 
 #include <immintrin.h>
@@ -16,16 +16,34 @@ namespace attn::detail {
 using gemm_tiles::kAhead;
 using gemm_tiles::kGroup;
 
-bool f32_gemm_supported() {
-  static const bool supported = [] {
-    // ATTN_ISA=avx2 or portable stands for a CPU without AVX-512, as for the
-    // attention kernels (attn/ops/attention.h): oneDNN's path then.
-    const char* isa = std::getenv("ATTN_ISA");
-    if (isa && *isa && std::strcmp(isa, "avx512") != 0) return false;
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return supported;
+bool f32_gemm_cpu_has(F32GemmIsa isa) {
+  switch (isa) {
+    case F32GemmIsa::avx512: return __builtin_cpu_supports("avx512f") != 0;
+    case F32GemmIsa::avx2:
+      return __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
+    case F32GemmIsa::none: return true;
+  }
+  return false;
 }
+
+F32GemmIsa f32_gemm_isa() {
+  static const F32GemmIsa isa = [] {
+    // ATTN_ISA caps the tiles as it caps the attention kernels
+    // (attn/ops/attention.h): avx2 stands for a CPU without AVX-512,
+    // portable (or a name the attention kernels refuse) for one without AVX2.
+    const char* env = std::getenv("ATTN_ISA");
+    const bool set = env && *env;
+    if ((!set || std::strcmp(env, "avx512") == 0) && f32_gemm_cpu_has(F32GemmIsa::avx512))
+      return F32GemmIsa::avx512;
+    if ((!set || std::strcmp(env, "avx512") == 0 || std::strcmp(env, "avx2") == 0) &&
+        f32_gemm_cpu_has(F32GemmIsa::avx2))
+      return F32GemmIsa::avx2;
+    return F32GemmIsa::none;
+  }();
+  return isa;
+}
+
+bool f32_gemm_supported() { return f32_gemm_isa() != F32GemmIsa::none; }
 
 std::int64_t f32_gemm_packed_size(std::int64_t N, std::int64_t K) {
   return ((N + kGroup - 1) / kGroup * K + kAhead) * kGroup;
@@ -84,7 +102,7 @@ namespace {
 #define ATTN_F32_ROW_STORE(r) \
   if constexpr (R > r) gemm_tiles::store_row(a.y + (m0 + r) * a.N + n0, lo##r, hi##r, e);
 
-struct F32Tiles {
+struct F32Tiles512 {
   // y for rows [m0, m0 + R) and group g: the sums over all of K in
   // registers, while the 128 bytes at pf + 32 k are brought into the L2
   // cache at each step k (the weights a later tile reads). Not into L1: at
@@ -147,9 +165,122 @@ struct F32Tiles {
 #endif
 #pragma GCC pop_options
 
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#endif
+
+namespace {
+
+// Lanes [0, n) of 8 (the columns that exist), as a maskload/maskstore mask.
+__attribute__((target("avx2,fma"), always_inline)) inline __m256i first_lanes8(std::int64_t n) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const int c = n >= 8 ? 8 : n <= 0 ? 0 : static_cast<int>(n);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), lane);
+}
+
+// One 8-column register of a row on its way out: the bias, the ReLU as the
+// AVX-512 tiles do it (max(0, v) gives v where v is a NaN), then the columns
+// that exist.
+__attribute__((target("avx2,fma"), always_inline)) inline void store8(float* y, __m256 v, __m256 b,
+                                                                      __m256i mask, bool full,
+                                                                      const F32GemmArgs& a) {
+  if (a.bias) v = _mm256_add_ps(v, b);
+  if (a.relu) v = _mm256_max_ps(_mm256_setzero_ps(), v);
+  if (full)
+    _mm256_storeu_ps(y, v);
+  else
+    _mm256_maskstore_ps(y, mask, v);
+}
+
+#define ATTN_F32_ROW_STEP8(r)                                \
+  if constexpr (S > r) {                                     \
+    const __m256 v = _mm256_broadcast_ss(x + (r)*a.ldx + k); \
+    lo##r = _mm256_fmadd_ps(v, w0, lo##r);                   \
+    hi##r = _mm256_fmadd_ps(v, w1, hi##r);                   \
+  }
+#define ATTN_F32_ROW_STORE8(r)                                      \
+  if constexpr (S > r) {                                            \
+    store8(y + (r)*a.N, lo##r, blo, mlo, full, a);                  \
+    if (hi_cols) store8(y + (r)*a.N + 8, hi##r, bhi, mhi, full, a); \
+  }
+
+struct F32Tiles256 {
+  // Rows [m0, m0 + S) (S <= 6) of columns [32 g + 16 h, 32 g + 16 h + 16):
+  // 12 sums, 2 registers of weights and a broadcast in the 16 registers,
+  // while the 64 bytes at pf + 32 k + 16 h are brought into the L2 cache at
+  // each step k (as the AVX-512 tiles do, half a step each).
+  template <int S>
+  __attribute__((target("avx2,fma"), noinline)) static void block(const F32GemmArgs& a,
+                                                                  std::int64_t m0, std::int64_t g,
+                                                                  std::int64_t h, const float* pf) {
+    static_assert(S >= 1 && S <= 6);
+    const float* w = a.packed + g * a.K * kGroup + 16 * h;
+    const float* x = a.x + m0 * a.ldx;
+    const float* f = pf + 16 * h;
+    const __m256 z = _mm256_setzero_ps();
+    __m256 lo0 = z, lo1 = z, lo2 = z, lo3 = z, lo4 = z, lo5 = z;
+    __m256 hi0 = z, hi1 = z, hi2 = z, hi3 = z, hi4 = z, hi5 = z;
+    for (std::int64_t k = 0; k < a.K; ++k) {
+      const __m256 w0 = _mm256_loadu_ps(w + k * kGroup), w1 = _mm256_loadu_ps(w + k * kGroup + 8);
+      _mm_prefetch(reinterpret_cast<const char*>(f + k * kGroup), _MM_HINT_T1);
+      ATTN_F32_ROW_STEP8(0)
+      ATTN_F32_ROW_STEP8(1)
+      ATTN_F32_ROW_STEP8(2)
+      ATTN_F32_ROW_STEP8(3)
+      ATTN_F32_ROW_STEP8(4)
+      ATTN_F32_ROW_STEP8(5)
+    }
+    const std::int64_t n0 = g * kGroup + 16 * h, cols = a.N - n0;
+    const bool full = cols >= 16, hi_cols = cols > 8;
+    const __m256i mlo = first_lanes8(cols), mhi = first_lanes8(cols - 8);
+    const __m256 blo = a.bias ? _mm256_maskload_ps(a.bias + n0, mlo) : z;
+    const __m256 bhi = a.bias ? _mm256_maskload_ps(a.bias + n0 + 8, mhi) : z;
+    float* y = a.y + m0 * a.N + n0;
+    ATTN_F32_ROW_STORE8(0)
+    ATTN_F32_ROW_STORE8(1)
+    ATTN_F32_ROW_STORE8(2)
+    ATTN_F32_ROW_STORE8(3)
+    ATTN_F32_ROW_STORE8(4)
+    ATTN_F32_ROW_STORE8(5)
+  }
+
+  // The tile of gemm_tiles (R <= 12 rows, group g): blocks of up to 6 rows,
+  // the group's first 16 columns, then its last 16 where N reaches them.
+  template <int R>
+  __attribute__((target("avx2,fma"), noinline)) static void tile(const F32GemmArgs& a,
+                                                                 std::int64_t m0, std::int64_t g,
+                                                                 const float* pf) {
+    static_assert(R >= 1 && R <= gemm_tiles::kTileRows);
+    constexpr int kFirst = R <= 6 ? R : (R + 1) / 2, kSecond = R - kFirst;
+    const std::int64_t halves = a.N - g * kGroup > 16 ? 2 : 1;
+    for (std::int64_t h = 0; h < halves; ++h) {
+      block<kFirst>(a, m0, g, h, pf);
+      if constexpr (kSecond > 0) block<kSecond>(a, m0 + kFirst, g, h, pf);
+    }
+  }
+};
+#undef ATTN_F32_ROW_STEP8
+#undef ATTN_F32_ROW_STORE8
+
+}  // namespace
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+#pragma GCC pop_options
+
 // The tiles in gemm_tiles' order (ops/gemm_tiles.h).
+void f32_gemm_on(F32GemmIsa isa, const F32GemmArgs& a, std::int64_t g0, std::int64_t g1) {
+  if (isa == F32GemmIsa::avx512)
+    gemm_tiles::run_tiles<F32Tiles512>(a, a.M, a.packed, a.K * kGroup, kGroup, g0, g1);
+  else
+    gemm_tiles::run_tiles<F32Tiles256>(a, a.M, a.packed, a.K * kGroup, kGroup, g0, g1);
+}
+
 void f32_gemm(const F32GemmArgs& a, std::int64_t g0, std::int64_t g1) {
-  gemm_tiles::run_tiles<F32Tiles>(a, a.M, a.packed, a.K * kGroup, kGroup, g0, g1);
+  f32_gemm_on(f32_gemm_isa(), a, g0, g1);
 }
 
 }  // namespace attn::detail

@@ -3,10 +3,11 @@
 //   y = x @ W^T + b        (linear)
 //   y = max(x @ W^T + b, 0)  (linear_relu)
 //
-// On a CPU with AVX-512, attn's own kernels (ops/f32_gemm.h, and in bf16
-// ops/bf16_gemm.h) on W laid out once in their column groups; elsewhere
-// (forced by ATTN_ISA too) oneDNN's matmul primitive on W reordered once
-// into the layout it asks for.
+// attn's own kernels on W laid out once in their column groups: in f32
+// ops/f32_gemm.h on a CPU with AVX-512 or AVX2 and FMA, in bf16
+// ops/bf16_gemm.h on one with AVX-512 BF16; elsewhere (ATTN_ISA=portable
+// too, and bf16 under ATTN_ISA=avx2) oneDNN's matmul primitive on W
+// reordered once into the layout it asks for.
 // Either adds the bias and applies the ReLU as it stores y. The products are
 // the same as on the unpacked path; only the order of their sums differs.
 //

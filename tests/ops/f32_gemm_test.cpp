@@ -1,5 +1,6 @@
-// The f32 product of a frozen weight (src/ops/f32_gemm.h): the AVX-512
-// kernel against its plain reference, bit for bit (the same fused
+// The f32 product of a frozen weight (src/ops/f32_gemm.h): the AVX-512 and
+// AVX2 kernels (each that this CPU has) against their plain reference, bit
+// for bit (the same fused
 // multiply-adds in the same order), on random operands of odd sizes (every
 // tile height, more than one chunk of tiles, partial column groups, rows
 // further apart than K, a weight read through strides), with and without a
@@ -11,9 +12,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "testing.h"
@@ -46,8 +49,18 @@ std::vector<float> packed_of(const std::vector<float>& w, std::int64_t N, std::i
   return p;
 }
 
+// The instruction sets of the kernel this CPU has.
+std::vector<F32GemmIsa> isas() {
+  std::vector<F32GemmIsa> v;
+  for (F32GemmIsa isa : {F32GemmIsa::avx512, F32GemmIsa::avx2})
+    if (f32_gemm_cpu_has(isa)) v.push_back(isa);
+  return v;
+}
+
+const char* isa_name(F32GemmIsa isa) { return isa == F32GemmIsa::avx512 ? "avx512" : "avx2"; }
+
 TEST(F32Gemm, KernelEqualsReferenceOnRandomOperandsOfOddSizes) {
-  if (!f32_gemm_supported()) GTEST_SKIP() << "this CPU has no AVX-512";
+  if (isas().empty()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2 with FMA";
   std::mt19937 gen(7);
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
   int cases = 0;
@@ -70,26 +83,43 @@ TEST(F32Gemm, KernelEqualsReferenceOnRandomOperandsOfOddSizes) {
           // A guard after y's M x N values: masked stores leave it alone.
           const float guard = std::numeric_limits<float>::quiet_NaN();
           std::vector<float> ref(static_cast<std::size_t>(M * N));
-          std::vector<float> got(static_cast<std::size_t>(M * N + 32), guard);
           f32_gemm_reference(args(x, ldx, packed, bias, relu, M, K, N, ref.data()), w.data());
           const std::int64_t groups = (N + 31) / 32;
-          f32_gemm(args(x, ldx, packed, bias, relu, M, K, N, got.data()), 0, groups);
-          for (std::size_t i = static_cast<std::size_t>(M * N); i < got.size(); ++i)
-            ASSERT_TRUE(std::isnan(got[i])) << "written past the end at " << i;
-          got.resize(static_cast<std::size_t>(M * N));
-          EXPECT_TRUE(same_bits(got, ref));
-          // Column groups split over two calls (as threads share them out).
-          if (groups > 1) {
-            std::vector<float> split(static_cast<std::size_t>(M * N), guard);
-            const F32GemmArgs a = args(x, ldx, packed, bias, relu, M, K, N, split.data());
-            f32_gemm(a, 0, 1);
-            f32_gemm(a, 1, groups);
-            EXPECT_TRUE(same_bits(split, ref));
+          for (F32GemmIsa isa : isas()) {
+            SCOPED_TRACE(isa_name(isa));
+            std::vector<float> got(static_cast<std::size_t>(M * N + 32), guard);
+            f32_gemm_on(isa, args(x, ldx, packed, bias, relu, M, K, N, got.data()), 0, groups);
+            for (std::size_t i = static_cast<std::size_t>(M * N); i < got.size(); ++i)
+              ASSERT_TRUE(std::isnan(got[i])) << "written past the end at " << i;
+            got.resize(static_cast<std::size_t>(M * N));
+            EXPECT_TRUE(same_bits(got, ref));
+            // Column groups split over two calls (as threads share them out).
+            if (groups > 1) {
+              std::vector<float> split(static_cast<std::size_t>(M * N), guard);
+              const F32GemmArgs a = args(x, ldx, packed, bias, relu, M, K, N, split.data());
+              f32_gemm_on(isa, a, 0, 1);
+              f32_gemm_on(isa, a, 1, groups);
+              EXPECT_TRUE(same_bits(split, ref));
+            }
           }
           ++cases;
         }
       }
   EXPECT_EQ(cases, 15 * 6 * 6 * 4);
+}
+
+// The tiles f32_gemm runs: the best the CPU has, capped by ATTN_ISA (the
+// portable build's test passes set it to avx2 and portable).
+TEST(F32Gemm, IsaFollowsTheCpuAndAttnIsa) {
+  const char* env = std::getenv("ATTN_ISA");
+  const std::string cap = env ? env : "";
+  F32GemmIsa want = F32GemmIsa::none;
+  if (cap != "portable" && cap != "avx2" && f32_gemm_cpu_has(F32GemmIsa::avx512))
+    want = F32GemmIsa::avx512;
+  else if (cap != "portable" && f32_gemm_cpu_has(F32GemmIsa::avx2))
+    want = F32GemmIsa::avx2;
+  EXPECT_EQ(f32_gemm_isa(), want) << "ATTN_ISA=" << cap;
+  EXPECT_EQ(f32_gemm_supported(), want != F32GemmIsa::none);
 }
 
 // The layout read through strides: W's transpose in memory gives the same
@@ -133,10 +163,13 @@ TEST(F32Gemm, SpecialValuesThroughTheRelu) {
   EXPECT_EQ(ref[2], 0.0f);
   EXPECT_EQ(ref[3], inf);
   EXPECT_EQ(ref[4], 0.0f);
-  if (!f32_gemm_supported()) GTEST_SKIP() << "this CPU has no AVX-512";
-  std::vector<float> got(static_cast<std::size_t>(N));
-  f32_gemm(args(x, K, packed, b.data(), true, M, K, N, got.data()), 0, 1);
-  EXPECT_TRUE(same_bits(got, ref));
+  if (isas().empty()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2 with FMA";
+  for (F32GemmIsa isa : isas()) {
+    SCOPED_TRACE(isa_name(isa));
+    std::vector<float> got(static_cast<std::size_t>(N));
+    f32_gemm_on(isa, args(x, K, packed, b.data(), true, M, K, N, got.data()), 0, 1);
+    EXPECT_TRUE(same_bits(got, ref));
+  }
 }
 
 // The reference on a product worked by hand.
