@@ -5,7 +5,11 @@
 // columns and lanes, the same bits, nothing written outside the block.
 //
 // Headers first, for the baseline target; then the target pragma, as in
-// src/ops/attention_avx512.cpp.
+// src/ops/attention_avx512.cpp, over the checks alone. The TESTs stay
+// outside it: code compiled for AVX-512 must not run before the CPU check,
+// and a test body compiled for it did, on its way out after the skip (under
+// AddressSanitizer, whose clearing of the frame's shadow used an AVX-512
+// store: SIGILL on a CPU without AVX-512).
 #include <immintrin.h>
 #include <omp.h>
 
@@ -23,6 +27,14 @@
 #include "ops/attention_kernel.h"
 #include "ops/philox_inline.h"
 #include "testing.h"
+
+namespace {
+
+bool has_avx512() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+}
+
+}  // namespace
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")
@@ -44,10 +56,6 @@ namespace {
 using Lanes = LaneTranspose<VecAvx512>;
 constexpr float kSentinel = -12345.0f;
 
-bool has_avx512() {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-}
-
 std::vector<float> random_floats(std::size_t n, std::mt19937& gen) {
   std::uniform_real_distribution<float> u(-3.0f, 3.0f);
   std::vector<float> x(n);
@@ -55,8 +63,7 @@ std::vector<float> random_floats(std::size_t n, std::mt19937& gen) {
   return x;
 }
 
-TEST(AttentionTranspose, InterleaveEqualsElementLoop) {
-  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 F/DQ on this CPU";
+void interleave_equals_element_loop() {
   static_assert(Lanes::kInRegisters);
   std::mt19937 gen(3);
   for (float scale : {1.0f, 0.3535f})
@@ -76,8 +83,7 @@ TEST(AttentionTranspose, InterleaveEqualsElementLoop) {
     }
 }
 
-TEST(AttentionTranspose, DeinterleaveEqualsElementLoop) {
-  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 F/DQ on this CPU";
+void deinterleave_equals_element_loop() {
   std::mt19937 gen(4);
   for (float scale : {1.0f, 0.25f, 1.7f})
     for (int n = 1; n <= 16; ++n)
@@ -98,8 +104,7 @@ TEST(AttentionTranspose, DeinterleaveEqualsElementLoop) {
 
 // The block loops around them: rows of any length (null rows read as
 // zeros), a leading dimension other than 16, each lane its own scale.
-TEST(AttentionTranspose, RowsToLanesAndBack) {
-  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 F/DQ on this CPU";
+void rows_to_lanes_and_back() {
   std::mt19937 gen(5);
   for (std::int64_t d : {1, 5, 8, 9, 16, 24, 37, 64})
     for (std::int64_t ld : {16, 48}) {
@@ -140,3 +145,24 @@ TEST(AttentionTranspose, RowsToLanesAndBack) {
 #pragma clang attribute pop
 #endif
 #pragma GCC pop_options
+
+namespace attn::detail {
+namespace {
+
+TEST(AttentionTranspose, InterleaveEqualsElementLoop) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 F/DQ on this CPU";
+  interleave_equals_element_loop();
+}
+
+TEST(AttentionTranspose, DeinterleaveEqualsElementLoop) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 F/DQ on this CPU";
+  deinterleave_equals_element_loop();
+}
+
+TEST(AttentionTranspose, RowsToLanesAndBack) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 F/DQ on this CPU";
+  rows_to_lanes_and_back();
+}
+
+}  // namespace
+}  // namespace attn::detail
