@@ -1,5 +1,6 @@
-// The row statistics of decoding's log-softmax (src/ops/row_stats.h): the
-// vector kernel against its plain reference, and both against f64.
+// The row statistics of decoding's log-softmax (src/ops/row_stats.h): every
+// vector form this CPU has (AVX2, AVX-512) against the plain reference, and
+// both against f64.
 #include "ops/row_stats.h"
 
 #include <algorithm>
@@ -16,6 +17,20 @@ using namespace attn::detail;
 
 namespace {
 
+struct Form {
+  RowStatsIsa isa;
+  const char* name;
+};
+
+// The vector forms this CPU runs; none on a CPU without AVX2 (then only the
+// default row_stats, the reference there, is checked, in RowMax below).
+std::vector<Form> cpu_forms() {
+  std::vector<Form> out;
+  for (Form f : {Form{RowStatsIsa::avx2, "avx2"}, Form{RowStatsIsa::avx512, "avx512"}})
+    if (row_stats_cpu_has(f.isa)) out.push_back(f);
+  return out;
+}
+
 // log(sum exp(x)) in f64 throughout.
 double exact_log_sum_exp(const std::vector<float>& x) {
   double m = -std::numeric_limits<double>::infinity();
@@ -29,18 +44,22 @@ TEST(RowStats, KernelEqualsReferenceOnRandomRowsOfOddSizes) {
   std::mt19937 gen(7);
   for (double spread : {0.5, 3.0, 12.0, 40.0}) {
     std::normal_distribution<float> dist(1.0f, static_cast<float>(spread));
-    for (std::int64_t V : {1, 2, 31, 63, 64, 65, 95, 127, 1001, 8000, 8003, 32003}) {
+    for (std::int64_t V : {1, 2, 31, 32, 33, 47, 63, 64, 65, 95, 127, 1001, 8000, 8003, 32003}) {
       std::vector<float> x(static_cast<std::size_t>(V));
       for (float& v : x) v = dist(gen);
-      const RowStats fast = row_stats(x.data(), V), ref = row_stats_reference(x.data(), V);
-      // The maximum is exact; log-sum-exp within 1e-9 relative (measured:
-      // 5e-10 at most; the logits' own f32 rounding is about 6e-8 relative).
-      EXPECT_EQ(fast.max, ref.max) << "V " << V << ", spread " << spread;
-      const double tol = 1e-9 * std::max(1.0, std::fabs(ref.log_sum_exp));
-      EXPECT_NEAR(fast.log_sum_exp, ref.log_sum_exp, tol) << "V " << V << ", spread " << spread;
-      // Both sum f32 exponentials (about 2 ulp, 1.2e-7 relative, each).
-      EXPECT_NEAR(fast.log_sum_exp, exact_log_sum_exp(x), 2.5e-7)
-          << "V " << V << ", spread " << spread;
+      const RowStats ref = row_stats_reference(x.data(), V);
+      for (const Form& f : cpu_forms()) {
+        const RowStats fast = row_stats_on(f.isa, x.data(), V);
+        // The maximum is exact; log-sum-exp within 1e-9 relative (measured:
+        // 5e-10 at most; the logits' own f32 rounding is about 6e-8 relative).
+        EXPECT_EQ(fast.max, ref.max) << f.name << ", V " << V << ", spread " << spread;
+        const double tol = 1e-9 * std::max(1.0, std::fabs(ref.log_sum_exp));
+        EXPECT_NEAR(fast.log_sum_exp, ref.log_sum_exp, tol)
+            << f.name << ", V " << V << ", spread " << spread;
+        // Both sum f32 exponentials (about 2 ulp, 1.2e-7 relative, each).
+        EXPECT_NEAR(fast.log_sum_exp, exact_log_sum_exp(x), 2.5e-7)
+            << f.name << ", V " << V << ", spread " << spread;
+      }
     }
   }
 }
@@ -48,20 +67,23 @@ TEST(RowStats, KernelEqualsReferenceOnRandomRowsOfOddSizes) {
 TEST(RowStats, ExtremeLogitsAsTheReference) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  for (std::int64_t V : {5, 100, 1000}) {
+  for (std::int64_t V : {5, 40, 100, 1000}) {
     const auto n = static_cast<std::size_t>(V);
     auto check = [&](const std::vector<float>& x, const char* what) {
-      const RowStats fast = row_stats(x.data(), V), ref = row_stats_reference(x.data(), V);
-      if (std::isnan(ref.max)) {
-        EXPECT_TRUE(std::isnan(fast.max)) << what << ", V " << V;
-      } else {
-        EXPECT_EQ(fast.max, ref.max) << what << ", V " << V;
-      }
-      if (std::isnan(ref.log_sum_exp)) {
-        EXPECT_TRUE(std::isnan(fast.log_sum_exp)) << what << ", V " << V;
-      } else {
-        EXPECT_NEAR(fast.log_sum_exp, ref.log_sum_exp, 1e-9 * std::fabs(ref.log_sum_exp) + 1e-12)
-            << what << ", V " << V;
+      const RowStats ref = row_stats_reference(x.data(), V);
+      for (const Form& f : cpu_forms()) {
+        const RowStats fast = row_stats_on(f.isa, x.data(), V);
+        if (std::isnan(ref.max)) {
+          EXPECT_TRUE(std::isnan(fast.max)) << f.name << ", " << what << ", V " << V;
+        } else {
+          EXPECT_EQ(fast.max, ref.max) << f.name << ", " << what << ", V " << V;
+        }
+        if (std::isnan(ref.log_sum_exp)) {
+          EXPECT_TRUE(std::isnan(fast.log_sum_exp)) << f.name << ", " << what << ", V " << V;
+        } else {
+          EXPECT_NEAR(fast.log_sum_exp, ref.log_sum_exp, 1e-9 * std::fabs(ref.log_sum_exp) + 1e-12)
+              << f.name << ", " << what << ", V " << V;
+        }
       }
     };
     // Most logits far below the maximum (their exponentials flush to 0) and
@@ -112,7 +134,7 @@ TEST(RowMax, EqualsTheMaximumOfRowStats) {
 
 }  // namespace
 
-// row_top_candidates: the vector kernel gives the reference's positions;
+// row_top_candidates: every vector form gives the reference's positions;
 // they include the m largest values (ties to the lower position, as beam
 // search ranks them), and are few on logits of a decoding step's kind.
 TEST(RowTopCandidates, KernelEqualsReferenceAndHoldsTheLargest) {
@@ -120,7 +142,7 @@ TEST(RowTopCandidates, KernelEqualsReferenceAndHoldsTheLargest) {
   const float inf = std::numeric_limits<float>::infinity();
   std::size_t most = 0;
   for (int kind = 0; kind < 4; ++kind) {
-    for (std::int64_t V : {64, 65, 127, 128, 1001, 8000, 8003}) {
+    for (std::int64_t V : {64, 65, 71, 127, 128, 135, 1001, 8000, 8003}) {
       std::vector<float> x(static_cast<std::size_t>(V));
       std::normal_distribution<float> normal(0.0f, 4.0f);
       std::uniform_int_distribution<int> small(0, 5);
@@ -140,18 +162,25 @@ TEST(RowTopCandidates, KernelEqualsReferenceAndHoldsTheLargest) {
       });
       for (std::int64_t m : {1, 2, 8, 9, 64}) {
         const std::string what = fmt::format("kind {}, V {}, m {}", kind, V, m);
-        std::vector<std::int64_t> fast(x.size(), -1), ref(x.size(), -1);
-        fast.resize(static_cast<std::size_t>(row_top_candidates(x.data(), V, m, fast.data())));
+        std::vector<std::int64_t> ref(x.size(), -1);
         ref.resize(
             static_cast<std::size_t>(row_top_candidates_reference(x.data(), V, m, ref.data())));
-        EXPECT_EQ(fast, ref) << what;
-        EXPECT_TRUE(std::is_sorted(fast.begin(), fast.end())) << what;
-        ASSERT_GE(static_cast<std::int64_t>(fast.size()), m) << what;
+        EXPECT_TRUE(std::is_sorted(ref.begin(), ref.end())) << what;
+        ASSERT_GE(static_cast<std::int64_t>(ref.size()), m) << what;
         for (std::int64_t k = 0; k < m; ++k)
           EXPECT_TRUE(
-              std::binary_search(fast.begin(), fast.end(), order[static_cast<std::size_t>(k)]))
+              std::binary_search(ref.begin(), ref.end(), order[static_cast<std::size_t>(k)]))
               << what << ": the " << k + 1 << "-th largest is missing";
-        if (kind == 0 && V == 8000 && m == 8) most = fast.size();
+        for (const Form& f : cpu_forms()) {
+          std::vector<std::int64_t> fast(x.size(), -1);
+          fast.resize(
+              static_cast<std::size_t>(row_top_candidates_on(f.isa, x.data(), V, m, fast.data())));
+          EXPECT_EQ(fast, ref) << f.name << ", " << what;
+        }
+        std::vector<std::int64_t> chosen(x.size(), -1);
+        chosen.resize(static_cast<std::size_t>(row_top_candidates(x.data(), V, m, chosen.data())));
+        EXPECT_EQ(chosen, ref) << what;
+        if (kind == 0 && V == 8000 && m == 8) most = ref.size();
       }
     }
   }
