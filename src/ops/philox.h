@@ -11,13 +11,23 @@
 // loop (tests/ops/philox_test.cpp), which GCC vectorized with 64-bit lanes
 // and their slower products: about 2x faster on the Intel Xeon of the
 // README (2.6-2.7 against 5.0-5.8 ns a counter, 400 counters a call).
+// Where it has AVX2 (and no AVX-512) the same in 8 lanes: ZEN1_FIGURE.
 #pragma once
 
 #include <cstdint>
 
+#include "ops/vec_form.h"
+
 namespace attn::detail {
 
 void philox_words(std::uint64_t ctr0, std::uint64_t key, std::int64_t n, std::uint32_t* out);
+
+// The forms (ops/vec_form.h): AVX2 needs AVX2, AVX-512 needs AVX-512 F.
+// philox_words runs the best this CPU has; philox_words_on the one named,
+// which this CPU must have.
+bool philox_cpu_has(VecForm form);
+void philox_words_on(VecForm form, std::uint64_t ctr0, std::uint64_t key, std::int64_t n,
+                     std::uint32_t* out);
 
 // The plain loop over philox_inline, for tests.
 void philox_words_reference(std::uint64_t ctr0, std::uint64_t key, std::int64_t n,

@@ -238,15 +238,15 @@ std::int64_t row_top_candidates_avx2(const float* x, std::int64_t V, std::int64_
 
 namespace attn::detail {
 
-bool row_stats_cpu_has(RowStatsIsa isa) {
-  switch (isa) {
-    case RowStatsIsa::reference: return true;
+bool row_stats_cpu_has(VecForm form) {
+  switch (form) {
+    case VecForm::reference: return true;
 #if defined(ATTN_ROW_STATS_AVX2)
-    case RowStatsIsa::avx2:
+    case VecForm::avx2:
       return __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
 #endif
 #if defined(ATTN_ROW_STATS_AVX512)
-    case RowStatsIsa::avx512:
+    case VecForm::avx512:
       return __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512dq") != 0;
 #endif
     default: return false;
@@ -255,11 +255,11 @@ bool row_stats_cpu_has(RowStatsIsa isa) {
 
 namespace {
 
-RowStatsIsa best_isa() {
-  static const RowStatsIsa isa = row_stats_cpu_has(RowStatsIsa::avx512) ? RowStatsIsa::avx512
-                                 : row_stats_cpu_has(RowStatsIsa::avx2) ? RowStatsIsa::avx2
-                                                                        : RowStatsIsa::reference;
-  return isa;
+VecForm best_form() {
+  static const VecForm form = row_stats_cpu_has(VecForm::avx512) ? VecForm::avx512
+                              : row_stats_cpu_has(VecForm::avx2) ? VecForm::avx2
+                                                                 : VecForm::reference;
+  return form;
 }
 
 }  // namespace
@@ -271,15 +271,15 @@ float lane_threshold(float* lanes, std::int64_t m) {
 
 // Compiled for the build's target: only the *_avx512 and *_avx2 kernels use
 // their instruction sets. Short rows and a NaN first logit: the reference.
-RowStats row_stats_on(RowStatsIsa isa, const float* x, std::int64_t V) {
-  switch (isa) {
+RowStats row_stats_on(VecForm form, const float* x, std::int64_t V) {
+  switch (form) {
 #if defined(ATTN_ROW_STATS_AVX512)
-    case RowStatsIsa::avx512:
+    case VecForm::avx512:
       if (V >= 64 && !std::isnan(x[0])) return row_stats_avx512(x, V);
       break;
 #endif
 #if defined(ATTN_ROW_STATS_AVX2)
-    case RowStatsIsa::avx2:
+    case VecForm::avx2:
       if (V >= 32 && !std::isnan(x[0])) return row_stats_avx2(x, V);
       break;
 #endif
@@ -288,7 +288,7 @@ RowStats row_stats_on(RowStatsIsa isa, const float* x, std::int64_t V) {
   return row_stats_reference(x, V);
 }
 
-RowStats row_stats(const float* x, std::int64_t V) { return row_stats_on(best_isa(), x, V); }
+RowStats row_stats(const float* x, std::int64_t V) { return row_stats_on(best_form(), x, V); }
 
 std::int64_t row_top_candidates_reference(const float* x, std::int64_t V, std::int64_t m,
                                           std::int64_t* out) {
@@ -302,21 +302,21 @@ std::int64_t row_top_candidates_reference(const float* x, std::int64_t V, std::i
   return n;
 }
 
-std::int64_t row_top_candidates_on(RowStatsIsa isa, const float* x, std::int64_t V, std::int64_t m,
+std::int64_t row_top_candidates_on(VecForm form, const float* x, std::int64_t V, std::int64_t m,
                                    std::int64_t* out) {
-  switch (isa) {
+  switch (form) {
 #if defined(ATTN_ROW_STATS_AVX512)
-    case RowStatsIsa::avx512: return row_top_candidates_avx512(x, V, m, out);
+    case VecForm::avx512: return row_top_candidates_avx512(x, V, m, out);
 #endif
 #if defined(ATTN_ROW_STATS_AVX2)
-    case RowStatsIsa::avx2: return row_top_candidates_avx2(x, V, m, out);
+    case VecForm::avx2: return row_top_candidates_avx2(x, V, m, out);
 #endif
     default: return row_top_candidates_reference(x, V, m, out);
   }
 }
 
 std::int64_t row_top_candidates(const float* x, std::int64_t V, std::int64_t m, std::int64_t* out) {
-  return row_top_candidates_on(best_isa(), x, V, m, out);
+  return row_top_candidates_on(best_form(), x, V, m, out);
 }
 
 void rows_argmax(const float* x, std::int64_t rows, std::int64_t V, std::int64_t* out) {

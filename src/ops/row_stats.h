@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ops/vec_form.h"
 #include "ops/vec_math.h"
 
 namespace attn::detail {
@@ -77,14 +78,12 @@ inline RowStats row_stats_reference(const float* x, std::int64_t V) {
 // The statistics of x (V >= 1 values).
 RowStats row_stats(const float* x, std::int64_t V);
 
-// The forms of row_stats and row_top_candidates: the plain loops, and the
-// AVX2 + FMA and AVX-512 F + DQ kernels. row_stats and row_top_candidates
-// run the best this CPU has; the *_on functions run the one named (for
-// tests: every form the CPU has against the reference), which this CPU must
-// have (row_stats_cpu_has).
-enum class RowStatsIsa { reference, avx2, avx512 };
-bool row_stats_cpu_has(RowStatsIsa isa);
-RowStats row_stats_on(RowStatsIsa isa, const float* x, std::int64_t V);
+// The forms of row_stats and row_top_candidates (ops/vec_form.h): the plain
+// loops, and the AVX2 + FMA and AVX-512 F + DQ kernels. row_stats and
+// row_top_candidates run the best this CPU has; the *_on functions run the
+// one named, which this CPU must have (row_stats_cpu_has).
+bool row_stats_cpu_has(VecForm form);
+RowStats row_stats_on(VecForm form, const float* x, std::int64_t V);
 
 // Candidates for the m largest values of a row (beam search's best
 // continuations of one beam), without ranking all V. The row's first
@@ -105,7 +104,7 @@ RowStats row_stats_on(RowStatsIsa isa, const float* x, std::int64_t V);
 std::int64_t row_top_candidates_reference(const float* x, std::int64_t V, std::int64_t m,
                                           std::int64_t* out);
 std::int64_t row_top_candidates(const float* x, std::int64_t V, std::int64_t m, std::int64_t* out);
-std::int64_t row_top_candidates_on(RowStatsIsa isa, const float* x, std::int64_t V, std::int64_t m,
+std::int64_t row_top_candidates_on(VecForm form, const float* x, std::int64_t V, std::int64_t m,
                                    std::int64_t* out);
 
 }  // namespace attn::detail

@@ -18,7 +18,7 @@ using namespace attn::detail;
 namespace {
 
 struct Form {
-  RowStatsIsa isa;
+  VecForm form;
   const char* name;
 };
 
@@ -26,8 +26,8 @@ struct Form {
 // default row_stats, the reference there, is checked, in RowMax below).
 std::vector<Form> cpu_forms() {
   std::vector<Form> out;
-  for (Form f : {Form{RowStatsIsa::avx2, "avx2"}, Form{RowStatsIsa::avx512, "avx512"}})
-    if (row_stats_cpu_has(f.isa)) out.push_back(f);
+  for (Form f : {Form{VecForm::avx2, "avx2"}, Form{VecForm::avx512, "avx512"}})
+    if (row_stats_cpu_has(f.form)) out.push_back(f);
   return out;
 }
 
@@ -49,7 +49,7 @@ TEST(RowStats, KernelEqualsReferenceOnRandomRowsOfOddSizes) {
       for (float& v : x) v = dist(gen);
       const RowStats ref = row_stats_reference(x.data(), V);
       for (const Form& f : cpu_forms()) {
-        const RowStats fast = row_stats_on(f.isa, x.data(), V);
+        const RowStats fast = row_stats_on(f.form, x.data(), V);
         // The maximum is exact; log-sum-exp within 1e-9 relative (measured:
         // 5e-10 at most; the logits' own f32 rounding is about 6e-8 relative).
         EXPECT_EQ(fast.max, ref.max) << f.name << ", V " << V << ", spread " << spread;
@@ -72,7 +72,7 @@ TEST(RowStats, ExtremeLogitsAsTheReference) {
     auto check = [&](const std::vector<float>& x, const char* what) {
       const RowStats ref = row_stats_reference(x.data(), V);
       for (const Form& f : cpu_forms()) {
-        const RowStats fast = row_stats_on(f.isa, x.data(), V);
+        const RowStats fast = row_stats_on(f.form, x.data(), V);
         if (std::isnan(ref.max)) {
           EXPECT_TRUE(std::isnan(fast.max)) << f.name << ", " << what << ", V " << V;
         } else {
@@ -174,7 +174,7 @@ TEST(RowTopCandidates, KernelEqualsReferenceAndHoldsTheLargest) {
         for (const Form& f : cpu_forms()) {
           std::vector<std::int64_t> fast(x.size(), -1);
           fast.resize(
-              static_cast<std::size_t>(row_top_candidates_on(f.isa, x.data(), V, m, fast.data())));
+              static_cast<std::size_t>(row_top_candidates_on(f.form, x.data(), V, m, fast.data())));
           EXPECT_EQ(fast, ref) << f.name << ", " << what;
         }
         std::vector<std::int64_t> chosen(x.size(), -1);
