@@ -11,6 +11,16 @@
 #include "attn/core/threads.h"
 #include "core/parallel.h"
 
+namespace attn::detail {
+
+// The threshold t of row_top_candidates: the m-th largest of the 64 lane
+// maxima (reorders them). Declared here, before the kernels' target
+// pragmas: a declaration under each would make GCC take them for versions
+// of one function (multiversioning) in a build for the baseline target.
+float lane_threshold(float* lanes, std::int64_t m);
+
+}  // namespace attn::detail
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq")
@@ -24,10 +34,6 @@
 #include "ops/attention_vec_avx512.h"  // its exp: Cephes' polynomial, 2^n by vscalefps
 
 namespace attn::detail {
-
-// The threshold t of row_top_candidates: the m-th largest of the 64 lane
-// maxima (reorders them).
-float lane_threshold(float* lanes, std::int64_t m);
 
 namespace {
 
@@ -127,8 +133,6 @@ std::int64_t row_top_candidates_avx512(const float* x, std::int64_t V, std::int6
 #endif
 
 namespace attn::detail {
-
-float lane_threshold(float* lanes, std::int64_t m);
 
 namespace {
 

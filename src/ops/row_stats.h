@@ -18,9 +18,10 @@
 // GCC vectorizes the reference in 128-bit registers there). AVX-512's
 // exponentials may differ from exp_simd's in their last bit (the
 // polynomial's last step fused differently), AVX2's follow exp_simd's steps
-// (row_stats.cpp), and the sums run in another order: log_sum_exp agrees
-// with the reference to about 1e-9 relative, far inside the f32 rounding of
-// the logits themselves (tests/ops/row_stats_test.cpp).
+// (row_stats.cpp; the same exponentials where the reference is built with
+// FMA), and the sums run in another order: log_sum_exp agrees with the
+// reference to a few 1e-9 relative, far inside the f32 rounding of the
+// logits themselves (tests/ops/row_stats_test.cpp).
 // NaN logits: ignored by the maximum unless the first is NaN (then the
 // maximum is NaN, as in the reference); any NaN makes log_sum_exp NaN.
 #pragma once

@@ -50,10 +50,13 @@ TEST(RowStats, KernelEqualsReferenceOnRandomRowsOfOddSizes) {
       const RowStats ref = row_stats_reference(x.data(), V);
       for (const Form& f : cpu_forms()) {
         const RowStats fast = row_stats_on(f.form, x.data(), V);
-        // The maximum is exact; log-sum-exp within 1e-9 relative (measured:
-        // 5e-10 at most; the logits' own f32 rounding is about 6e-8 relative).
+        // The maximum is exact; log-sum-exp within 4e-9 relative (measured:
+        // 5e-10 at most for AVX-512; 2e-16 for AVX2, whose exponentials are
+        // the reference's where both are built with FMA, and 1.6e-9 against
+        // the reference of the portable build, which has none; the logits'
+        // own f32 rounding is about 6e-8 relative).
         EXPECT_EQ(fast.max, ref.max) << f.name << ", V " << V << ", spread " << spread;
-        const double tol = 1e-9 * std::max(1.0, std::fabs(ref.log_sum_exp));
+        const double tol = 4e-9 * std::max(1.0, std::fabs(ref.log_sum_exp));
         EXPECT_NEAR(fast.log_sum_exp, ref.log_sum_exp, tol)
             << f.name << ", V " << V << ", spread " << spread;
         // Both sum f32 exponentials (about 2 ulp, 1.2e-7 relative, each).
