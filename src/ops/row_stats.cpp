@@ -34,7 +34,6 @@ float lane_threshold(float* lanes, std::int64_t m);
 #include "ops/attention_vec_avx512.h"  // its exp: Cephes' polynomial, 2^n by vscalefps
 
 namespace attn::detail {
-
 namespace {
 
 // max(a, b), b where either is NaN (vmaxps returns its second operand). The
@@ -133,7 +132,6 @@ std::int64_t row_top_candidates_avx512(const float* x, std::int64_t V, std::int6
 #endif
 
 namespace attn::detail {
-
 namespace {
 
 // exp_simd<float> (vec_math.h) in 8 lanes, step by step as GCC compiles the
