@@ -12,8 +12,10 @@
 // (ops/packed_linear.cpp), whose kernel adds the bias and applies the ReLU.
 #include <omp.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "attn/autograd/node.h"
 #include "attn/core/storage.h"
@@ -22,6 +24,7 @@
 #include "attn/ops/precision.h"
 #include "attn/ops/reduce.h"
 #include "core/parallel.h"
+#include "ops/f32_gemm.h"
 #include "ops/kernels.h"
 #include "ops/matmul_internal.h"
 #include "ops/precision_internal.h"
@@ -56,6 +59,86 @@ void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, con
              dtype_name(weight.dtype()));
 }
 
+// attn's kernel for the products of a Linear layer whose weight is not
+// frozen (training), where detail::linear_on_f32_kernel() says so: a CPU
+// without AVX-512, where oneDNN's products below 2^22 multiply-adds run on
+// one thread, as the bits of its rows depend on how they are cut. The
+// kernel's rows do not (ops/f32_gemm.h), so its products share the threads
+// from kKernelParallelWork on, by column groups where there are enough of
+// them, else by rows. Its right-hand operand is laid out for it at each call.
+//
+// Products of fewer rows, or fewer multiply-adds, stay on oneDNN: laying the
+// right-hand operand out costs about as much as a product of a row or two.
+constexpr std::int64_t kKernelMinRows = 16;
+constexpr std::int64_t kKernelMinWork = std::int64_t(1) << 15;
+// From this many multiply-adds on, a product on the kernel shares the team
+// (a fork costs about 1-2 us, a product of 2^19 about 20 us on one thread of
+// a Zen 1).
+constexpr std::int64_t kKernelParallelWork = std::int64_t(1) << 19;
+
+// Whether a product of M rows, K deep and N wide runs on the kernel.
+bool on_kernel(std::int64_t M, std::int64_t N, std::int64_t K) {
+  return detail::linear_on_f32_kernel() && matmul_precision() == Precision::f32 && N > 0 && K > 0 &&
+         M >= kKernelMinRows && M * N * K >= kKernelMinWork;
+}
+
+// y (M x N, dense) = x (M rows of K floats, row m at x + m * ldx) @ B, where
+// B(k, n) = b[n * ldn + k * ldk]; then the bias and the ReLU, as
+// detail::f32_gemm adds them.
+void kernel_product(const float* x, std::int64_t ldx, const float* b, std::int64_t ldn,
+                    std::int64_t ldk, const float* bias, bool relu, std::int64_t M, std::int64_t N,
+                    std::int64_t K, float* y) {
+  thread_local std::vector<float> packed;
+  const auto size = static_cast<std::size_t>(detail::f32_gemm_packed_size(N, K));
+  if (packed.size() < size) packed.resize(size);
+  detail::pack_f32_gemm(b, N, K, ldn, ldk, packed.data());
+  const detail::F32GemmArgs a{.x = x,
+                              .ldx = ldx,
+                              .packed = packed.data(),
+                              .bias = bias,
+                              .relu = relu,
+                              .M = M,
+                              .K = K,
+                              .N = N,
+                              .y = y};
+  const std::int64_t groups = (N + 31) / 32;
+  const int threads = detail::loop_threads(M * N * K >= kKernelParallelWork * grain_scale());
+  if (groups >= 2 * threads) {
+    detail::parallel_ranges(groups, threads,
+                            [&](std::int64_t g0, std::int64_t g1) { detail::f32_gemm(a, g0, g1); });
+    return;
+  }
+  constexpr std::int64_t kRows = 12;  // the tiles' height
+  detail::parallel_ranges((M + kRows - 1) / kRows, threads, [&](std::int64_t b0, std::int64_t b1) {
+    detail::F32GemmArgs part = a;
+    part.x = a.x + b0 * kRows * ldx;
+    part.y = a.y + b0 * kRows * N;
+    part.M = std::min(M, b1 * kRows) - b0 * kRows;
+    detail::f32_gemm(part, 0, groups);
+  });
+}
+
+// y = x @ weight^T (+ bias) (then the ReLU) on the kernel; empty where the
+// product stays on oneDNN.
+std::optional<Tensor> kernel_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                     bool relu) {
+  if (x.dtype() != DType::f32 || weight.dtype() != DType::f32 ||
+      (bias.defined() && bias.dtype() != DType::f32))
+    return std::nullopt;
+  const std::int64_t N = weight.size(0), K = weight.size(1);
+  if (K == 0 || weight.stride(0) <= 0 || weight.stride(1) <= 0 || !on_kernel(x.numel() / K, N, K))
+    return std::nullopt;
+  const std::int64_t M = x.numel() / K;
+  const Tensor xc = x.detach().contiguous();
+  const Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+  out_shape.push_back(N);
+  Tensor y = Tensor::empty(out_shape, DType::f32);
+  kernel_product(xc.data<float>(), K, weight.data<float>(), weight.stride(0), weight.stride(1),
+                 bc.defined() ? bc.data<float>() : nullptr, relu, M, N, K, y.data<float>());
+  return y;
+}
+
 // y = x @ weight^T (+ bias), then max(y, 0) when `relu`: the product, then
 // one pass over its rows for the bias and the activation. No autograd.
 // Inside a QuantizeScope, frozen weights run in int8 (ops/quantize.h), which
@@ -75,6 +158,7 @@ Tensor affine_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
     return y;
   }
   if (auto p = detail::packed_linear(x, weight, bias, relu)) return *p;
+  if (auto k = kernel_forward(x, weight, bias, relu)) return *k;
   const bool vector_in = x.dim() == 1;
   Tensor y = detail::product(vector_in ? x.unsqueeze(0) : x, weight.transpose(0, 1), op);
   if (vector_in) y = y.squeeze(0);

@@ -49,6 +49,7 @@
 #include "attn/ops/precision.h"
 #include "attn/ops/reduce.h"
 #include "core/parallel.h"
+#include "ops/f32_gemm.h"
 #include "ops/matmul_internal.h"
 #include "ops/matmul_primitive.h"
 #include "ops/onednn_isa.h"
@@ -494,6 +495,12 @@ std::int64_t detail::row_block_work() {
   static const std::int64_t line =
       detail::onednn_isa_has(dnnl::cpu_isa::avx512_core) ? std::int64_t(1) << 19 : kSerialGemmWork;
   return line;
+}
+
+bool detail::linear_on_f32_kernel() {
+  static const bool on =
+      !detail::onednn_isa_has(dnnl::cpu_isa::avx512_core) && detail::f32_gemm_supported();
+  return on;
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) { return differentiable_product(a, b, "matmul"); }

@@ -29,6 +29,15 @@ inline constexpr std::int64_t kSerialGemmWork = std::int64_t(1) << 22;
 // products up to it stay the same on any thread count there too.
 std::int64_t row_block_work();
 
+// Whether a Linear layer's f32 product whose weight is not frozen (training)
+// runs on attn's own kernel (ops/f32_gemm.h), the weight laid out for it at
+// each call, rather than on oneDNN: where the kernel runs (AVX2 and FMA, or
+// AVX-512) and oneDNN's f32 products are not cut into row blocks (no AVX-512
+// in oneDNN, row_block_work() == kSerialGemmWork). The kernel's rows come
+// out with the same bits whatever the rows around them, so its products
+// share the threads by rows or by columns at any size (linear.cpp).
+bool linear_on_f32_kernel();
+
 // a (..., M, K) @ b (..., K, N) without autograd (matmul's checks and
 // kernels; `op` names the caller in errors).
 Tensor product(const Tensor& a, const Tensor& b, const char* op);
