@@ -59,13 +59,17 @@ void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, con
              dtype_name(weight.dtype()));
 }
 
-// attn's kernel for the products of a Linear layer whose weight is not
-// frozen (training), where detail::linear_on_f32_kernel() says so: a CPU
+// attn's kernel for the forward product of a Linear layer whose weight is
+// not frozen (training), where detail::linear_on_f32_kernel() says so: a CPU
 // without AVX-512, where oneDNN's products below 2^22 multiply-adds run on
 // one thread, as the bits of its rows depend on how they are cut. The
 // kernel's rows do not (ops/f32_gemm.h), so its products share the threads
 // from kKernelParallelWork on, by column groups where there are enough of
 // them, else by rows. Its right-hand operand is laid out for it at each call.
+// Its ReLU keeps a NaN (max(0, NaN) is NaN, as in PyTorch), where the
+// unpacked path's comparison gives 0. The backward's products stay on
+// oneDNN (docs/design.md, "The f32 kernel on AVX2": on the kernel they were
+// slower for d2l's toy model).
 //
 // Products of fewer rows, or fewer multiply-adds, stay on oneDNN: laying the
 // right-hand operand out costs about as much as a product of a row or two.
