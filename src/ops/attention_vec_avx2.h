@@ -84,11 +84,13 @@ struct VecAvx2 {
     }
   }
   // exp as vec_math.h's exp_simd<float>, 2^n built in the exponent bits;
-  // x < -86.9 (and -inf) gives 0, NaN stays NaN (the clamps would make it
-  // exp(-86.9)).
+  // x < -86.9 (and -inf) gives 0, NaN stays NaN (the clamp would make it
+  // finite). Such an x goes through the steps as 0, as in exp_simd, where a
+  // clamp to -86.9 would make p 2^(n-1) subnormal: a microcode assist for
+  // every masked score.
   static R exp(R x) {
-    const R lo = set1(-86.9f);
-    const R xc = _mm256_min_ps(_mm256_max_ps(x, lo), set1(88.7228394f));
+    const R below = _mm256_cmp_ps(x, set1(-86.9f), _CMP_LT_OQ);
+    const R xc = _mm256_min_ps(_mm256_andnot_ps(below, x), set1(88.7228394f));
     const R n = _mm256_round_ps(_mm256_mul_ps(xc, set1(1.44269504088896341f)),
                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     R r = _mm256_fnmadd_ps(n, set1(0.693359375f), xc);
@@ -103,7 +105,7 @@ struct VecAvx2 {
     const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(126));
     const R scale = _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
     const R y = _mm256_mul_ps(_mm256_mul_ps(p, scale), set1(2.0f));
-    const R y0 = _mm256_blendv_ps(y, zero(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+    const R y0 = _mm256_blendv_ps(y, zero(), below);
     return _mm256_blendv_ps(y0, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
   }
 };

@@ -144,7 +144,10 @@ namespace {
 // AVX-512 form does.
 __m256 exp8(__m256 x) {
   const __m256 lo = _mm256_set1_ps(-86.9f), hi = _mm256_set1_ps(88.7228394f);
-  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  // Below -86.9 as 0 (its result is 0 anyway), as exp_simd: no subnormal
+  // p 2^(n-1).
+  const __m256 below = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  const __m256 xc = _mm256_min_ps(_mm256_andnot_ps(below, x), hi);
   const __m256 shifter = _mm256_set1_ps(12582912.0f);
   const __m256 n =
       _mm256_sub_ps(_mm256_fmadd_ps(xc, _mm256_set1_ps(1.44269504088896341f), shifter), shifter);
@@ -162,7 +165,7 @@ __m256 exp8(__m256 x) {
   const __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
   const __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, scale), _mm256_set1_ps(2.0f));
   // Below -86.9: 0; above log(FLT_MAX): inf; NaN stays NaN.
-  const __m256 y0 = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+  const __m256 y0 = _mm256_blendv_ps(y, _mm256_setzero_ps(), below);
   const __m256 y1 = _mm256_blendv_ps(y0, _mm256_set1_ps(std::numeric_limits<float>::infinity()),
                                      _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
   return _mm256_blendv_ps(y1, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));

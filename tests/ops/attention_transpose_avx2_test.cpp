@@ -47,6 +47,14 @@ void check_interleave() { interleave_equals_element_loop<VecAvx2>(); }
 void check_deinterleave() { deinterleave_equals_element_loop<VecAvx2>(); }
 void check_rows_to_lanes() { rows_to_lanes_and_back<VecAvx2>(); }
 
+// VecAvx2::exp on xs, 8 at a time (xs.size() a multiple of 8).
+std::vector<float> vec_exp(const std::vector<float>& xs) {
+  std::vector<float> out(xs.size());
+  for (std::size_t i = 0; i < xs.size(); i += 8)
+    VecAvx2::store(out.data() + i, VecAvx2::exp(VecAvx2::load(xs.data() + i)));
+  return out;
+}
+
 }  // namespace
 }  // namespace attn::detail
 
@@ -71,6 +79,39 @@ TEST(AttentionTransposeAvx2, DeinterleaveEqualsElementLoop) {
 TEST(AttentionTransposeAvx2, RowsToLanesAndBack) {
   if (!has_avx2()) GTEST_SKIP() << "no AVX2 + FMA on this CPU";
   check_rows_to_lanes();
+}
+
+// The kernels' exp: within 3e-7 relative of std::exp from -86.9 (where its
+// p 2^(n-1) is subnormal) to 88.72; 0 below -86.9 and for -inf (masked
+// scores), however their lanes mix with normal ones; NaN stays NaN.
+TEST(AttentionTransposeAvx2, ExpAgainstStdExp) {
+  if (!has_avx2()) GTEST_SKIP() << "no AVX2 + FMA on this CPU";
+  std::vector<float> xs;
+  for (float x = -86.9f; x < 88.7f; x += 0.0137f) xs.push_back(x);
+  for (float x = -86.9f; x < -86.5f; x += 1e-4f) xs.push_back(x);
+  for (float x : {0.0f, -0.0f, 1e-8f, -1e-8f, 88.72f}) xs.push_back(x);
+  const float below[] = {-86.95f, -87.0f, -100.0f, -1e6f, -std::numeric_limits<float>::infinity()};
+  const std::size_t normal = xs.size();
+  for (std::size_t i = 0; i < 40; ++i) {  // every lane position, next to normal values
+    xs.push_back(below[i % 5]);
+    xs.push_back(static_cast<float>(i) * -0.5f);
+  }
+  xs.push_back(std::numeric_limits<float>::quiet_NaN());
+  while (xs.size() % 8 != 0) xs.push_back(1.0f);
+  const std::vector<float> got = vec_exp(xs);
+  float worst = 0;
+  for (std::size_t i = 0; i < normal; ++i)
+    worst = std::max(worst, std::fabs(got[i] - std::exp(xs[i])) / std::exp(xs[i]));
+  EXPECT_LT(worst, 3e-7f);
+  for (std::size_t i = normal; i < xs.size(); ++i) {
+    if (std::isnan(xs[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "at " << i;
+    } else if (xs[i] < -86.9f) {
+      EXPECT_EQ(got[i], 0.0f) << xs[i] << " at " << i;
+    } else {
+      EXPECT_NEAR(got[i], std::exp(xs[i]), 3e-7f * std::exp(xs[i])) << xs[i] << " at " << i;
+    }
+  }
 }
 
 }  // namespace
