@@ -132,7 +132,10 @@ TEST(F32Gemm, PackingThroughStrides) {
       w[n * K + k] = static_cast<float>(n * 100 + k);
       wt[k * N + n] = w[n * K + k];
     }
-  std::vector<float> a(static_cast<std::size_t>(f32_gemm_packed_size(N, K))), b(a.size());
+  // NaN first: every float of the layout must be written.
+  std::vector<float> a(static_cast<std::size_t>(f32_gemm_packed_size(N, K)),
+                       std::numeric_limits<float>::quiet_NaN()),
+      b(a);
   pack_f32_gemm(w.data(), N, K, K, 1, a.data());
   pack_f32_gemm(wt.data(), N, K, 1, N, b.data());
   EXPECT_TRUE(same_bits(a, b));
