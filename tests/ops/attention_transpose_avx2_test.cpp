@@ -3,7 +3,8 @@
 // interleave / deinterleave through an 8 x 8 transpose) against plain
 // element loops (attention_transpose_checks.h), as
 // attention_transpose_test.cpp does for AVX-512: the checks under the
-// target pragma, the TESTs outside it.
+// target pragma, the TESTs outside it. Also VecAvx2's exp against std::exp
+// (masked scores, -inf, next to normal ones in every lane).
 #include <immintrin.h>
 #include <omp.h>
 
