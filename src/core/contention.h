@@ -64,6 +64,11 @@ inline constexpr int kProbeTrips = 16;
 inline constexpr std::int64_t kProbeBudgetNs = 1'000'000;
 std::int64_t team_round_trip_ns(int threads);
 
+// grain_scale() after a probe that measured `trip_ns` (attn/core/threads.h):
+// kFarGrainScale above kFarRoundTripNs on a CPU with AVX-512 (`avx512`), above
+// kFarRoundTripNsNoAvx512 on one without; else 1.
+std::int64_t grain_scale_for_trip(std::int64_t trip_ns, bool avx512);
+
 // ATTN_GRAIN_SCALE's value: N for a whole number 1 <= N <= 1024 (grain_scale()
 // is then N, whatever the probe says), else 0 (unset, or not such a number:
 // adaptive).

@@ -72,12 +72,13 @@ std::int64_t now_ns() {
 struct Contention {
   std::atomic<std::int64_t> next_sample_ns{0};
   std::atomic<bool> busy{false};  // filter.busy(), for the threads that do not sample
-  std::atomic<bool> far{false};  // the last probe's round trip was above kFarRoundTripNs
+  std::atomic<std::int64_t> probed_scale{1};  // grain_scale_for_trip of the last probe
   std::atomic<std::int64_t> probes{0}, far_probes{0};  // probes that measured; far ones
   std::atomic_flag sampling = ATOMIC_FLAG_INIT;  // one sampler at a time owns `filter`
   std::int64_t next_probe_ns = 0;  // owned by the sampler
   detail::ContentionFilter filter;
   const int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  const bool avx512 = __builtin_cpu_supports("avx512f") != 0;
   std::atomic<bool> enabled{[] {
     const char* s = std::getenv("ATTN_ADAPTIVE_THREADS");
     return s == nullptr || std::strcmp(s, "0") != 0;
@@ -101,7 +102,7 @@ struct Contention {
     if (now >= next_probe_ns && !filter.busy() && threads > 1 && !omp_in_parallel()) {
       const std::int64_t trip = detail::team_round_trip_ns(threads);
       if (trip >= 0) {
-        far.store(trip > kFarRoundTripNs, std::memory_order_relaxed);
+        probed_scale.store(detail::grain_scale_for_trip(trip, avx512), std::memory_order_relaxed);
         probes.fetch_add(1, std::memory_order_relaxed);
         if (trip > kFarRoundTripNs) far_probes.fetch_add(1, std::memory_order_release);
       }
@@ -140,7 +141,7 @@ std::int64_t grain_scale() {
   if (forced > 0) return forced;
   if (!c.enabled.load(std::memory_order_relaxed)) return 1;
   c.maybe_sample();
-  return c.far.load(std::memory_order_relaxed) ? kFarGrainScale : 1;
+  return c.probed_scale.load(std::memory_order_relaxed);
 }
 
 PlacementProbes placement_probes() {
@@ -158,6 +159,10 @@ std::int64_t set_grain_scale(std::int64_t scale) {
 }
 
 bool set_adaptive_threads(bool on) { return contention().enabled.exchange(on); }
+
+std::int64_t grain_scale_for_trip(std::int64_t trip_ns, bool avx512) {
+  return trip_ns > (avx512 ? kFarRoundTripNs : kFarRoundTripNsNoAvx512) ? kFarGrainScale : 1;
+}
 
 std::int64_t parse_grain_scale(const char* s) {
   if (s == nullptr) return 0;

@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <thread>
 
+#include "attn/core/threads.h"
 #include "testing.h"
 
 using attn::detail::ContentionFilter;
+using attn::detail::grain_scale_for_trip;
 using attn::detail::kProbeBudgetNs;
 using attn::detail::parse_grain_scale;
 using attn::detail::team_round_trip_ns;
@@ -105,6 +107,25 @@ TEST(TeamRoundTrip, TwoThreadsAnswer) {
   }
   EXPECT_GT(trip, 0);
   EXPECT_LT(trip, kProbeBudgetNs);
+}
+
+// Small ops fork at factor 1 up to the line of the CPU's vector width, at
+// kFarGrainScale beyond it; the line without AVX-512 is twice as far.
+TEST(GrainScale, FromTheRoundTripAndTheVectorWidth) {
+  using attn::kFarGrainScale;
+  using attn::kFarRoundTripNs;
+  using attn::kFarRoundTripNsNoAvx512;
+  EXPECT_GT(kFarRoundTripNsNoAvx512, kFarRoundTripNs);
+  for (const bool avx512 : {true, false}) {
+    const std::int64_t line = avx512 ? kFarRoundTripNs : kFarRoundTripNsNoAvx512;
+    EXPECT_EQ(grain_scale_for_trip(80, avx512), 1) << avx512;
+    EXPECT_EQ(grain_scale_for_trip(line, avx512), 1) << avx512;
+    EXPECT_EQ(grain_scale_for_trip(line + 1, avx512), kFarGrainScale) << avx512;
+    EXPECT_EQ(grain_scale_for_trip(5000, avx512), kFarGrainScale) << avx512;
+  }
+  // The Zen 1's far placement (350-380 ns): coarse with AVX-512 only.
+  EXPECT_EQ(grain_scale_for_trip(370, true), kFarGrainScale);
+  EXPECT_EQ(grain_scale_for_trip(370, false), 1);
 }
 
 TEST(GrainScale, ParsesOnlyWholeNumbersInRange) {

@@ -46,13 +46,21 @@ bool fork_ok();
 // On an Intel Xeon VM it took 190-310 ns all day, and there the toy trained
 // 10% faster with small ops forked (scale 1) than without (16): so far
 // means above kFarRoundTripNs, between that 310 and the 370 above.
+// Without AVX-512 an op's elements take longer (vectors half as wide or
+// less), so a fork pays for a longer trip, and the factor grows only above
+// kFarRoundTripNsNoAvx512: on an AMD EPYC Zen 1 (AVX2, 128-bit FMA units)
+// the trips were 150-240 and 350-380 ns, and in the second placement d2l's
+// toy training made 28,000-29,000 tokens/s at factor 1 against 19,700-24,800
+// at 16 (5 alternating pairs of runs far in most probes). The placement
+// itself (placement_probes) is far above kFarRoundTripNs on every CPU.
 // Measured (detail::team_round_trip_ns, src/core/contention.h) when a team
 // is about to be needed, at most every kProbeEveryNs, while no other process
-// holds the cores; far above kFarRoundTripNs. Only the thread count of small
-// ops changes, never the results (as with fork_ok). ATTN_GRAIN_SCALE=N
-// (1-1024) fixes the factor at N; ATTN_ADAPTIVE_THREADS=0 fixes it at 1.
+// holds the cores. Only the thread count of small ops changes, never the
+// results (as with fork_ok). ATTN_GRAIN_SCALE=N (1-1024) fixes the factor at
+// N; ATTN_ADAPTIVE_THREADS=0 fixes it at 1.
 inline constexpr std::int64_t kFarGrainScale = 16;
 inline constexpr std::int64_t kFarRoundTripNs = 340;
+inline constexpr std::int64_t kFarRoundTripNsNoAvx512 = 2 * kFarRoundTripNs;
 inline constexpr std::int64_t kProbeEveryNs = 1'000'000'000;
 std::int64_t grain_scale();
 inline std::int64_t parallel_grain() { return kParallelGrain * grain_scale(); }
