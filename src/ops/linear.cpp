@@ -227,6 +227,35 @@ void reuse_kept(std::optional<detail::Bf16Reuse>& r, const Tensor& t,
   if (bits) r.emplace(t, static_cast<const std::uint16_t*>(bits->data()));
 }
 
+// g [y > 0] (linear_relu's backward, f32) with its rows kLinePad floats
+// further apart where N is a multiple of detail::kAliasedLd and the products
+// are large: dW = g^T x then reads them without the cache conflict that
+// matmul.cpp would otherwise copy g to avoid (matmul_internal.h), in the same
+// pass that masks them. The same values; empty where not so.
+
+std::optional<Tensor> masked_unaliased(const Tensor& g, const Tensor& y, std::int64_t N,
+                                       std::int64_t K, bool dw) {
+  if (!dw || N % detail::kAliasedLd != 0 || g.dtype() != DType::f32 || y.dtype() != DType::f32 ||
+      !g.is_contiguous() || !y.is_contiguous() || g.shape() != y.shape() ||
+      matmul_precision() != Precision::f32)
+    return std::nullopt;
+  const std::int64_t M = g.numel() / N;
+  if (M * N * K < detail::kSerialGemmWork) return std::nullopt;
+  const std::int64_t ld = N + detail::kLinePad;
+  Tensor buf = Tensor::empty({M, ld}, DType::f32);
+  const float* gv = g.data<float>();
+  const float* yv = y.data<float>();
+  float* out = buf.data<float>();
+  detail::parallel_for(M, detail::loop_threads(M * N >= parallel_grain()), [&](std::int64_t r) {
+    const float* gr = gv + r * N;
+    const float* yr = yv + r * N;
+    float* o = out + r * ld;
+#pragma omp simd
+    for (std::int64_t j = 0; j < N; ++j) o[j] = yr[j] > 0 ? gr[j] : 0.0f;
+  });
+  return buf.narrow(1, 0, N).reshape(g.shape());
+}
+
 // The gradients of y = x @ w^T + b from g = dL/dy (n: which are needed).
 // dx = g W and dW = g^T x do not depend on each other: where both are
 // products that run on one thread anyway (below kSerialGemmWork), they run
@@ -255,7 +284,11 @@ Grads affine_backward(const Tensor& g_in, const Tensor& xd, const Tensor& wd,
       (!relu_out.defined() || (relu_out.dtype() == DType::f32 && relu_out.is_contiguous() &&
                                relu_out.shape() == g_in.shape()));
   Tensor g = g_in;
-  if (relu_out.defined()) {
+  std::optional<Tensor> unaliased;
+  if (relu_out.defined() && !one_pass) unaliased = masked_unaliased(g_in, relu_out, N, K, dw);
+  if (unaliased) {
+    g = *unaliased;
+  } else if (relu_out.defined()) {
     g = one_pass ? Tensor::empty(g_in.shape(), DType::f32)  // the pass below fills it
                  : dispatch_float(relu_out.dtype(), op, [&]<class T>() {
                      return detail::binary_map<T>(g_in, relu_out, relu_out.shape(),

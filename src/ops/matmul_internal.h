@@ -38,6 +38,15 @@ std::int64_t row_block_work();
 // share the threads by rows or by columns at any size (linear.cpp).
 bool linear_on_f32_kernel();
 
+// Operand lines (rows, or the columns of a transposed view) a multiple of
+// kAliasedLd floats (4 KB) apart fall on the same cache sets, and oneDNN's
+// packing of them conflicts with itself: large products copy such an operand
+// with its lines kLinePad floats further apart (matmul.cpp, "Operands whose
+// lines lie a multiple of 4 KB apart"), and linear_relu's backward writes its
+// masked gradient that way (linear.cpp).
+inline constexpr std::int64_t kAliasedLd = 1024;
+inline constexpr std::int64_t kLinePad = 16;
+
 // a (..., M, K) @ b (..., K, N) without autograd (matmul's checks and
 // kernels; `op` names the caller in errors).
 Tensor product(const Tensor& a, const Tensor& b, const char* op);

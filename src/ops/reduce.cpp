@@ -87,17 +87,21 @@ Tensor sum_kernel(const Tensor& x, const Plan& p) {
   Tensor out = Tensor::empty(p.keep_shape, x.dtype());
   T* po = out.data<T>();
   std::int64_t outer = shape_numel(p.keep_shape);
-  if (is_prefix_reduction(x, p) && outer > 1) {
+  // Rows of a matrix whose rows lie further apart than their length (a
+  // padded layout, linear.cpp's masked gradient) are added in the same order.
+  const bool spaced_rows =
+      x.dim() == 2 && p.reduced[0] && !p.reduced[1] && x.stride(1) == 1 && x.stride(0) >= x.size(1);
+  if ((is_prefix_reduction(x, p) || spaced_rows) && outer > 1) {
     // x is [count, outer]: add rows.
     const T* px = x.data<T>();
-    std::int64_t rows = p.count;
+    const std::int64_t rows = p.count, ld = spaced_rows ? x.stride(0) : outer;
     std::fill(po, po + outer, T(0));
     detail::parallel_for((outer + 63) / 64,
                          detail::loop_threads(x.numel() >= parallel_grain() && outer >= 64),
                          [&](std::int64_t blk) {
                            const std::int64_t c0 = blk * 64, c1 = std::min(outer, c0 + 64);
                            for (std::int64_t r = 0; r < rows; ++r) {
-                             const T* row = px + r * outer;
+                             const T* row = px + r * ld;
 #pragma omp simd
                              for (std::int64_t c = c0; c < c1; ++c) po[c] += row[c];
                            }

@@ -94,6 +94,39 @@ TEST(Matmul, LargeProductsOnThePrimitiveAndOnSgemm) {
   });
 }
 
+// An operand whose K lines lie a multiple of 4 KB apart (detail::kAliasedLd
+// floats) is copied with its lines further apart before a large product
+// (matmul.cpp): dW = g^T x with g's rows 1024 floats long (op(A) read 'T'),
+// and x @ w with w's rows 1024 floats long (op(B) read 'N'). The results
+// match the reference and have the bits of the same values laid out with
+// their lines already apart (read in place), on both of oneDNN's paths.
+TEST(Matmul, OperandsWithLinesFourKilobytesApart) {
+  on_both_batched_paths([] {
+    const std::int64_t n = detail::kAliasedLd, rows = 131, k = 259;
+    auto spaced = [](const Tensor& t) {
+      Tensor wide = zeros({t.size(0), t.size(1) + detail::kLinePad});
+      Tensor v = wide.narrow(1, 0, t.size(1));
+      copy_(v, t);
+      return v;
+    };
+    Tensor g = rand32({rows, n}, 11), x = rand32({rows, k}, 12);  // 35M multiply-adds
+    Tensor dw = matmul(g.transpose(0, 1), x);
+    expect_matches_reference(dw, g.transpose(0, 1), x);
+    EXPECT_TRUE(same_bits(dw, matmul(spaced(g).transpose(0, 1), x)));
+    Tensor a = rand32({rows, k}, 13), w = rand32({k, n}, 14);
+    Tensor y = matmul(a, w);
+    expect_matches_reference(y, a, w);
+    EXPECT_TRUE(same_bits(y, matmul(a, spaced(w))));
+    // The Linear fold's rows, 3-D, through linear(): dW's and dx's products.
+    Tensor x3 = rand32({3, 30, k}, 15).requires_grad_(), w3 = rand32({n, k}, 16).requires_grad_();
+    Tensor r = rand32({3, 30, n}, 17);
+    sum(mul(linear(x3, w3), r)).backward();
+    expect_matches_reference(w3.grad(), r.reshape({-1, n}).transpose(0, 1),
+                             x3.detach().reshape({-1, k}));
+    expect_matches_reference(x3.grad().reshape({-1, k}), r.reshape({-1, n}), w3.detach());
+  });
+}
+
 TEST(Matmul, AllFourTransposeCombinations) {
   on_both_batched_paths([] {
     for (auto [m, k, n] : {std::array<std::int64_t, 3>{7, 33, 65},
@@ -552,6 +585,35 @@ TEST(LinearRelu, SameBitsAsReluOfLinear) {
   // Both sides of the kink were exercised.
   EXPECT_GT(positive, 1000);
   EXPECT_GT(clamped, 1000);
+}
+
+// Where the hidden width is a multiple of 1024 floats and the products are
+// large, linear_relu's backward writes its masked gradient with the rows
+// further apart (linear.cpp); the composite's relu writes them contiguous,
+// and matmul copies them apart for dW. The same bits, with and without a
+// bias (whose gradient sums the spaced rows), and the reference's values.
+TEST(LinearRelu, WideHiddenLayerSameBitsAsReluOfLinear) {
+  const std::int64_t n = detail::kAliasedLd, k = 256;
+  for (bool with_bias : {true, false}) {
+    Tensor x0 = rand32({2, 37, k}, 400), w0 = rand32({n, k}, 401), b0 = rand32({n}, 402);
+    Tensor r = rand32({2, 37, n}, 403);
+    auto run = [&](bool fused) {
+      Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(),
+             b = with_bias ? b0.clone().requires_grad_() : Tensor();
+      Tensor y = fused ? linear_relu(x, w, b) : relu(linear(x, w, b));
+      sum(mul(y, r)).backward();
+      std::vector<Tensor> out = {y.detach(), x.grad(), w.grad()};
+      if (with_bias) out.push_back(b.grad());
+      return out;
+    };
+    auto fused = run(true), composite = run(false);
+    for (std::size_t i = 0; i < fused.size(); ++i)
+      EXPECT_TRUE(same_bits(fused[i], composite[i]))
+          << "tensor " << i << " (y, dx, dw, db)" << (with_bias ? ", bias" : ", no bias");
+    Tensor masked = mul(r, gt(fused[0], 0.0)).reshape({-1, n});
+    expect_matches_reference(fused[2], masked.transpose(0, 1), x0.reshape({-1, k}));
+    expect_matches_reference(fused[1].reshape({-1, k}), masked, w0);
+  }
 }
 
 TEST(LinearRelu, Gradcheck) {

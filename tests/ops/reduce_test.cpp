@@ -50,6 +50,19 @@ TEST(Reduce, PrefixReductionMatchesPermutedPath) {
   EXPECT_LT(max_abs_diff(fast, slow), 1e-4);
 }
 
+// Rows lying further apart than their length (a padded layout: linear.cpp's
+// masked gradient) are added in the contiguous rows' order: the same bits.
+TEST(Reduce, SumOverSpacedRowsHasTheContiguousBits) {
+  for (std::int64_t pad : {1, 16}) {
+    Tensor wide = attn::testing::rand32({257, 129 + pad}, 6);
+    Tensor spaced = wide.narrow(1, 0, 129);
+    ASSERT_FALSE(spaced.is_contiguous());
+    EXPECT_TRUE(attn::testing::same_bits(sum(spaced, {0}), sum(spaced.contiguous(), {0})))
+        << "pad " << pad;
+    EXPECT_TRUE(attn::testing::same_bits(sum_to(spaced, {129}), sum(spaced.contiguous(), {0})));
+  }
+}
+
 TEST(MaxAbsDiff, LargestElementwiseDifferenceAcrossDtypesAndLayouts) {
   Tensor a = from_vector(std::vector<double>{1, -2, 3.5, 0}, {2, 2});
   Tensor b = from_vector(std::vector<float>{1, 2, 3, 0}, {2, 2});
