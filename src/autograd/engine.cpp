@@ -3,6 +3,8 @@
 #include <vector>
 
 #include "attn/autograd/node.h"
+#include "attn/core/threads.h"
+#include "core/parallel.h"
 #include "core/strided.h"
 
 namespace attn::autograd {
@@ -10,18 +12,28 @@ namespace {
 
 thread_local bool g_grad_enabled = true;
 
+// out = a + b over n contiguous elements (out may be a), shared by the team
+// from parallel_grain() elements on: element by element, so the bits do
+// not depend on the split.
+void add_contiguous(const Tensor& out, const Tensor& a, const Tensor& b) {
+  dispatch_float(a.dtype(), "backward", [&]<class T>() {
+    T* po = out.data<T>();
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    const std::int64_t n = out.numel();
+    detail::parallel_ranges(n, detail::loop_threads(n >= parallel_grain()),
+                            [&](std::int64_t i0, std::int64_t i1) {
+#pragma omp simd
+                              for (std::int64_t i = i0; i < i1; ++i) po[i] = pa[i] + pb[i];
+                            });
+  });
+}
+
 // a + b for two tensors of one shape and floating dtype, as a new contiguous tensor.
 Tensor add_same_shape(const Tensor& a, const Tensor& b) {
   Tensor out = Tensor::empty(a.shape(), a.dtype());
   if (a.is_contiguous() && b.is_contiguous()) {  // one pass (the usual case)
-    dispatch_float(a.dtype(), "backward", [&]<class T>() {
-      T* po = out.data<T>();
-      const T* pa = a.data<T>();
-      const T* pb = b.data<T>();
-      const std::int64_t n = out.numel();
-#pragma omp simd
-      for (std::int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
-    });
+    add_contiguous(out, a, b);
     return out;
   }
   copy_(out, a);
@@ -38,9 +50,16 @@ Tensor add_same_shape(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// slot += g. A slot that nothing else references (no other tensor, no view
+// of its storage: the sum of two gradients made here) takes the sum in
+// place; any other gets a new tensor, so that a gradient handed on unchanged
+// (a reshape's, an addition's) is never written through.
 void accumulate(Tensor& slot, const Tensor& g) {
   if (!slot.defined()) {
     slot = g;
+  } else if (slot.impl_ptr().use_count() == 1 && slot.storage().use_count() == 1 &&
+             slot.is_contiguous() && g.is_contiguous() && slot.dtype() == g.dtype()) {
+    add_contiguous(slot, slot, g);
   } else {
     slot = add_same_shape(slot, g);
   }
