@@ -548,6 +548,23 @@ TEST(Linear, Errors) {
             "linear: expected a weight (out, in), got [5]");
 }
 
+namespace {
+
+// y, dx and dW (and db where b0 is defined) of linear_relu (fused) or of
+// relu(linear) on copies of x0, w0 and b0, through the loss sum(y r).
+std::vector<Tensor> relu_layer(bool fused, const Tensor& x0, const Tensor& w0, const Tensor& b0,
+                               const Tensor& r) {
+  Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(),
+         b = b0.defined() ? b0.clone().requires_grad_() : Tensor();
+  Tensor y = fused ? linear_relu(x, w, b) : relu(linear(x, w, b));
+  sum(mul(y, r)).backward();
+  std::vector<Tensor> out = {y.detach(), x.grad(), w.grad()};
+  if (b0.defined()) out.push_back(b.grad());
+  return out;
+}
+
+}  // namespace
+
 // linear_relu against relu(linear(...)): the same bits forward and in every
 // gradient, on odd sizes on both sides of the tiny threshold, with and
 // without a bias, 1- to 3-D inputs; about half the pre-activations are
@@ -563,16 +580,8 @@ TEST(LinearRelu, SameBitsAsReluOfLinear) {
         Shape ys = xs;
         ys.back() = n;
         Tensor r = rand32(ys, seed++);
-        auto run = [&](bool fused) {
-          Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(),
-                 b = with_bias ? b0.clone().requires_grad_() : Tensor();
-          Tensor y = fused ? linear_relu(x, w, b) : relu(linear(x, w, b));
-          sum(mul(y, r)).backward();
-          std::vector<Tensor> out = {y.detach(), x.grad(), w.grad()};
-          if (with_bias) out.push_back(b.grad());
-          return out;
-        };
-        auto fused = run(true), composite = run(false);
+        const Tensor b = with_bias ? b0 : Tensor();
+        auto fused = relu_layer(true, x0, w0, b, r), composite = relu_layer(false, x0, w0, b, r);
         for (std::size_t i = 0; i < fused.size(); ++i) {
           auto vf = to_vector<float>(fused[i]), vc = to_vector<float>(composite[i]);
           ASSERT_EQ(vf.size(), vc.size());
@@ -597,16 +606,8 @@ TEST(LinearRelu, WideHiddenLayerSameBitsAsReluOfLinear) {
   for (bool with_bias : {true, false}) {
     Tensor x0 = rand32({2, 37, k}, 400), w0 = rand32({n, k}, 401), b0 = rand32({n}, 402);
     Tensor r = rand32({2, 37, n}, 403);
-    auto run = [&](bool fused) {
-      Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(),
-             b = with_bias ? b0.clone().requires_grad_() : Tensor();
-      Tensor y = fused ? linear_relu(x, w, b) : relu(linear(x, w, b));
-      sum(mul(y, r)).backward();
-      std::vector<Tensor> out = {y.detach(), x.grad(), w.grad()};
-      if (with_bias) out.push_back(b.grad());
-      return out;
-    };
-    auto fused = run(true), composite = run(false);
+    const Tensor b = with_bias ? b0 : Tensor();
+    auto fused = relu_layer(true, x0, w0, b, r), composite = relu_layer(false, x0, w0, b, r);
     for (std::size_t i = 0; i < fused.size(); ++i)
       EXPECT_TRUE(same_bits(fused[i], composite[i]))
           << "tensor " << i << " (y, dx, dw, db)" << (with_bias ? ", bias" : ", no bias");
