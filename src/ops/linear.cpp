@@ -232,7 +232,6 @@ void reuse_kept(std::optional<detail::Bf16Reuse>& r, const Tensor& t,
 // are large: dW = g^T x then reads them without the cache conflict that
 // matmul.cpp would otherwise copy g to avoid (matmul_internal.h), in the same
 // pass that masks them. The same values; empty where not so.
-
 std::optional<Tensor> masked_unaliased(const Tensor& g, const Tensor& y, std::int64_t N,
                                        std::int64_t K, bool dw) {
   if (!dw || N % detail::kAliasedLd != 0 || g.dtype() != DType::f32 || y.dtype() != DType::f32 ||

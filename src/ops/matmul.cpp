@@ -372,46 +372,6 @@ void run_bf16(const Operand& A, const Operand& B, const Shape& batch, std::int64
   }
 }
 
-// ---- operands whose lines lie a multiple of 4 KB apart ----
-//
-// The lines of an operand (its rows, or the columns of a transposed view)
-// that lie a multiple of detail::kAliasedLd floats (4 KB) apart fall on the
-// same sets of the L1 and L2 caches. Where the product's sum runs across
-// them (op(A) read 'T' or op(B) read 'N': K lines), oneDNN's packing
-// conflicts with itself: on one core of a Zen 1, dW = g^T x of the
-// Transformer's FFN at hidden 256 and ffn 1024 (g or x 2048 x 1024) ran at
-// 26-28 GFLOP/s against 36-37 with the lines 16 floats further apart, with
-// the same bits (oneMKL's developer guide gives the same advice for its
-// GEMMs: no leading dimension a multiple of 4096 bytes). Such an operand of
-// a large f32 product is copied with its lines kLinePad floats further
-// apart, where the copy costs a small part of the product: each of its
-// elements takes part in kUnaliasMinReuse multiply-adds or more. Operands
-// whose lines are the product's rows or columns (A read 'N', B read 'T')
-// gained 3-4% where they were measured, about what the copy costs, and are
-// read in place.
-using detail::kAliasedLd;
-using detail::kLinePad;
-constexpr std::int64_t kUnaliasMinReuse = 256;
-constexpr std::int64_t kUnaliasMinLines = 64;
-
-// `lines` lines of `inner` floats, `ld` apart from p, copied kLinePad floats
-// further apart into `copy` where that pays (see above); p and ld then point
-// at the copy.
-void unalias(const float*& p, std::int64_t& ld, std::int64_t lines, std::int64_t inner,
-             std::int64_t work, Tensor& copy) {
-  if (ld % kAliasedLd != 0 || lines < kUnaliasMinLines || work < kUnaliasMinReuse * lines * inner)
-    return;
-  const std::int64_t to = inner + kLinePad, from = ld;
-  copy = Tensor::empty({lines, to}, DType::f32);
-  float* dst = copy.data<float>();
-  const float* src = p;
-  detail::parallel_for(
-      lines, detail::loop_threads(lines * inner >= parallel_grain()),
-      [&](std::int64_t i) { std::copy(src + i * from, src + i * from + inner, dst + i * to); });
-  p = dst;
-  ld = to;
-}
-
 template <class T>
 void run_gemms(const Operand& A, const Operand& B, const Shape& batch, std::int64_t M,
                std::int64_t N, std::int64_t K, const Tensor& out, const char* op) {
@@ -445,10 +405,10 @@ void run_gemms(const Operand& A, const Operand& B, const Shape& batch, std::int6
         // Only the operands whose K lines the sum runs across; A is read 'T'
         // only where nb is 1, and ld_rows is then its leading dimension.
         if (A.trans == 'T') {
-          unalias(pa, ld_rows, K, M, work, copy_a);
+          detail::unalias(pa, ld_rows, K, M, work, copy_a);
           Au.ld = ld_rows;
         }
-        if (B.trans == 'N') unalias(pb, Bu.ld, K, N, work, copy_b);
+        if (B.trans == 'N') detail::unalias(pb, Bu.ld, K, N, work, copy_b);
       }
       if (work >= kPrimitiveWork && g_batched_primitive.load(std::memory_order_relaxed))
         done = folded_call(dnnl::memory::data_type::f32, sizeof(float), pa, Au, ld_rows, pb, Bu,

@@ -41,11 +41,18 @@ bool linear_on_f32_kernel();
 // Operand lines (rows, or the columns of a transposed view) a multiple of
 // kAliasedLd floats (4 KB) apart fall on the same cache sets, and oneDNN's
 // packing of them conflicts with itself: large products copy such an operand
-// with its lines kLinePad floats further apart (matmul.cpp, "Operands whose
-// lines lie a multiple of 4 KB apart"), and linear_relu's backward writes its
-// masked gradient that way (linear.cpp).
+// with its lines kLinePad floats further apart (unalias, below), and
+// linear_relu's backward writes its masked gradient that way (linear.cpp).
 inline constexpr std::int64_t kAliasedLd = 1024;
 inline constexpr std::int64_t kLinePad = 16;
+
+// `lines` lines of `inner` floats, `ld` apart from p, operand of a product of
+// `work` multiply-adds whose sum runs across them: where ld is a multiple of
+// kAliasedLd and the copy is a small part of the product, copies them
+// kLinePad floats further apart into `copy` and points p and ld at it; else
+// leaves all three alone (unalias.cpp).
+void unalias(const float*& p, std::int64_t& ld, std::int64_t lines, std::int64_t inner,
+             std::int64_t work, Tensor& copy);
 
 // a (..., M, K) @ b (..., K, N) without autograd (matmul's checks and
 // kernels; `op` names the caller in errors).
