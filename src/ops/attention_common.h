@@ -17,6 +17,7 @@
 // block of the GEMM micro-kernel: kMR rows by kNV registers; optionally
 // kFwdMR x kFwdNV, the tiled forward's own, attention_gemm.h), zero, set1,
 // load, store, fma(a, b, c) = a * b + c, add, sub, mul, div, max, exp, hsum,
+// optionally exp_n (exp of N registers in lock step, exp_block below),
 // and optionally interleave / deinterleave, W rows to lane-interleaved
 // vectors and back in registers (attention_transpose.h has scalar loops for
 // a V without them).
@@ -25,6 +26,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -45,6 +47,46 @@ using i64 = std::int64_t;
 
 inline i64 round_up(i64 x, i64 m) { return (x + m - 1) / m * m; }
 inline i64 ceil_div(i64 x, i64 m) { return (x + m - 1) / m; }
+
+// x[i] = V::exp(x[i]) for i < N: in V's lock-step form where it has one
+// (exp_n, attention_vec_avx2.h: N independent chains side by side), else one
+// register after another. The same results either way.
+template <class V, int N>
+inline void exp_block(typename V::R* x) {
+  if constexpr (requires { V::template exp_n<N>(x); }) {
+    V::template exp_n<N>(x);
+  } else {
+    for (int i = 0; i < N; ++i) x[i] = V::exp(x[i]);
+  }
+}
+
+// dst + c * ld = exp(src + c * ld - m), one register each for c < n, four
+// at a time through exp_block (src == dst is fine); returns the sum of the
+// results, added in the order of c.
+template <class V>
+inline typename V::R exp_shifted(const typename V::T* src, i64 n, i64 ld, typename V::R m,
+                                 typename V::T* dst) {
+  using R = typename V::R;
+  R sum = V::zero();
+  i64 c = 0;
+  for (; c + 4 <= n; c += 4) {
+    R p[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) p[i] = V::sub(V::load(src + (c + i) * ld), m);
+    exp_block<V, 4>(p);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      V::store(dst + (c + i) * ld, p[i]);
+      sum = V::add(sum, p[i]);
+    }
+  }
+  for (; c < n; ++c) {
+    const R p = V::exp(V::sub(V::load(src + c * ld), m));
+    V::store(dst + c * ld, p);
+    sum = V::add(sum, p);
+  }
+  return sum;
+}
 
 // sum_i x[i] y[i] over n: W partial sums across V's lanes, then their sum and
 // the scalar tail.

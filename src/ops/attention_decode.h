@@ -173,12 +173,7 @@ struct DecodeAttention {
       for (i64 c = W; c < nv; c += W) mv = V::max(mv, V::load(sc + c));
       const T mx = V::hmax(mv);
       const R mxv = V::set1(mx);
-      R sum = V::zero();
-      for (i64 c = 0; c < nv; c += W) {
-        const R p = V::exp(V::sub(V::load(sc + c), mxv));
-        V::store(sc + c, p);
-        sum = V::add(sum, p);
-      }
+      const R sum = exp_shifted<V>(sc, nv / W, W, mxv, sc);
       m = mx;
       l = V::hsum(sum);
       weighted_sum(sc, vals, ka, e, a.Dv, o);
@@ -186,14 +181,9 @@ struct DecodeAttention {
     }
     T mx = -std::numeric_limits<T>::infinity();
     for (i64 c = 0; c < len; ++c) mx = std::max(mx, sc[c]);
-    R sum = V::zero();
-    i64 c = 0;
     const R mxv = V::set1(mx);
-    for (; c + W <= len; c += W) {
-      const R p = V::exp(V::sub(V::load(sc + c), mxv));
-      V::store(sc + c, p);
-      sum = V::add(sum, p);
-    }
+    const R sum = exp_shifted<V>(sc, len / W, W, mxv, sc);
+    i64 c = len / W * W;
     T tail = 0;
     if (c < len) {
       alignas(64) T buf[W];

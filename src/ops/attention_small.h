@@ -350,12 +350,7 @@ struct SmallAttention {
         small_scores(a, q, s, sq);
         R mx = V::set1(-std::numeric_limits<T>::infinity());
         for (i64 c = 0; c < K; ++c) mx = V::max(mx, V::load(sq + c * W));
-        R l = V::zero();
-        for (i64 c = 0; c < K; ++c) {
-          const R p = V::exp(V::sub(V::load(sq + c * W), mx));
-          V::store(s.s + c * W, p);
-          l = V::add(l, p);
-        }
+        const R l = exp_shifted<V>(sq, K, W, mx, s.s);
         if (a.drop.on) small_dropout(s.dkeep + q * K * W, K, s.s, nullptr, nullptr);
         T* o = (og ? og : s.o) + q * Dv * W;
         weigh_rows(s.s, W, s.vg, K, Dv, o);
@@ -402,8 +397,7 @@ struct SmallAttention {
             // dropout P goes to s.p and the weights to wq, else P is both.
             T* wq = s.wq + q * K * W;
             T* pp = a.drop.on ? s.p : wq;
-            for (i64 c = 0; c < K; ++c)
-              V::store(pp + c * W, V::exp(V::sub(V::load(sq + c * W), lse)));
+            exp_shifted<V>(sq, K, W, lse, pp);
             dot_rows(s.dog + q * Dv * W, s.vg, K, Dv, s.dp);
             if (a.drop.on) small_dropout(s.dkeep + q * K * W, K, pp, wq, s.dp);
             // dS = P o (dP - D_i), 0 on rows of length 0; dQ = scale dS k

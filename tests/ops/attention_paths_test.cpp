@@ -155,8 +155,9 @@ TEST(AttentionPath, GrainScaleChangesThreadsNotBits) {
   struct Shape4 {
     std::int64_t B, Q, K, H, D;
   };
-  for (const Shape4 s : {Shape4{1, 64, 64, 1, 64}, Shape4{1, 1, 2000, 1, 64},
-                         Shape4{64, 10, 10, 4, 8}, Shape4{2, 40, 40, 2, 48}}) {
+  for (const Shape4 s :
+       {Shape4{1, 64, 64, 1, 64}, Shape4{1, 1, 2000, 1, 64}, Shape4{64, 10, 10, 4, 8},
+        Shape4{2, 40, 40, 2, 48}, Shape4{3, 70, 70, 2, 32}}) {
     SCOPED_TRACE(fmt::format("B {} Q {} K {} H {} D {}", s.B, s.Q, s.K, s.H, s.D));
     Generator gen(5);
     Tensor q = uniform(-2, 2, {s.B, s.Q, s.H, s.D}, gen),

@@ -9,6 +9,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -56,6 +58,19 @@ std::vector<float> vec_exp(const std::vector<float>& xs) {
   return out;
 }
 
+// VecAvx2::exp_n<N> on xs, N registers at a time (xs.size() a multiple of 8 N).
+template <int N>
+std::vector<float> vec_exp_n(const std::vector<float>& xs) {
+  std::vector<float> out(xs.size());
+  for (std::size_t i = 0; i < xs.size(); i += 8 * N) {
+    __m256 r[N];
+    for (int j = 0; j < N; ++j) r[j] = VecAvx2::load(xs.data() + i + 8 * j);
+    VecAvx2::exp_n<N>(r);
+    for (int j = 0; j < N; ++j) VecAvx2::store(out.data() + i + 8 * j, r[j]);
+  }
+  return out;
+}
+
 }  // namespace
 }  // namespace attn::detail
 
@@ -84,7 +99,9 @@ TEST(AttentionTransposeAvx2, RowsToLanesAndBack) {
 
 // The kernels' exp: within 3e-7 relative of std::exp from -86.9 (where its
 // p 2^(n-1) is subnormal) to 88.72; 0 below -86.9 and for -inf (masked
-// scores), however their lanes mix with normal ones; NaN stays NaN.
+// scores), however their lanes mix with normal ones; above 88.72 (and inf)
+// what 88.72 gives; NaN stays NaN. Its lock-step form, 2 and 4 registers at
+// a time, gives the same bits.
 TEST(AttentionTransposeAvx2, ExpAgainstStdExp) {
   if (!has_avx2()) GTEST_SKIP() << "no AVX2 + FMA on this CPU";
   std::vector<float> xs;
@@ -98,8 +115,21 @@ TEST(AttentionTransposeAvx2, ExpAgainstStdExp) {
     xs.push_back(static_cast<float>(i) * -0.5f);
   }
   xs.push_back(std::numeric_limits<float>::quiet_NaN());
-  while (xs.size() % 8 != 0) xs.push_back(1.0f);
+  xs.push_back(-std::numeric_limits<float>::quiet_NaN());
+  xs.push_back(100.0f);  // above 88.72: what 88.72 gives
+  xs.push_back(std::numeric_limits<float>::infinity());
+  while (xs.size() % 32 != 0) xs.push_back(1.0f);
   const std::vector<float> got = vec_exp(xs);
+  // The lock-step forms (exp_block) give exp's bits, lane for lane.
+  for (const std::vector<float>& lock : {vec_exp_n<4>(xs), vec_exp_n<2>(xs)})
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      if (std::isnan(xs[i])) {
+        EXPECT_TRUE(std::isnan(lock[i])) << "at " << i;
+      } else {
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(lock[i]), std::bit_cast<std::uint32_t>(got[i]))
+            << xs[i] << " at " << i;
+      }
+    }
   float worst = 0;
   for (std::size_t i = 0; i < normal; ++i)
     worst = std::max(worst, std::fabs(got[i] - std::exp(xs[i])) / std::exp(xs[i]));
@@ -109,6 +139,8 @@ TEST(AttentionTransposeAvx2, ExpAgainstStdExp) {
       EXPECT_TRUE(std::isnan(got[i])) << "at " << i;
     } else if (xs[i] < -86.9f) {
       EXPECT_EQ(got[i], 0.0f) << xs[i] << " at " << i;
+    } else if (xs[i] > 88.72f) {
+      EXPECT_EQ(got[i], vec_exp(std::vector<float>(8, 88.7228394f))[0]) << xs[i] << " at " << i;
     } else {
       EXPECT_NEAR(got[i], std::exp(xs[i]), 3e-7f * std::exp(xs[i])) << xs[i] << " at " << i;
     }
