@@ -8,6 +8,10 @@
 //   SgemmAttention/<n>          the two products of unfused attention, one
 //                               dnnl_sgemm per head each: S = Q K^T, O = S V
 //   SgemmSquare/<n>             dnnl_sgemm on n x n x n: the machine's best GEMM rate
+//   FmaPeak                     f32 multiply-adds from registers only on every
+//                               thread of attn's team: the cores' FMA peak,
+//                               measured beside the kernels (the clock the OS
+//                               reports is not the cores' on every machine)
 //   Tiny*                       d2l's Transformer shape: batch 64, 4 heads,
 //                               10 steps, head dim 8 (B, T, H, D layout)
 //   Decode*/<Tk>                one new query per head against a KV cache of
@@ -19,6 +23,7 @@
 // 3.5 times the forward.
 // Run with ATTN_NUM_THREADS=2 (the thread count of attn and oneDNN).
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include "attn/attn.h"
@@ -132,6 +137,51 @@ void BM_SgemmSquare(benchmark::State& state) {
   set_gflops(state, 2.0 * static_cast<double>(n) * n * n);
 }
 
+// The FMA peak: every thread of attn's team runs 12 independent chains of
+// fused multiply-adds on registers (enough to cover two units of latency 5),
+// AVX-512 or AVX2 as the build targets; 2 FLOPs per lane per FMA.
+#if defined(__AVX512F__)
+using PeakReg = __m512;
+constexpr int kPeakLanes = 16;
+PeakReg peak_set1(float x) { return _mm512_set1_ps(x); }
+PeakReg peak_fma(PeakReg a, PeakReg b, PeakReg c) { return _mm512_fmadd_ps(a, b, c); }
+float peak_first(PeakReg x) { return _mm512_cvtss_f32(x); }
+#define ATTN_BENCH_FMA_PEAK 1
+#elif defined(__FMA__)
+using PeakReg = __m256;
+constexpr int kPeakLanes = 8;
+PeakReg peak_set1(float x) { return _mm256_set1_ps(x); }
+PeakReg peak_fma(PeakReg a, PeakReg b, PeakReg c) { return _mm256_fmadd_ps(a, b, c); }
+float peak_first(PeakReg x) { return _mm256_cvtss_f32(x); }
+#define ATTN_BENCH_FMA_PEAK 1
+#endif
+
+#ifdef ATTN_BENCH_FMA_PEAK
+void BM_FmaPeak(benchmark::State& state) {
+  constexpr int kChains = 12;
+  constexpr std::int64_t kSteps = 1 << 20;
+  const int threads = get_num_threads();
+  float sink = 0;
+  for (auto _ : state) {
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+    {
+      PeakReg acc[kChains];
+      for (int i = 0; i < kChains; ++i) acc[i] = peak_set1(static_cast<float>(i));
+      const PeakReg a = peak_set1(0.999999f), b = peak_set1(1e-7f);
+      for (std::int64_t s = 0; s < kSteps; ++s) {
+#pragma GCC unroll 12
+        for (int i = 0; i < kChains; ++i) acc[i] = peak_fma(acc[i], a, b);
+      }
+      float t = 0;
+      for (int i = 0; i < kChains; ++i) t += peak_first(acc[i]);
+      sink += t;
+    }
+    benchmark::DoNotOptimize(sink);
+  }
+  set_gflops(state, 2.0 * kPeakLanes * kChains * static_cast<double>(kSteps) * threads);
+}
+#endif
+
 // d2l's Transformer: (batch 64, 10 steps, 4 heads, head dim 8), a decoder-style
 // causal mask with valid lengths (arg 1) or the encoder's valid lengths (arg 0).
 void tiny(benchmark::State& state, AttentionFn fn, bool backward) {
@@ -234,6 +284,9 @@ BENCHMARK(BM_SgemmSquare)
     ->Arg(2048)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+#ifdef ATTN_BENCH_FMA_PEAK
+BENCHMARK(BM_FmaPeak)->UseRealTime()->Unit(benchmark::kMillisecond);
+#endif
 BENCHMARK(BM_TinyFused)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TinyReference)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TinyFusedFwdBwd)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
