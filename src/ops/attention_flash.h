@@ -190,18 +190,11 @@ struct FlashAttention {
         s0 = V::add(V::add(s0, p[0]), p[2]);
         s1 = V::add(V::add(s1, p[1]), p[3]);
       }
-      for (; c + 2 <= bc; c += 2) {
-        const R p0 = V::exp(V::sub(V::load(st + c * brp + j), mx));
-        const R p1 = V::exp(V::sub(V::load(st + (c + 1) * brp + j), mx));
-        V::store(st + c * brp + j, p0);
-        V::store(st + (c + 1) * brp + j, p1);
-        s0 = V::add(s0, p0);
-        s1 = V::add(s1, p1);
-      }
-      if (c < bc) {
-        const R p0 = V::exp(V::sub(V::load(st + c * brp + j), mx));
-        V::store(st + c * brp + j, p0);
-        s0 = V::add(s0, p0);
+      for (; c < bc; ++c) {  // even keys to s0, odd ones to s1, as above
+        const R p = V::exp(V::sub(V::load(st + c * brp + j), mx));
+        V::store(st + c * brp + j, p);
+        R& sum = c % 2 == 0 ? s0 : s1;
+        sum = V::add(sum, p);
       }
       V::store(l + j, V::fma(V::load(l + j), al, V::add(s0, s1)));
       V::store(m + j, mx);
