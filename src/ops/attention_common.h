@@ -62,12 +62,15 @@ inline void exp_block(typename V::R* x) {
 
 // dst + c * ld = exp(src + c * ld - m), one register each for c < n, four
 // at a time through exp_block (src == dst is fine); returns the sum of the
-// results, added in the order of c.
-template <class V>
+// results, added in the order of c over kChains running sums (key c to sum
+// c % kChains: two hide the latency of the adds), then those sums in order.
+template <class V, int kChains = 1>
 inline typename V::R exp_shifted(const typename V::T* src, i64 n, i64 ld, typename V::R m,
                                  typename V::T* dst) {
+  static_assert(kChains == 1 || kChains == 2);
   using R = typename V::R;
-  R sum = V::zero();
+  R sum[kChains];
+  for (int i = 0; i < kChains; ++i) sum[i] = V::zero();
   i64 c = 0;
   for (; c + 4 <= n; c += 4) {
     R p[4];
@@ -77,15 +80,15 @@ inline typename V::R exp_shifted(const typename V::T* src, i64 n, i64 ld, typena
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
       V::store(dst + (c + i) * ld, p[i]);
-      sum = V::add(sum, p[i]);
+      sum[i % kChains] = V::add(sum[i % kChains], p[i]);
     }
   }
   for (; c < n; ++c) {
     const R p = V::exp(V::sub(V::load(src + c * ld), m));
     V::store(dst + c * ld, p);
-    sum = V::add(sum, p);
+    sum[c % kChains] = V::add(sum[c % kChains], p);
   }
-  return sum;
+  return kChains == 1 ? sum[0] : V::add(sum[0], sum[kChains - 1]);
 }
 
 // sum_i x[i] y[i] over n: W partial sums across V's lanes, then their sum and

@@ -179,24 +179,8 @@ struct FlashAttention {
       }
       const R mx = V::max(m0, m1);
       const R al = V::exp(V::sub(mo, mx));
-      R s0 = V::zero(), s1 = V::zero();
-      for (c = 0; c + 4 <= bc; c += 4) {  // four exps side by side (exp_block)
-        R p[4];
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i) p[i] = V::sub(V::load(st + (c + i) * brp + j), mx);
-        exp_block<V, 4>(p);
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i) V::store(st + (c + i) * brp + j, p[i]);
-        s0 = V::add(V::add(s0, p[0]), p[2]);
-        s1 = V::add(V::add(s1, p[1]), p[3]);
-      }
-      for (; c < bc; ++c) {  // even keys to s0, odd ones to s1, as above
-        const R p = V::exp(V::sub(V::load(st + c * brp + j), mx));
-        V::store(st + c * brp + j, p);
-        R& sum = c % 2 == 0 ? s0 : s1;
-        sum = V::add(sum, p);
-      }
-      V::store(l + j, V::fma(V::load(l + j), al, V::add(s0, s1)));
+      const R sum = exp_shifted<V, 2>(st + j, bc, brp, mx, st + j);
+      V::store(l + j, V::fma(V::load(l + j), al, sum));
       V::store(m + j, mx);
       V::store(alpha + j, al);
     }
