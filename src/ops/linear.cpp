@@ -231,12 +231,14 @@ void reuse_kept(std::optional<detail::Bf16Reuse>& r, const Tensor& t,
 // further apart where N is a multiple of detail::kAliasedLd and the products
 // are large: dW = g^T x then reads them without the cache conflict that
 // matmul.cpp would otherwise copy g to avoid (matmul_internal.h), in the same
-// pass that masks them. The same values; empty where not so.
+// pass that masks them. The same values; empty where not so, and where
+// oneDNN's kernels would give dx = g W other bits for the other spacing
+// (AVX-512: g stays dense there, and matmul's copy serves dW).
 std::optional<Tensor> masked_unaliased(const Tensor& g, const Tensor& y, std::int64_t N,
                                        std::int64_t K, bool dw) {
-  if (!dw || N % detail::kAliasedLd != 0 || g.dtype() != DType::f32 || y.dtype() != DType::f32 ||
-      !g.is_contiguous() || !y.is_contiguous() || g.shape() != y.shape() ||
-      matmul_precision() != Precision::f32)
+  if (!dw || N % detail::kAliasedLd != 0 || detail::f32_product_bits_depend_on_ld() ||
+      g.dtype() != DType::f32 || y.dtype() != DType::f32 || !g.is_contiguous() ||
+      !y.is_contiguous() || g.shape() != y.shape() || matmul_precision() != Precision::f32)
     return std::nullopt;
   const std::int64_t M = g.numel() / N;
   if (M * N * K < detail::kSerialGemmWork) return std::nullopt;

@@ -509,6 +509,11 @@ std::int64_t detail::row_block_work() {
   return line;
 }
 
+bool detail::f32_product_bits_depend_on_ld() {
+  static const bool depend = detail::onednn_isa_has(dnnl::cpu_isa::avx512_core);
+  return depend;
+}
+
 bool detail::linear_on_f32_kernel() {
   static const bool on =
       !detail::onednn_isa_has(dnnl::cpu_isa::avx512_core) && detail::f32_gemm_supported();

@@ -46,6 +46,13 @@ bool linear_on_f32_kernel();
 inline constexpr std::int64_t kAliasedLd = 1024;
 inline constexpr std::int64_t kLinePad = 16;
 
+// Whether oneDNN's f32 products may give other bits for the same operand
+// with its rows at another spacing: its AVX-512 kernels do (on an Intel Xeon,
+// linear_relu's dx with g's rows 1040 against 1024 floats apart), its AVX2
+// ones did not (a Zen 1). linear_relu's backward spaces its gradient's rows
+// only where they do not (linear.cpp).
+bool f32_product_bits_depend_on_ld();
+
 // `lines` lines of `inner` floats, `ld` apart from p, operand of a product of
 // `work` multiply-adds whose sum runs across them: where ld is a multiple of
 // kAliasedLd and the copy is a small part of the product, copies them
