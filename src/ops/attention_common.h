@@ -50,10 +50,14 @@ inline i64 ceil_div(i64 x, i64 m) { return (x + m - 1) / m; }
 
 // x[i] = V::exp(x[i]) for i < N: in V's lock-step form where it has one
 // (exp_n, attention_vec_avx2.h: N independent chains side by side), else one
-// register after another. The same results either way.
-template <class V, int N>
+// register after another. The same results either way. kSoftmax: the tiled
+// forward's online softmax, which takes V's softmax_exp_n where V has one (a
+// cheaper exp of other bits, attention_vec_avx512.h).
+template <class V, int N, bool kSoftmax = false>
 inline void exp_block(typename V::R* x) {
-  if constexpr (requires { V::template exp_n<N>(x); }) {
+  if constexpr (kSoftmax && requires { V::template softmax_exp_n<N>(x); }) {
+    V::template softmax_exp_n<N>(x);
+  } else if constexpr (requires { V::template exp_n<N>(x); }) {
     V::template exp_n<N>(x);
   } else {
     for (int i = 0; i < N; ++i) x[i] = V::exp(x[i]);
@@ -64,7 +68,7 @@ inline void exp_block(typename V::R* x) {
 // at a time through exp_block (src == dst is fine); returns the sum of the
 // results, added in the order of c over kChains running sums (key c to sum
 // c % kChains: two hide the latency of the adds), then those sums in order.
-template <class V, int kChains = 1>
+template <class V, int kChains = 1, bool kSoftmax = false>
 inline typename V::R exp_shifted(const typename V::T* src, i64 n, i64 ld, typename V::R m,
                                  typename V::T* dst) {
   static_assert(kChains == 1 || kChains == 2);
@@ -76,7 +80,7 @@ inline typename V::R exp_shifted(const typename V::T* src, i64 n, i64 ld, typena
     R p[4];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) p[i] = V::sub(V::load(src + (c + i) * ld), m);
-    exp_block<V, 4>(p);
+    exp_block<V, 4, kSoftmax>(p);
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
       V::store(dst + (c + i) * ld, p[i]);
@@ -84,7 +88,8 @@ inline typename V::R exp_shifted(const typename V::T* src, i64 n, i64 ld, typena
     }
   }
   for (; c < n; ++c) {
-    const R p = V::exp(V::sub(V::load(src + c * ld), m));
+    R p = V::sub(V::load(src + c * ld), m);
+    exp_block<V, 1, kSoftmax>(&p);
     V::store(dst + c * ld, p);
     sum[c % kChains] = V::add(sum[c % kChains], p);
   }
@@ -193,6 +198,13 @@ template <class T>
 inline void prefetch_span(const T* x, i64 n) {
   const auto* p = reinterpret_cast<const char*>(x);
   for (i64 i = 0; i < n * static_cast<i64>(sizeof(T)); i += 64) __builtin_prefetch(p + i, 0, 3);
+}
+
+// The same for n elements about to be written (prefetchw where the target has it).
+template <class T>
+inline void prefetch_span_for_write(T* x, i64 n) {
+  auto* p = reinterpret_cast<char*>(x);
+  for (i64 i = 0; i < n * static_cast<i64>(sizeof(T)); i += 64) __builtin_prefetch(p + i, 1, 3);
 }
 
 // Rows kept this far ahead by the packing loops.

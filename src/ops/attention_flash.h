@@ -179,7 +179,7 @@ struct FlashAttention {
       }
       const R mx = V::max(m0, m1);
       const R al = V::exp(V::sub(mo, mx));
-      const R sum = exp_shifted<V, 2>(st + j, bc, brp, mx, st + j);
+      const R sum = exp_shifted<V, 2, true>(st + j, bc, brp, mx, st + j);
       V::store(l + j, V::fma(V::load(l + j), al, sum));
       V::store(m + j, mx);
       V::store(alpha + j, al);
@@ -231,6 +231,8 @@ struct FlashAttention {
     const std::uint64_t row0 = static_cast<std::uint64_t>(n * a.Q + q0);
     for (i64 c0 = 0; c0 < t.lmax; c0 += Bc) {
       const i64 bc = std::min(Bc, t.lmax - c0);
+      if (c0 + Bc >= t.lmax)  // the last key tile: ask for the output rows finish_tile writes
+        for (i64 r = 0; r < br; ++r) prefetch_span_for_write(a.o.row(b, h, q0 + r), Dv);
       // S^T (bc x brp) = k_j (bc x D) q^T (D x brp); a tile without masks
       // has its largest score per lane taken on the way.
       T* smax = t.any_zero || c0 + bc > t.lmin ? nullptr : s.smax;

@@ -136,6 +136,38 @@ struct VecAvx2 {
     exp_n<1>(&x);
     return x;
   }
+  // exp of N registers in lock step for the tiled forward's online softmax
+  // alone, as VecAvx512::softmax_exp_n: 2^t, t = x log2(e) split into n =
+  // round(t) and f = t - n, a degree-5 polynomial for 2^f, 2^n built in the
+  // exponent bits; 15 operations where exp_n takes 22. Within 3e-7 + 8e-8 |x|
+  // of std::exp on [-86.9, 88.0] (the softmax passes x <= 0; above, 2^n
+  // overflows the exponent bits); x < -86.9 (and -inf) gives 0, NaN stays
+  // NaN. Not exp's bits.
+  template <int N>
+  static void softmax_exp_n(R* x) {
+    R n[N], f[N], p[N], scale[N];  // scale = 2^n, 0 where x < -86.9
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) {
+      const R below = _mm256_cmp_ps(x[i], set1(-86.9f), _CMP_LT_OQ);
+      const R t = _mm256_mul_ps(_mm256_andnot_ps(below, x[i]), set1(1.44269504088896341f));
+      n[i] = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      f[i] = _mm256_sub_ps(t, n[i]);
+      const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n[i]), _mm256_set1_epi32(127));
+      scale[i] = _mm256_andnot_ps(below, _mm256_castsi256_ps(_mm256_slli_epi32(e, 23)));
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) p[i] = fma(set1(1.3390863314e-3f), f[i], set1(9.6760317683e-3f));
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) p[i] = fma(p[i], f[i], set1(5.5503569543e-2f));
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) p[i] = fma(p[i], f[i], set1(2.4022106826e-1f));
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) p[i] = fma(p[i], f[i], set1(6.9314718246e-1f));
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) p[i] = fma(p[i], f[i], set1(1.0000001192e+0f));
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) x[i] = _mm256_mul_ps(p[i], scale[i]);
+  }
 };
 
 }  // namespace

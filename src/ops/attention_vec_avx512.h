@@ -148,25 +148,79 @@ struct VecAvx512 {
     }
   }
   // exp as vec_math.h's exp_simd<float> (Cephes expf: x = n ln2 + r, a degree-7
-  // polynomial for e^r), with 2^n applied by scalef; x < -86.9 (and -inf)
-  // gives 0. scalef takes any n, so Cephes' clamps of x are not needed: the
-  // same bits on [-86.9, 88.72], inf above, NaN stays NaN, as exp_simd's.
-  // (Two operations fewer in the forward's hottest loop: 2-4% of its time.)
+  // polynomial for e^r), with 2^n applied by scalef, of N registers in lock
+  // step: x[i] = exp(x[i]). x < -86.9 (and -inf) gives 0. scalef takes any n,
+  // so Cephes' clamps of x are not needed: the same bits on [-86.9, 88.72],
+  // inf above, NaN stays NaN, as exp_simd's. (Two operations fewer in the
+  // forward's hottest loop: 2-4% of its time.) N at a time for the same
+  // reason as VecAvx2::exp_n: each exp is one long dependent chain.
+  template <int N>
+  static void exp_n(R* x) {
+    R n[N], r[N], p[N];
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) {
+      n[i] = _mm512_roundscale_ps(_mm512_mul_ps(x[i], set1(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      r[i] = _mm512_fnmadd_ps(n[i], set1(0.693359375f), x[i]);
+      r[i] = _mm512_fnmadd_ps(n[i], set1(-2.12194440e-4f), r[i]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) p[i] = fma(set1(1.9875691500e-4f), r[i], set1(1.3981999507e-3f));
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) p[i] = fma(p[i], r[i], set1(8.3334519073e-3f));
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) p[i] = fma(p[i], r[i], set1(4.1665795894e-2f));
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) p[i] = fma(p[i], r[i], set1(1.6666665459e-1f));
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) p[i] = fma(p[i], r[i], set1(5.0000001201e-1f));
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i)
+      p[i] = fma(_mm512_mul_ps(p[i], r[i]), r[i], _mm512_add_ps(r[i], set1(1.0f)));
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) {
+      const __mmask16 below = _mm512_cmp_ps_mask(x[i], set1(-86.9f), _CMP_LT_OQ);
+      x[i] = _mm512_maskz_scalef_ps(static_cast<__mmask16>(~below), p[i], n[i]);
+    }
+  }
   static R exp(R x) {
-    const R lo = set1(-86.9f);
-    const R n = _mm512_roundscale_ps(_mm512_mul_ps(x, set1(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    R r = _mm512_fnmadd_ps(n, set1(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, set1(-2.12194440e-4f), r);
-    R p = set1(1.9875691500e-4f);
-    p = fma(p, r, set1(1.3981999507e-3f));
-    p = fma(p, r, set1(8.3334519073e-3f));
-    p = fma(p, r, set1(4.1665795894e-2f));
-    p = fma(p, r, set1(1.6666665459e-1f));
-    p = fma(p, r, set1(5.0000001201e-1f));
-    p = fma(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, set1(1.0f)));
-    const R y = _mm512_scalef_ps(p, n);
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), y, zero());
+    exp_n<1>(&x);
+    return x;
+  }
+  // exp of N registers in lock step for the tiled forward's online softmax
+  // alone (attention_common.h, exp_block): 2^t with t = x log2(e) rounded to
+  // f32, split into n = round(t) and f = t - n in [-1/2, 1/2] (exact), 2^f by
+  // a degree-5 polynomial (Chebyshev interpolation, 2.4e-7 relative in f32
+  // Horner), 2^n by scalef: 10 instructions where exp takes 14. The rounding
+  // of t and of log2(e) adds up to 8e-8 |x| relative, which matters only for
+  // weights far below their row's largest (x = score - max): within 3e-7 +
+  // 8e-8 |x| of std::exp on [-86.9, 88.72]; x < -86.9 (and -inf) gives 0, NaN
+  // stays NaN. Not exp's bits (the small path, decoding and the backward keep
+  // exp; the backward's P, exp(S - lse), agrees with this P to f32 rounding).
+  template <int N>
+  static void softmax_exp_n(R* x) {
+    R n[N], f[N], p[N];
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) {
+      const R t = _mm512_mul_ps(x[i], set1(1.44269504088896341f));
+      n[i] = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      f[i] = _mm512_sub_ps(t, n[i]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) p[i] = fma(set1(1.3390863314e-3f), f[i], set1(9.6760317683e-3f));
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) p[i] = fma(p[i], f[i], set1(5.5503569543e-2f));
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) p[i] = fma(p[i], f[i], set1(2.4022106826e-1f));
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) p[i] = fma(p[i], f[i], set1(6.9314718246e-1f));
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) p[i] = fma(p[i], f[i], set1(1.0000001192e+0f));
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) {
+      const __mmask16 below = _mm512_cmp_ps_mask(x[i], set1(-86.9f), _CMP_LT_OQ);
+      x[i] = _mm512_maskz_scalef_ps(static_cast<__mmask16>(~below), p[i], n[i]);
+    }
   }
 };
 

@@ -50,26 +50,19 @@ void check_interleave() { interleave_equals_element_loop<VecAvx2>(); }
 void check_deinterleave() { deinterleave_equals_element_loop<VecAvx2>(); }
 void check_rows_to_lanes() { rows_to_lanes_and_back<VecAvx2>(); }
 
-// VecAvx2::exp on xs, 8 at a time (xs.size() a multiple of 8).
-std::vector<float> vec_exp(const std::vector<float>& xs) {
-  std::vector<float> out(xs.size());
-  for (std::size_t i = 0; i < xs.size(); i += 8)
-    VecAvx2::store(out.data() + i, VecAvx2::exp(VecAvx2::load(xs.data() + i)));
-  return out;
+// exp and exp_n (attention_transpose_checks.h); above 88.72, and at +inf,
+// what 88.72 gives.
+void check_exp() {
+  const auto exp1 = [](__m256* r) { r[0] = VecAvx2::exp(r[0]); };
+  const float at_max = map_registers<VecAvx2, 1>(std::vector<float>(8, 88.7228394f), exp1)[0];
+  exp_checks<VecAvx2>(at_max);
+  const std::vector<float> inf(8, std::numeric_limits<float>::infinity());
+  const float at_inf = map_registers<VecAvx2, 1>(inf, exp1)[0];
+  EXPECT_EQ(at_inf, at_max);
 }
 
-// VecAvx2::exp_n<N> on xs, N registers at a time (xs.size() a multiple of 8 N).
-template <int N>
-std::vector<float> vec_exp_n(const std::vector<float>& xs) {
-  std::vector<float> out(xs.size());
-  for (std::size_t i = 0; i < xs.size(); i += 8 * N) {
-    __m256 r[N];
-    for (int j = 0; j < N; ++j) r[j] = VecAvx2::load(xs.data() + i + 8 * j);
-    VecAvx2::exp_n<N>(r);
-    for (int j = 0; j < N; ++j) VecAvx2::store(out.data() + i + 8 * j, r[j]);
-  }
-  return out;
-}
+// 2^n is built in the exponent bits: up to n = 127, x about 88.0.
+void check_softmax_exp() { softmax_exp_checks<VecAvx2>(88.0f); }
 
 }  // namespace
 }  // namespace attn::detail
@@ -97,54 +90,17 @@ TEST(AttentionTransposeAvx2, RowsToLanesAndBack) {
   check_rows_to_lanes();
 }
 
-// The kernels' exp: within 3e-7 relative of std::exp from -86.9 (where its
-// p 2^(n-1) is subnormal) to 88.72; 0 below -86.9 and for -inf (masked
-// scores), however their lanes mix with normal ones; above 88.72 (and inf)
-// what 88.72 gives; NaN stays NaN. Its lock-step form, 2 and 4 registers at
-// a time, gives the same bits.
+// The kernels' exp against std::exp, its lock-step forms against it
+// (attention_transpose_checks.h: exp_checks).
 TEST(AttentionTransposeAvx2, ExpAgainstStdExp) {
   if (!has_avx2()) GTEST_SKIP() << "no AVX2 + FMA on this CPU";
-  std::vector<float> xs;
-  for (float x = -86.9f; x < 88.7f; x += 0.0137f) xs.push_back(x);
-  for (float x = -86.9f; x < -86.5f; x += 1e-4f) xs.push_back(x);
-  for (float x : {0.0f, -0.0f, 1e-8f, -1e-8f, 88.72f}) xs.push_back(x);
-  const float below[] = {-86.95f, -87.0f, -100.0f, -1e6f, -std::numeric_limits<float>::infinity()};
-  const std::size_t normal = xs.size();
-  for (std::size_t i = 0; i < 40; ++i) {  // every lane position, next to normal values
-    xs.push_back(below[i % 5]);
-    xs.push_back(static_cast<float>(i) * -0.5f);
-  }
-  xs.push_back(std::numeric_limits<float>::quiet_NaN());
-  xs.push_back(-std::numeric_limits<float>::quiet_NaN());
-  xs.push_back(100.0f);  // above 88.72: what 88.72 gives
-  xs.push_back(std::numeric_limits<float>::infinity());
-  while (xs.size() % 32 != 0) xs.push_back(1.0f);
-  const std::vector<float> got = vec_exp(xs);
-  // The lock-step forms (exp_block) give exp's bits, lane for lane.
-  for (const std::vector<float>& lock : {vec_exp_n<4>(xs), vec_exp_n<2>(xs)})
-    for (std::size_t i = 0; i < xs.size(); ++i) {
-      if (std::isnan(xs[i])) {
-        EXPECT_TRUE(std::isnan(lock[i])) << "at " << i;
-      } else {
-        EXPECT_EQ(std::bit_cast<std::uint32_t>(lock[i]), std::bit_cast<std::uint32_t>(got[i]))
-            << xs[i] << " at " << i;
-      }
-    }
-  float worst = 0;
-  for (std::size_t i = 0; i < normal; ++i)
-    worst = std::max(worst, std::fabs(got[i] - std::exp(xs[i])) / std::exp(xs[i]));
-  EXPECT_LT(worst, 3e-7f);
-  for (std::size_t i = normal; i < xs.size(); ++i) {
-    if (std::isnan(xs[i])) {
-      EXPECT_TRUE(std::isnan(got[i])) << "at " << i;
-    } else if (xs[i] < -86.9f) {
-      EXPECT_EQ(got[i], 0.0f) << xs[i] << " at " << i;
-    } else if (xs[i] > 88.72f) {
-      EXPECT_EQ(got[i], vec_exp(std::vector<float>(8, 88.7228394f))[0]) << xs[i] << " at " << i;
-    } else {
-      EXPECT_NEAR(got[i], std::exp(xs[i]), 3e-7f * std::exp(xs[i])) << xs[i] << " at " << i;
-    }
-  }
+  check_exp();
+}
+
+// The tiled forward's softmax exp against std::exp.
+TEST(AttentionTransposeAvx2, SoftmaxExpAgainstStdExp) {
+  if (!has_avx2()) GTEST_SKIP() << "no AVX2 + FMA on this CPU";
+  check_softmax_exp();
 }
 
 }  // namespace

@@ -5,7 +5,8 @@
 // outside the block. Included after the target pragma of V's instruction
 // set, and after attention_common.h, attention_transpose.h and V's header,
 // by attention_transpose_test.cpp (AVX-512) and
-// attention_transpose_avx2_test.cpp (AVX2).
+// attention_transpose_avx2_test.cpp (AVX2). Also the checks of V's exp and
+// its lock-step forms (ExpInputs, exp_checks below).
 #pragma once
 
 namespace attn::detail {
@@ -99,6 +100,116 @@ void rows_to_lanes_and_back() {
           }
       }
     }
+}
+
+// The inputs of the exp checks: [-86.9, 88.7] in steps of 0.0137, [-86.9,
+// -86.5] in steps of 1e-4 and a few special values (the first `normal`
+// ones), then values below -86.9 and -inf in every lane position next to
+// normal ones, NaN, -NaN and 100 (above 88.72), padded with 1 to a multiple
+// of 64 (whole registers for any N up to 4 on 16 lanes).
+struct ExpInputs {
+  std::vector<float> xs;
+  std::size_t normal = 0;
+  ExpInputs() {
+    for (float x = -86.9f; x < 88.7f; x += 0.0137f) xs.push_back(x);
+    for (float x = -86.9f; x < -86.5f; x += 1e-4f) xs.push_back(x);
+    for (float x : {0.0f, -0.0f, 1e-8f, -1e-8f, 88.72f}) xs.push_back(x);
+    normal = xs.size();
+    const float below[] = {-86.95f, -87.0f, -100.0f, -1e6f,
+                           -std::numeric_limits<float>::infinity()};
+    for (std::size_t i = 0; i < 40; ++i) {
+      xs.push_back(below[i % 5]);
+      xs.push_back(static_cast<float>(i) * -0.5f);
+    }
+    xs.push_back(std::numeric_limits<float>::quiet_NaN());
+    xs.push_back(-std::numeric_limits<float>::quiet_NaN());
+    xs.push_back(100.0f);
+    while (xs.size() % 64 != 0) xs.push_back(1.0f);
+  }
+};
+
+// f(r) on xs, N registers of V at a time (r: N registers, in place).
+template <class V, int N, class F>
+std::vector<float> map_registers(const std::vector<float>& xs, F f) {
+  std::vector<float> out(xs.size());
+  for (std::size_t i = 0; i < xs.size(); i += V::W * N) {
+    typename V::R r[N];
+    for (int j = 0; j < N; ++j) r[j] = V::load(xs.data() + i + V::W * j);
+    f(r);
+    for (int j = 0; j < N; ++j) V::store(out.data() + i + V::W * j, r[j]);
+  }
+  return out;
+}
+
+// Lane for lane the same bits (both NaN where x is NaN).
+inline void expect_same_bits(const std::vector<float>& xs, const std::vector<float>& got,
+                             const std::vector<float>& want) {
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    if (std::isnan(xs[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "at " << i;
+    } else {
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(want[i]))
+          << xs[i] << " at " << i;
+    }
+  }
+}
+
+// V::exp: within 3e-7 relative of std::exp from -86.9 (where a p 2^(n-1)
+// would be subnormal) to 88.72; 0 below -86.9 and for -inf (masked scores),
+// however their lanes mix with normal ones; NaN stays NaN; above 88.72
+// `above` (what V gives there: inf, or what 88.72 gives). Its lock-step form
+// exp_n, 2 and 4 registers at a time, gives the same bits.
+template <class V>
+void exp_checks(float above) {
+  const ExpInputs in;
+  const std::vector<float>& xs = in.xs;
+  const std::vector<float> got =
+      map_registers<V, 1>(xs, [](typename V::R* r) { r[0] = V::exp(r[0]); });
+  expect_same_bits(xs, map_registers<V, 4>(xs, [](typename V::R* r) { V::template exp_n<4>(r); }),
+                   got);
+  expect_same_bits(xs, map_registers<V, 2>(xs, [](typename V::R* r) { V::template exp_n<2>(r); }),
+                   got);
+  float worst = 0;
+  for (std::size_t i = 0; i < in.normal; ++i)
+    worst = std::max(worst, std::fabs(got[i] - std::exp(xs[i])) / std::exp(xs[i]));
+  EXPECT_LT(worst, 3e-7f);
+  for (std::size_t i = in.normal; i < xs.size(); ++i) {
+    if (std::isnan(xs[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "at " << i;
+    } else if (xs[i] < -86.9f) {
+      EXPECT_EQ(got[i], 0.0f) << xs[i] << " at " << i;
+    } else if (xs[i] > 88.72f) {
+      EXPECT_EQ(got[i], above) << xs[i] << " at " << i;
+    } else {
+      EXPECT_NEAR(got[i], std::exp(xs[i]), 3e-7f * std::exp(xs[i])) << xs[i] << " at " << i;
+    }
+  }
+}
+
+// V::softmax_exp_n, the tiled forward's exp of other bits: within 3e-7 +
+// 8e-8 |x| relative of std::exp on [-86.9, hi], 0 below -86.9 and for -inf,
+// NaN stays NaN; one and four registers at a time the same. Above hi (never
+// a softmax's x - max, which is at most 0) it is not checked.
+template <class V>
+void softmax_exp_checks(float hi) {
+  const ExpInputs in;
+  const std::vector<float>& xs = in.xs;
+  const auto one =
+      map_registers<V, 1>(xs, [](typename V::R* r) { V::template softmax_exp_n<1>(r); });
+  const auto four =
+      map_registers<V, 4>(xs, [](typename V::R* r) { V::template softmax_exp_n<4>(r); });
+  expect_same_bits(xs, four, one);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const float x = xs[i];
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(one[i])) << "at " << i;
+    } else if (x < -86.9f) {
+      EXPECT_EQ(one[i], 0.0f) << x << " at " << i;
+    } else if (x <= hi) {
+      const double want = std::exp(static_cast<double>(x));
+      EXPECT_LE(std::fabs(one[i] - want) / want, 3e-7 + 8e-8 * std::fabs(x)) << x << " at " << i;
+    }
+  }
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // with AVX-512's in-register versions (src/ops/attention_vec_avx512.h:
 // interleave / deinterleave, a 16 x 16 transpose, or two 8 x 8 ones side by
 // side for up to 8 columns) against plain element loops
-// (attention_transpose_checks.h; AVX2's: attention_transpose_avx2_test.cpp).
+// (attention_transpose_checks.h; AVX2's: attention_transpose_avx2_test.cpp),
+// and the kernels' exp and the tiled forward's softmax exp against std::exp.
 //
 // Headers first, for the baseline target; then the target pragma, as in
 // src/ops/attention_avx512.cpp, over the checks alone. The TESTs stay
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -60,6 +62,17 @@ namespace {
 void check_interleave() { interleave_equals_element_loop<VecAvx512>(); }
 void check_deinterleave() { deinterleave_equals_element_loop<VecAvx512>(); }
 void check_rows_to_lanes() { rows_to_lanes_and_back<VecAvx512>(); }
+// exp and exp_n (attention_transpose_checks.h); above 88.72 scalef gives inf.
+void check_exp() { exp_checks<VecAvx512>(std::numeric_limits<float>::infinity()); }
+
+// The tiled forward's softmax exp (attention_transpose_checks.h); above
+// 88.72 scalef gives inf.
+void check_softmax_exp() {
+  softmax_exp_checks<VecAvx512>(88.72f);
+  const auto got = map_registers<VecAvx512, 1>(std::vector<float>(16, 100.0f),
+                                               [](__m512* r) { VecAvx512::softmax_exp_n<1>(r); });
+  EXPECT_EQ(got[0], std::numeric_limits<float>::infinity());
+}
 
 }  // namespace
 }  // namespace attn::detail
@@ -86,6 +99,18 @@ TEST(AttentionTranspose, DeinterleaveEqualsElementLoop) {
 TEST(AttentionTranspose, RowsToLanesAndBack) {
   if (!has_avx512()) GTEST_SKIP() << "no AVX-512 F/DQ on this CPU";
   check_rows_to_lanes();
+}
+
+// The kernels' exp against std::exp, its lock-step forms against it.
+TEST(AttentionTranspose, ExpAgainstStdExp) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 F/DQ on this CPU";
+  check_exp();
+}
+
+// The tiled forward's softmax exp against std::exp.
+TEST(AttentionTranspose, SoftmaxExpAgainstStdExp) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 F/DQ on this CPU";
+  check_softmax_exp();
 }
 
 }  // namespace
