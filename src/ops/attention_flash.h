@@ -229,10 +229,14 @@ struct FlashAttention {
     query_lanes(a.q, b, h, q0, br, brp, D, scale, s.qt, brp);
     start_tile(Dv, brp, s.m, s.l, s.ot);
     const std::uint64_t row0 = static_cast<std::uint64_t>(n * a.Q + q0);
+    const i64 nkt = ceil_div(t.lmax, Bc);
     for (i64 c0 = 0; c0 < t.lmax; c0 += Bc) {
       const i64 bc = std::min(Bc, t.lmax - c0);
-      if (c0 + Bc >= t.lmax)  // the last key tile: ask for the output rows finish_tile writes
-        for (i64 r = 0; r < br; ++r) prefetch_span_for_write(a.o.row(b, h, q0 + r), Dv);
+      // The output rows finish_tile writes, asked for a share per key tile
+      // (all at once, their fetches would wait on each other).
+      const i64 kt = c0 / Bc;
+      for (i64 r = kt * br / nkt; r < (kt + 1) * br / nkt; ++r)
+        prefetch_span_for_write(a.o.row(b, h, q0 + r), Dv);
       // S^T (bc x brp) = k_j (bc x D) q^T (D x brp); a tile without masks
       // has its largest score per lane taken on the way.
       T* smax = t.any_zero || c0 + bc > t.lmin ? nullptr : s.smax;
