@@ -10,6 +10,8 @@
 
 #include <immintrin.h>
 
+#include "ops/vec_exp_poly.h"
+
 namespace attn::detail {
 namespace {
 
@@ -114,19 +116,7 @@ struct VecAvx2 {
       const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(126));
       scale[i] = _mm256_andnot_ps(below, _mm256_castsi256_ps(_mm256_slli_epi32(e, 23)));
     }
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(set1(1.9875691500e-4f), r[i], set1(1.3981999507e-3f));
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(p[i], r[i], set1(8.3334519073e-3f));
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(p[i], r[i], set1(4.1665795894e-2f));
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(p[i], r[i], set1(1.6666665459e-1f));
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(p[i], r[i], set1(5.0000001201e-1f));
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i)
-      p[i] = fma(_mm256_mul_ps(p[i], r[i]), r[i], _mm256_add_ps(r[i], set1(1.0f)));
+    cephes_exp_poly<VecAvx2, N>(r, p);
 #pragma GCC unroll 8
     for (int i = 0; i < N; ++i) {  // below -86.9, p is e^0 = 1 and scale 0: the result is 0
       x[i] = _mm256_mul_ps(_mm256_mul_ps(p[i], scale[i]), set1(2.0f));
@@ -155,16 +145,7 @@ struct VecAvx2 {
       const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n[i]), _mm256_set1_epi32(127));
       scale[i] = _mm256_andnot_ps(below, _mm256_castsi256_ps(_mm256_slli_epi32(e, 23)));
     }
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(set1(1.3390863314e-3f), f[i], set1(9.6760317683e-3f));
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(p[i], f[i], set1(5.5503569543e-2f));
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(p[i], f[i], set1(2.4022106826e-1f));
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(p[i], f[i], set1(6.9314718246e-1f));
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(p[i], f[i], set1(1.0000001192e+0f));
+    exp2_fraction_poly<VecAvx2, N>(f, p);
 #pragma GCC unroll 8
     for (int i = 0; i < N; ++i) x[i] = _mm256_mul_ps(p[i], scale[i]);
   }

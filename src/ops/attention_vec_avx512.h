@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "ops/vec_exp_poly.h"
+
 namespace attn::detail {
 namespace {
 
@@ -164,19 +166,7 @@ struct VecAvx512 {
       r[i] = _mm512_fnmadd_ps(n[i], set1(0.693359375f), x[i]);
       r[i] = _mm512_fnmadd_ps(n[i], set1(-2.12194440e-4f), r[i]);
     }
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(set1(1.9875691500e-4f), r[i], set1(1.3981999507e-3f));
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(p[i], r[i], set1(8.3334519073e-3f));
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(p[i], r[i], set1(4.1665795894e-2f));
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(p[i], r[i], set1(1.6666665459e-1f));
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(p[i], r[i], set1(5.0000001201e-1f));
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i)
-      p[i] = fma(_mm512_mul_ps(p[i], r[i]), r[i], _mm512_add_ps(r[i], set1(1.0f)));
+    cephes_exp_poly<VecAvx512, N>(r, p);
 #pragma GCC unroll 8
     for (int i = 0; i < N; ++i) {
       const __mmask16 below = _mm512_cmp_ps_mask(x[i], set1(-86.9f), _CMP_LT_OQ);
@@ -206,16 +196,7 @@ struct VecAvx512 {
       n[i] = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       f[i] = _mm512_sub_ps(t, n[i]);
     }
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(set1(1.3390863314e-3f), f[i], set1(9.6760317683e-3f));
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(p[i], f[i], set1(5.5503569543e-2f));
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(p[i], f[i], set1(2.4022106826e-1f));
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(p[i], f[i], set1(6.9314718246e-1f));
-#pragma GCC unroll 8
-    for (int i = 0; i < N; ++i) p[i] = fma(p[i], f[i], set1(1.0000001192e+0f));
+    exp2_fraction_poly<VecAvx512, N>(f, p);
 #pragma GCC unroll 8
     for (int i = 0; i < N; ++i) {
       const __mmask16 below = _mm512_cmp_ps_mask(x[i], set1(-86.9f), _CMP_LT_OQ);
