@@ -52,7 +52,7 @@ inline i64 ceil_div(i64 x, i64 m) { return (x + m - 1) / m; }
 // (exp_n, attention_vec_avx2.h: N independent chains side by side), else one
 // register after another. The same results either way. kSoftmax: the tiled
 // forward's online softmax, which takes V's softmax_exp_n where V has one (a
-// cheaper exp of other bits, attention_vec_avx512.h).
+// cheaper exp of other bits: attention_vec_avx512.h, attention_vec_avx2.h).
 template <class V, int N, bool kSoftmax = false>
 inline void exp_block(typename V::R* x) {
   if constexpr (kSoftmax && requires { V::template softmax_exp_n<N>(x); }) {

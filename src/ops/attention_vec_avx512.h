@@ -153,9 +153,8 @@ struct VecAvx512 {
   // polynomial for e^r), with 2^n applied by scalef, of N registers in lock
   // step: x[i] = exp(x[i]). x < -86.9 (and -inf) gives 0. scalef takes any n,
   // so Cephes' clamps of x are not needed: the same bits on [-86.9, 88.72],
-  // inf above, NaN stays NaN, as exp_simd's. (Two operations fewer in the
-  // forward's hottest loop: 2-4% of its time.) N at a time for the same
-  // reason as VecAvx2::exp_n: each exp is one long dependent chain.
+  // inf above, NaN stays NaN, as exp_simd's. N at a time for the same reason
+  // as VecAvx2::exp_n: each exp is one long dependent chain.
   template <int N>
   static void exp_n(R* x) {
     R n[N], r[N], p[N];
