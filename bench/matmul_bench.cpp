@@ -107,19 +107,23 @@ void BM_Linear_Dnnl(benchmark::State& state) {
 // matmul primitive where ATTN_ISA=portable is set, and in bf16 where
 // ATTN_ISA=avx2 is), one call on each of 64 weights of
 // 256 x 1024 in turn, 64 MB in f32: more than the last cache, as a
-// translator's weights are, so each product finds its weight in memory.
-// "Unpacked" is the same products outside a scope. Args: M, bf16 (0/1).
+// translator's weights are, so each product finds its weight in memory (or
+// in a shared last cache of hundreds of MB, where other machines' programs
+// compete for it). With a third arg of 1, one weight of 1 MB again and
+// again: it stays in L2, as a small model's weights do. "Unpacked" is the
+// same products outside a scope. Args: M, bf16 (0/1), weights (default 64).
 constexpr std::int64_t kFrozenWeights = 64, kFrozenN = 1024, kFrozenK = 256;
 
 void frozen_linear(benchmark::State& state, bool packed) {
   const std::int64_t M = state.range(0);
   const bool bf16 = state.range(1) != 0;
+  const std::int64_t weights = state.range(2);
   if (bf16 && !bf16_supported()) {
     state.SkipWithError("this CPU has no AVX-512 BF16");
     return;
   }
   std::vector<Tensor> ws;
-  for (std::int64_t i = 0; i < kFrozenWeights; ++i)
+  for (std::int64_t i = 0; i < weights; ++i)
     ws.push_back(random({kFrozenN, kFrozenK}, 100 + static_cast<std::uint64_t>(i)));
   Tensor x = random({M, kFrozenK}, 3);
   autograd::NoGradGuard no_grad;
@@ -137,7 +141,7 @@ void frozen_linear(benchmark::State& state, bool packed) {
       benchmark::DoNotOptimize(y.data<float>());
     }
   }
-  set_gflops(state, M, kFrozenN, kFrozenK, kFrozenWeights);
+  set_gflops(state, M, kFrozenN, kFrozenK, static_cast<double>(weights));
 }
 
 void BM_FrozenLinear_Packed(benchmark::State& state) { frozen_linear(state, true); }
@@ -145,7 +149,8 @@ void BM_FrozenLinear_Unpacked(benchmark::State& state) { frozen_linear(state, fa
 
 void frozen_args(benchmark::internal::Benchmark* b) {
   for (int bf16 : {0, 1})
-    for (int m : {16, 32, 128}) b->Args({m, bf16});
+    for (int m : {16, 32, 128}) b->Args({m, bf16, kFrozenWeights});
+  for (int m : {12, 32, 128}) b->Args({m, 0, 1});
 }
 
 // Batches of small products (nb, M, K) @ (nb, K, N) with K read transposed, as

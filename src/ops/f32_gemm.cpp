@@ -121,17 +121,25 @@ namespace {
   if constexpr (R > r) gemm_tiles::store_row(a.y + (m0 + r) * a.N + n0, lo##r, hi##r, e);
 
 struct F32Tiles512 {
+  // How many steps ahead a tile fetches its own weights into L1 (2 KB):
+  // they come from L2 or beyond, and the hardware's prefetch alone left
+  // the loop waiting on them (docs/design.md, "f32: attn's own kernel").
+  static constexpr std::int64_t kOwnAhead = 16;
+
   // y for rows [m0, m0 + R) and group g: the sums over all of K in
   // registers, while the 128 bytes at pf + 32 k are brought into the L2
-  // cache at each step k (the weights a later tile reads). Not into L1: at
+  // cache at each step k (the weights a later tile reads), and its own
+  // weights kOwnAhead steps on into L1. The next group not into L1: at
   // K 256 a group is 32 KB, and the next one fetched beside it into the
-  // 48 KB L1 evicted the lines the chunk's other tiles were about to read
-  // (docs/design.md, "f32: attn's own kernel").
+  // 48 KB L1 evicted the lines the chunk's other tiles were about to read.
+  // The own steps fetched past the group's end lie in the next group or in
+  // the layout's closing steps of zeros (kAhead >= kOwnAhead).
   template <int R>
   __attribute__((target("avx512f"), noinline)) static void tile(const F32GemmArgs& a,
                                                                 std::int64_t m0, std::int64_t g,
                                                                 const float* pf) {
     static_assert(R >= 1 && R <= gemm_tiles::kTileRows);
+    static_assert(kAhead >= kOwnAhead);
     const float* w = a.packed + g * a.K * kGroup;
     const float* x = a.x + m0 * a.ldx;
     const __m512 z = _mm512_setzero_ps();
@@ -143,6 +151,8 @@ struct F32Tiles512 {
       const __m512 w0 = _mm512_loadu_ps(w + k * kGroup), w1 = _mm512_loadu_ps(w + k * kGroup + 16);
       _mm_prefetch(reinterpret_cast<const char*>(pf + k * kGroup), _MM_HINT_T1);
       _mm_prefetch(reinterpret_cast<const char*>(pf + k * kGroup + 16), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(w + (k + kOwnAhead) * kGroup), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w + (k + kOwnAhead) * kGroup + 16), _MM_HINT_T0);
       ATTN_F32_ROW_STEP(0)
       ATTN_F32_ROW_STEP(1)
       ATTN_F32_ROW_STEP(2)
