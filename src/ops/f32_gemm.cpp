@@ -125,6 +125,7 @@ struct F32Tiles512 {
   // they come from L2 or beyond, and the hardware's prefetch alone left
   // the loop waiting on them (docs/design.md, "f32: attn's own kernel").
   static constexpr std::int64_t kOwnAhead = 16;
+  static_assert(kAhead >= kOwnAhead);  // the layout's closing zeros cover the last group's
 
   // y for rows [m0, m0 + R) and group g: the sums over all of K in
   // registers, while the 128 bytes at pf + 32 k are brought into the L2
@@ -139,7 +140,6 @@ struct F32Tiles512 {
                                                                 std::int64_t m0, std::int64_t g,
                                                                 const float* pf) {
     static_assert(R >= 1 && R <= gemm_tiles::kTileRows);
-    static_assert(kAhead >= kOwnAhead);
     const float* w = a.packed + g * a.K * kGroup;
     const float* x = a.x + m0 * a.ldx;
     const __m512 z = _mm512_setzero_ps();
