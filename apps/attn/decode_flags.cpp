@@ -115,10 +115,9 @@ seq2seq::DecodeOptions DecodeFlags::options(const seq2seq::ModelConfig& model) c
     throw CLI::ValidationError(
         "--max-length",
         fmt::format("{} is more than the model's {} positions (max_len)", max_length_, max_len));
-  const bool word = model.tokenizer == "word";
-  seq2seq::DecodeOptions o;
-  o.beam_size = beam_option_->count() > 0 ? beam_size_ : word ? 1 : 4;
-  o.length_penalty = penalty_option_->count() > 0 ? length_penalty_ : word ? 0.0 : 0.6;
+  seq2seq::DecodeOptions o = seq2seq::defaults_for(model);
+  if (beam_option_->count() > 0) o.beam_size = beam_size_;
+  if (penalty_option_->count() > 0) o.length_penalty = length_penalty_;
   if (n_best_ > o.beam_size)
     throw CLI::ValidationError("--n-best",
                                fmt::format("{} is more than the beam size {}: a search keeps at "
@@ -126,9 +125,7 @@ seq2seq::DecodeOptions DecodeFlags::options(const seq2seq::ModelConfig& model) c
                                            n_best_, o.beam_size));
   o.n_best = n_best_;
   o.scores = n_best_given();  // printed only with --n-best
-  // d2l's word models decode at most num_steps tokens, as they were trained;
-  // subword models leave 0 to translate_texts (3 x the source's length).
-  o.max_length = max_length_ > 0 || model.tokenizer != "word" ? max_length_ : model.num_steps;
+  if (max_length_ > 0) o.max_length = max_length_;
   o.max_length_factor = max_length_factor_;
   return o;
 }

@@ -14,6 +14,7 @@
 #include "attn/data/tokenizer.h"
 #include "attn/nn/transformer.h"
 #include "attn/seq2seq/decode.h"
+#include "attn/seq2seq/model_dir.h"
 #include "attn/seq2seq/trainer.h"
 #include "attn/seq2seq/translate.h"
 
@@ -29,6 +30,17 @@ struct TextTranslation {
   double log_prob = 0, score = 0;
   bool eos = true;  // false: stopped at the length limit without <eos>
 };
+
+// The decoding a model gets where its caller says nothing; the CLI's flags,
+// the server's request fields and the Python keywords all start from here:
+//   a word model (d2l's): greedy (beam 1), length penalty 0, at most the
+//     model's num_steps tokens, as d2l decodes;
+//   a subword model (a translator): beam 4, length penalty 0.6 (GNMT), and
+//     max_length 0, which translate_texts reads as at most
+//     kSubwordLengthFactor x the source's ids (with <eos>).
+// n_best 1, scores computed.
+inline constexpr double kSubwordLengthFactor = 3;
+DecodeOptions defaults_for(const ModelConfig& model);
 
 // How translate_texts runs its batches.
 struct BatchOptions {
@@ -68,7 +80,7 @@ std::size_t automatic_batch_size(std::int64_t beam_size);
 // in batches of sentences of similar length (`batching`). Sources are never
 // cut: one longer than the model's positions (max_len, with its <eos>) is
 // refused (ValueError naming its number and length). options.max_length 0
-// means: at most 3 x the source's ids (with <eos>) tokens, and never more
+// means: at most kSubwordLengthFactor x the source's ids (with <eos>) tokens, and never more
 // than max_len. An empty sentence translates to an empty one. Returns per
 // sentence at most options.n_best translations, best first. The
 // translations do not depend on batching.workers (every product and kernel
