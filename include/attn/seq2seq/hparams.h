@@ -48,6 +48,10 @@ struct RunSpec {
   DataSpec data;
   TrainOptions train;
   int threads = 0;
+  // The run's identity (seq2seq/checkpoint.h: run_id_of()): its checkpoint
+  // and the weights it saves carry it, and `--resume` continues a checkpoint
+  // only beside a model of the same run. "" for runs of an older attn.
+  std::string run_id;
 };
 
 // Where a hyperparameter is stored: config.json holds the `model` group; a
