@@ -37,7 +37,8 @@ def ring_seconds(n, params, bandwidth, latency):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    # Measured on this machine (2 cores, one process, --threads 2); see docs/design.md.
+    # Measured on 2 cores of an AMD EPYC Zen 5, one process, --threads 2
+    # (docs/design/data-parallel.md).
     ap.add_argument("--d2l-step", type=float, default=0.0058,
                     help="seconds per step of the d2l preset (default: measured here)")
     ap.add_argument("--tatoeba-step", type=float, default=0.616,
