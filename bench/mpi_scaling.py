@@ -18,9 +18,9 @@ the same for every N). Overlapping the allreduce with the backward pass
 (buckets started as their gradients are ready) can hide it behind at most the
 backward's share of the step (about 2/3 of the compute).
 
-The compute times are measured on one process here (2 cores, --threads 2) and
-given on the command line or taken from the defaults below; the model assumes
-each of the N processes computes as fast as this machine does.
+The compute times are given on the command line or taken from the defaults
+below (one process on 2 cores of an AMD EPYC Zen 5, --threads 2); the model
+assumes each of the N processes computes as fast as the one measured.
 
     python3 bench/mpi_scaling.py [--d2l-step S] [--tatoeba-step S] [--base-step S]
 """

@@ -23,7 +23,7 @@ Each round runs every side once, the order rotating from round to round;
 each run trains for --seconds and reports target tokens (valid positions) per
 second of training. Printed: each round's figures with the load average
 before it (each attn run with its placement probes, `[far k/n]`: k of the n
-probes of the run found the two cores far apart, "Threads" in the README;
+probes of the run found the two cores far apart, docs/design/threads.md;
 attn probes only while no other process keeps the cores busy, so n = 0
 says that one did all along),
 then the median of each side over the rounds, its model GFLOP/s (below) and
@@ -35,8 +35,8 @@ per multiply-add of a Linear layer, at every position of the padded
 multiply-add of the attention's scores and weighted values), times the steps
 a run made, over its seconds of training (attn's include its checkpoints).
 The embeddings (gathers), layer norms, softmax, loss and optimizer are not
-counted. The issue's mark for bf16 is above the f32 FMA peak of the 2-core
-AVX-512 machine the figures in the README come from (562 GFLOP/s).
+counted. The aim for bf16 is above the CPU's f32 FMA peak (562 GFLOP/s on
+2 cores of the AMD EPYC Zen 5 of docs/performance.md).
 
 The peer runs at its best (bench/peer_env.py): OMP_WAIT_POLICY=PASSIVE (4-5x
 faster than PyTorch's spinning default on 2 cores) and, on a CPU with
