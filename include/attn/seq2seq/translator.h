@@ -50,7 +50,7 @@ struct BatchOptions {
   // make bigger matrix products: with the tatoeba model and two batches side
   // by side, int8 beam 4 took 1.53 s with 128 sentences a batch, 1.2 s with
   // 32 and 0.98 s with 16; f32 beam 4 2.6 s with 32 and 2.7 s with 16
-  // (docs/design.md). The translations do not depend on it, except that a
+  // (docs/design/decoding.md). The translations do not depend on it, except that a
   // sentence's last bits may depend on its batch (the encoder pads to the
   // batch's longest source).
   std::size_t batch_size = 0;
