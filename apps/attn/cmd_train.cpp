@@ -333,6 +333,7 @@ int run_train(const TrainArgs& a, const Context& ctx) {
                                 .time_limit_s = 60.0 * run.train.time_limit,
                                 .silent = !writer};
   parse_log_every(a.log_every, log_options);
+  if (!a.log_every_given && !isatty(STDOUT_FILENO)) log_options.quiet_gap_s = kQuietGapSeconds;
   TrainLog log(log_options);
   Model m = make_model(s);
   print_start(s, d, m, log);
@@ -504,7 +505,8 @@ void setup_train(CLI::App& parent, Context& ctx) {
       ->option_text("FILE");
   sub->add_option("--log-every", a->log_every,
                   "A progress line every N steps, or with Ns every N seconds (0: d2l's line "
-                  "every tenth of the epochs)")
+                  "every tenth of the epochs). Not given, and the output not a terminal: also "
+                  "a line whenever a minute passed without one")
       ->check(CLI::Validator([](std::string& v) { return log_every_error(v); }, "N|Ns"))
       ->option_text("N|Ns")
       ->capture_default_str();
@@ -512,6 +514,7 @@ void setup_train(CLI::App& parent, Context& ctx) {
   set_action(sub, ctx, [a, sub, &parent](const Context& c) {
     a->hp.collect(sub, &parent);
     a->out_given = sub->get_option("--out")->count() > 0;
+    a->log_every_given = sub->get_option("--log-every")->count() > 0;
     if (sub->get_option("--resume")->count() > 0 && a->resume.empty())
       throw CLI::ValidationError("--resume", "needs a model directory");
     if (a->overwrite && !a->resume.empty())

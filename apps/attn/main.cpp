@@ -23,6 +23,7 @@
 #include <new>
 #include <string>
 
+#include "attn/core/env.h"
 #include "attn/core/error.h"
 #include "attn/core/rng.h"
 #include "attn/core/threads.h"
@@ -32,6 +33,7 @@
 #include "mpi_comm.h"
 #include "precision_flag.h"
 #include "signals.h"
+#include "suggest.h"
 
 namespace {
 
@@ -40,12 +42,20 @@ constexpr const char* kDescription =
     "(d2l, chapter \"Attention Mechanisms\"), written in C++20 from the tensor up:\n"
     "its own tensors and autograd, oneDNN for matrix products, CPU only.\n";
 
-constexpr const char* kFooter =
-    "Run 'attn <command> --help' for the options of a command.\n"
-    "ATTN_NUM_THREADS sets the thread count when --threads is not given. While other\n"
-    "processes keep the cores busy, attn runs on one thread, and while its threads\n"
-    "sit on cores far apart it forks only large ops (same results either way);\n"
-    "ATTN_ADAPTIVE_THREADS=0 turns both off.";
+// The footer of `attn --help`: where to go next, how the threads adapt, and
+// every environment variable attn reads (attn/core/env.h's table).
+std::string footer() {
+  std::string text =
+      "Run 'attn <command> --help' for the options of a command.\n"
+      "While other processes keep the cores busy, attn runs on one thread, and while\n"
+      "its threads sit on cores far apart it forks only large ops (the same results\n"
+      "either way); ATTN_ADAPTIVE_THREADS=0 turns both off.\n"
+      "\n"
+      "Environment:";
+  for (const attn::EnvVarInfo& v : attn::env_vars())
+    text += fmt::format("\n  {}={}\n      {}", v.name, v.values, v.meaning);
+  return text;
+}
 
 // Messages go out on one line: newlines become "; ".
 std::string one_line(std::string s) {
@@ -72,19 +82,19 @@ void print_error(const std::string& message, const std::string& hint = "",
   std::cerr << text << std::flush;
 }
 
-int usage_error(const std::string& message) {
-  print_error(message, "", "Run 'attn --help' for usage.\n");
+int usage_error(const std::string& message, const std::string& hint = "",
+                const std::string& command = "attn") {
+  print_error(message, hint, fmt::format("Run '{} --help' for usage.\n", command));
   return 2;
 }
 
 // `attn --version`: the version, what the library was compiled for, and the
 // attention kernels this run uses (chosen at run time; ATTN_ISA overrides).
 std::string version_text() {
-  const char* env = std::getenv("ATTN_ISA");
-  const std::string isa = attn::attention_kernel_config().isa;
+  const std::string isa = attn::attention_kernel_config().isa;  // a bad ATTN_ISA throws
   const std::string isas = fmt::format("{}", fmt::join(attn::attention_isas(), ", "));
-  const std::string why = env && *env
-                              ? fmt::format("ATTN_ISA={}; this CPU runs: {}", env, isas)
+  const auto cap = attn::isa_cap();
+  const std::string why = cap ? fmt::format("ATTN_ISA={}; this CPU runs: {}", *cap, isas)
                               : fmt::format("the best of: {}; ATTN_ISA chooses another", isas);
   return fmt::format("attn {}\ncompiled for: {}\nattention kernels: {} ({})\n{}\n{}",
                      attn::version(), attn::compiled_for(), isa, why, attn::cli::bf16_description(),
@@ -143,13 +153,12 @@ int run(int argc, char** argv) {
     CLI::App app{kDescription, "attn"};
     app.set_version_flag("--version", version_text,
                          "Print the version, what attn was compiled for, the kernels it runs");
-    app.footer(kFooter);
+    app.footer(footer());
 
     attn::cli::Context ctx;
     app.add_option("--threads", ctx.global.threads,
-                   "Threads for attn and oneDNN (default: all cores)")
+                   "Threads for attn and oneDNN (default: ATTN_NUM_THREADS, else all cores)")
         ->check(attn::cli::in_range(1, 1024))
-        ->envname("ATTN_NUM_THREADS")
         ->option_text("N");
     app.add_option("--seed", ctx.global.seed, "Seed for every random draw (default 0)")
         ->check(kSeedValidator)
@@ -160,9 +169,12 @@ int run(int argc, char** argv) {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
       if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-      return usage_error(e.what());
+      // A mistyped flag or command: the nearest one, and its command's --help.
+      const attn::cli::UsageError u = attn::cli::usage_error_of(app, e, argc, argv);
+      return usage_error(u.message, u.hint, u.hint.empty() ? "attn" : u.command);
     }
     if (!ctx.action) return usage_error(missing_command(app));
+    attn::check_env();  // a variable set to what it cannot be is one line, exit 1
 
     if (ctx.global.threads > 0) {
       attn::set_num_threads(ctx.global.threads);

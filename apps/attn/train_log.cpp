@@ -91,9 +91,10 @@ void TrainLog::batch(const seq2seq::Progress& p) {
                std::string(width - filled, '.'), p.epoch_loss, tok_s, duration(eta));
     bar_ = true;
   }
-  const bool due = o_.every > 0
-                       ? p.step % o_.every == 0
-                       : o_.every_seconds > 0 && p.seconds - last_line_s_ >= o_.every_seconds;
+  const bool due = o_.every > 0           ? p.step % o_.every == 0
+                   : o_.every_seconds > 0 ? p.seconds - last_line_s_ >= o_.every_seconds
+                                          : o_.quiet_gap_s > 0 && !o_.quiet &&
+                                                p.seconds - last_line_s_ >= o_.quiet_gap_s;
   if (due && (!tty_ || !o_.file.empty())) {
     last_line_s_ = p.seconds;
     std::string text =
@@ -123,6 +124,7 @@ void TrainLog::epoch(const seq2seq::Progress& p) {
   if (tty_ || (p.epoch % every != 0 && p.epoch != p.num_epochs)) return;
   line(fmt::format("  epoch {}/{}: loss {:.4f}, {:.0f} tokens/s, {:.1f} s", p.epoch, p.num_epochs,
                    p.epoch_loss, p.tokens / std::max(p.seconds, 1e-9), p.seconds));
+  last_line_s_ = p.seconds;
 }
 
 void TrainLog::validation(const seq2seq::Validation& v, bool best) {

@@ -27,6 +27,9 @@ class TrainLog {
     bool per_token = true;  // the loss is a per-token cross-entropy (print perplexity too)
     double time_limit_s = 0;  // for the ETA (0: by epochs)
     bool silent = false;  // nothing at all (the other processes of an mpirun)
+    // Off a terminal without --log-every: a progress line whenever a minute
+    // has passed without one, so that output sent to a file shows life.
+    double quiet_gap_s = 0;
   };
   explicit TrainLog(Options options);
   ~TrainLog();
@@ -55,6 +58,9 @@ class TrainLog {
 // for any other text ("" when it is one), and the parse, which sets one of
 // the two fields of `o` (CLI::ValidationError for a bad text).
 std::string log_every_error(const std::string& text);
+// The seconds after which a run whose output goes to a file or a pipe
+// prints a progress line when --log-every is not given.
+inline constexpr double kQuietGapSeconds = 60;
 void parse_log_every(const std::string& text, TrainLog::Options& o);
 
 // "--log FILE": the file is created (with missing directories) and appended

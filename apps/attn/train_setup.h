@@ -23,6 +23,7 @@ struct TrainArgs {
   std::string resume;
   std::string log;
   std::string log_every = "0";  // N steps or Ns seconds
+  bool log_every_given = false;
   std::int64_t checkpoint_every = 100;
   bool quiet = false;
   bool overwrite = false;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 
+#include "attn/core/env.h"
 #include "core/contention.h"
 
 namespace attn {
@@ -21,11 +22,8 @@ namespace {
 // Applies ATTN_NUM_THREADS once, so oneDNN sees the same setting.
 struct ThreadsFromEnv {
   ThreadsFromEnv() {
-    if (const char* s = std::getenv("ATTN_NUM_THREADS")) {
-      char* end = nullptr;
-      long n = std::strtol(s, &end, 10);
-      if (end != s && *end == '\0' && n > 0 && n <= 1024) omp_set_num_threads(static_cast<int>(n));
-    }
+    if (const auto n = env_int(EnvVar::num_threads, 1, 1024))
+      omp_set_num_threads(static_cast<int>(*n));
   }
 };
 
@@ -80,11 +78,13 @@ struct Contention {
   const int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   const bool avx512 = __builtin_cpu_supports("avx512f") != 0;
   std::atomic<bool> enabled{[] {
-    const char* s = std::getenv("ATTN_ADAPTIVE_THREADS");
-    return s == nullptr || std::strcmp(s, "0") != 0;
+    const auto& s = env_text(EnvVar::adaptive_threads);
+    return !s || *s != "0";
   }()};
-  std::atomic<std::int64_t> forced_scale{
-      detail::parse_grain_scale(std::getenv("ATTN_GRAIN_SCALE"))};
+  std::atomic<std::int64_t> forced_scale{[] {
+    const auto& s = env_text(EnvVar::grain_scale);
+    return detail::parse_grain_scale(s ? s->c_str() : nullptr);
+  }()};
 
   // Others' runnable tasks and attn's team outnumber the cores: busy. The
   // state follows the samples as core/contention.h describes. While not

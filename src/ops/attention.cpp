@@ -15,6 +15,7 @@
 // fallback and all of f64). The table and the algorithm of a call are chosen
 // here, in kernels_for and choose_attention_path, and nowhere else.
 #include "attn/ops/attention.h"
+#include "attn/core/env.h"
 
 #include <fmt/ranges.h>
 
@@ -99,13 +100,9 @@ struct DefaultKernels {
 
 DefaultKernels default_f32() {
   DefaultKernels d;
-  const char* env = std::getenv("ATTN_ISA");
-  if (!env || !*env) {
-    d.f32 = best_f32();
-    return d;
-  }
   try {
-    d.f32 = f32_table_or_throw(env, "ATTN_ISA");
+    const std::optional<std::string> cap = isa_cap();
+    d.f32 = cap ? f32_table_or_throw(*cap, "ATTN_ISA") : best_f32();
   } catch (const ValueError& e) {
     d.error = e.what();
   }

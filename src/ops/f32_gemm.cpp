@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "attn/core/env.h"
 #include "ops/gemm_tiles.h"
 
 namespace attn::detail {
@@ -30,15 +31,12 @@ bool f32_gemm_cpu_has(F32GemmIsa isa) {
 F32GemmIsa f32_gemm_isa() {
   static const F32GemmIsa isa = [] {
     // ATTN_ISA caps the tiles as it caps the attention kernels
-    // (attn/ops/attention.h): avx2 stands for a CPU without AVX-512,
-    // portable (or a name the attention kernels refuse) for one without AVX2.
-    const char* env = std::getenv("ATTN_ISA");
-    const bool set = env && *env;
-    if ((!set || std::strcmp(env, "avx512") == 0) && f32_gemm_cpu_has(F32GemmIsa::avx512))
+    // (attn/core/env.h): avx2 stands for a CPU without AVX-512, portable for
+    // one without AVX2.
+    const std::optional<std::string> cap = isa_cap();  // an unknown name throws
+    if ((!cap || *cap == "avx512") && f32_gemm_cpu_has(F32GemmIsa::avx512))
       return F32GemmIsa::avx512;
-    if ((!set || std::strcmp(env, "avx512") == 0 || std::strcmp(env, "avx2") == 0) &&
-        f32_gemm_cpu_has(F32GemmIsa::avx2))
-      return F32GemmIsa::avx2;
+    if ((!cap || *cap != "portable") && f32_gemm_cpu_has(F32GemmIsa::avx2)) return F32GemmIsa::avx2;
     return F32GemmIsa::none;
   }();
   return isa;

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "attn/autograd/node.h"
+#include "attn/core/env.h"
 #include "attn/core/error.h"
 #include "attn/core/threads.h"
 #include "attn/ops/matmul.h"
@@ -82,10 +83,7 @@ constexpr std::int64_t kMinScreenN = 1024;
 std::atomic<std::int64_t> g_rows{0}, g_full_rows{0}, g_candidates{0};
 
 bool screen_enabled() {
-  static const bool on = [] {
-    const char* off = std::getenv("ATTN_NO_ARGMAX_SCREEN");
-    return !(off && *off && std::string_view(off) != "0");
-  }();
+  static const bool on = [] { return !env_flag(EnvVar::no_argmax_screen); }();
   return on;
 }
 

@@ -1,6 +1,7 @@
 // bf16 mixed precision: the thread's setting, the f32 -> bf16 conversion
 // (reference and AVX-512 BF16 kernel) and the frozen weights' bf16 copies.
 #include "attn/ops/precision.h"
+#include "attn/core/env.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -147,8 +148,7 @@ Precision parse_precision(const std::string& text) {
 
 bool bf16_supported() {
   static const bool supported = [] {
-    const char* off = std::getenv("ATTN_NO_BF16");
-    if (off && *off && std::string_view(off) != "0") return false;
+    if (env_flag(EnvVar::no_bf16)) return false;
     return cpu_has_bf16();
   }();
   return supported;

@@ -9,6 +9,7 @@
 //            = sum_k (xq[m,k] + 128) Wq[n,k] - 128 sum_k Wq[n,k]   (the u8 x s8 VNNI product)
 //   y[m,n] = fma(float(acc[m,n]), sx[m] * sw[n], b[n])
 #include "attn/ops/quantize.h"
+#include "attn/core/env.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -280,8 +281,7 @@ Quantization parse_quantization(const std::string& text) {
 
 bool int8_supported() {
   static const bool supported = [] {
-    const char* off = std::getenv("ATTN_NO_VNNI");
-    if (off && *off && std::string_view(off) != "0") return false;
+    if (env_flag(EnvVar::no_vnni)) return false;
     return cpu_has_vnni();
   }();
   return supported;
