@@ -50,4 +50,59 @@ void int8_gemm(const Int8GemmArgs& a, std::int64_t g0, std::int64_t g1);
 // The plain reference: the same results, bit for bit, from Wq itself.
 void int8_gemm_reference(const Int8GemmArgs& a, const std::int8_t* wq);
 
+// ---- The same product on AVX2 (ops/int8_gemm_avx2.cpp) ----
+//
+// AVX2 has no u8 x s8 dot product into int32; its 8-bit multiply-add,
+// vpmaddubsw, multiplies u8 by s8 and adds each pair of products into a
+// saturating int16, which vpmaddwd by ones then widens, two pairs at a
+// time, into the int32 sums. With the activations as u8 (xq + 128, up to
+// 255) a pair reaches 2 x 255 x 127 = 64770 and would saturate at 32767.
+// The sign trick keeps every pair exact instead: the activations stay s8
+// (xq in [-127, 127]), and each step multiplies
+//
+//   |Wq[n,k]| (u8, at most 127)  by  sign(Wq[n,k]) xq[m,k] (s8, in [-127, 127])
+//
+// whose product is Wq[n,k] xq[m,k]; a pair is at most 2 x 127 x 127 = 32258
+// <= 32767 in magnitude, so vpmaddubsw never saturates, and
+//
+//   acc[m,n] = sum_k xq[m,k] Wq[n,k]                       (exact, int32)
+//   y[m,n]   = fma(float(acc[m,n]), sx[m] * sw[n], b[n])
+//
+// is the AVX-512 VNNI kernel's integer and float, bit for bit (there the
+// compensation takes the 128 off again), and the reference's. Per row and
+// 16 columns, a step of 4 k is a broadcast, two vpsignb (the activations
+// signed by the weights'), two vpmaddubsw (by |Wq|, taken once per step
+// with vpabsb), two vpmaddwd and two vpaddd. (7-bit activations, [0, 127]
+// after a + 64 offset, would save the vpsignb: about 1.3x the multiply-adds
+// in a loop of those instructions alone on a Zen 3, but one bit less of
+// every activation and other numbers than the VNNI kernel's.)
+//
+// The weights are pack_int8_gemm's layout; each tile is S <= 4 rows x 16
+// columns (8 int32 sums in registers over all of K), the rows of a
+// gemm_tiles tile cut into blocks of equal height. Row m of xq is read 4
+// bytes at a time from x + m * ldx: up to 3 bytes past a row's K are read
+// (they meet zero weights, whose sign zeroes them), so the buffer needs 3
+// readable bytes after its last row.
+struct Int8GemmS8Args {
+  const std::int8_t* x;  // M rows of K s8 values (xq), row m at x + m * ldx
+  std::int64_t ldx;
+  const float* sx;  // M
+  const std::int8_t* packed;  // pack_int8_gemm's layout
+  const float* sw;  // N
+  const float* bias;  // N, or null
+  std::int64_t M, K, N;
+  float* y;  // M x N, row m at y + m * N
+};
+
+// Whether this CPU runs int8_gemm_avx2 (AVX2 and FMA).
+bool int8_gemm_avx2_cpu();
+
+// Columns [32 g0, 32 g1) (the last group may be partial): all M rows. On a
+// CPU with AVX2 and FMA only (int8_gemm_avx2_cpu()).
+void int8_gemm_avx2(const Int8GemmS8Args& a, std::int64_t g0, std::int64_t g1);
+
+// The plain reference of int8_gemm_avx2: the same results, bit for bit,
+// from Wq itself.
+void int8_gemm_s8_reference(const Int8GemmS8Args& a, const std::int8_t* wq);
+
 }  // namespace attn::detail
