@@ -48,8 +48,8 @@ void DecodeFlags::add_to(CLI::App* sub, bool with_n_best, bool with_batches) {
   sub->add_option("--quantize", quantize_,
                   "none, or int8: the Linear layers' weights quantized once to int8 per output "
                   "row and the activations per row at each product, multiplied on AVX-512 VNNI "
-                  "(with --precision bf16 the other products in bf16; without VNNI, f32 with a "
-                  "warning)")
+                  "or AVX2 (the same numbers; with --precision bf16 the other products in bf16; "
+                  "without AVX2, f32 with a warning)")
       ->check(CLI::IsMember({"none", "int8"}))
       ->capture_default_str();
   if (with_batches) {
@@ -84,8 +84,8 @@ std::unique_ptr<QuantizeScope> DecodeFlags::quantize_scope(
     const std::vector<Tensor>& parameters) const {
   if (parse_quantization(quantize_) == Quantization::none) return nullptr;
   if (!int8_supported()) {
-    fmt::print(stderr,
-               "attn: warning: --quantize int8: this CPU has no AVX-512 VNNI; decoding in f32\n");
+    fmt::print(stderr, "attn: warning: --quantize int8: int8 products: {}; decoding in f32\n",
+               attn::int8_description());
     return nullptr;
   }
   return std::make_unique<QuantizeScope>(parameters);

@@ -41,8 +41,8 @@ class DecodeFlags {
   // asked for and the CPU lacks AVX-512 BF16.
   std::unique_ptr<PrecisionScope> precision_scope(const std::vector<Tensor>& parameters) const;
   // The Linear weights among `parameters` in int8 while decoding
-  // (ops/quantize.h); null for --quantize none, and where the CPU lacks
-  // AVX-512 VNNI (f32, with a warning on stderr). Open it after
+  // (ops/quantize.h); null for --quantize none, and where no int8 kernel
+  // runs (f32, with a warning on stderr). Open it after
   // precision_scope: with --precision bf16 the other products run in bf16.
   std::unique_ptr<QuantizeScope> quantize_scope(const std::vector<Tensor>& parameters) const;
   // How translate_texts runs its batches: --max-batch-size sentences each,
