@@ -7,7 +7,8 @@
 //   sx[m] = max_k |x[m,k]| / 127      xq[m,k] = round(x[m,k] * (127 / max_k |x[m,k]|))
 //   acc[m,n] = sum_k xq[m,k] Wq[n,k]
 //            = sum_k (xq[m,k] + 128) Wq[n,k] - 128 sum_k Wq[n,k]   (the u8 x s8 VNNI product)
-//            = sum_k |Wq[n,k]| (sign(Wq[n,k]) xq[m,k])               (AVX2's vpmaddubsw)
+//            = sum_k |Wq[n,k]| (xq[m,k] ^ (Wq[n,k] < 0 ? 0xff : 0)) - sum_{Wq[n,k] < 0} Wq[n,k]
+//                                                                   (AVX2's vpmaddubsw)
 //   y[m,n] = fma(float(acc[m,n]), sx[m] * sw[n], b[n])
 #include "attn/ops/quantize.h"
 
@@ -190,6 +191,7 @@ Tensor run_int8_kernel(Int8Kernel kernel, const Tensor& x, std::int64_t M, Quant
                                   .ldx = K,
                                   .sx = a.sx,
                                   .packed = a.packed,
+                                  .neg = w.neg.data(),
                                   .sw = a.sw,
                                   .bias = b,
                                   .M = M,
@@ -251,6 +253,7 @@ std::unique_ptr<QuantizedWeight> quantize_weight(const Tensor& weight, const cha
   w->q.resize(static_cast<std::size_t>(N * K));
   w->scale.resize(static_cast<std::size_t>(N));
   w->comp.resize(static_cast<std::size_t>(N));
+  w->neg.resize(static_cast<std::size_t>(N));
   const float* p = weight.data<float>();
   // Rows in parallel, each through quantize_row (the AVX-512 kernel where the
   // CPU has VNNI) or quantize_row_s8 (the AVX2 kernel where it has AVX2), the
@@ -282,10 +285,14 @@ std::unique_ptr<QuantizedWeight> quantize_weight(const Tensor& weight, const cha
       while (n < seen && !bad.compare_exchange_weak(seen, n)) {}
       return;
     }
-    std::int32_t sum = 0;
-    for (std::int64_t k = 0; k < K; ++k) sum += q[k];
+    std::int32_t sum = 0, neg = 0;
+    for (std::int64_t k = 0; k < K; ++k) {
+      sum += q[k];
+      neg += q[k] < 0 ? q[k] : 0;
+    }
     w->scale[n] = scale;
     w->comp[n] = 128 * sum;
+    w->neg[n] = neg;
   });
   ATTN_CHECK(bad.load() == N, ValueError,
              "{}: weight {} holds an infinity or a NaN in row {}: it cannot be quantized", op,

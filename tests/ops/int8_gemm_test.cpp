@@ -83,12 +83,14 @@ std::vector<std::int8_t> signed_rows(const Operands& o) {
 }
 
 Int8GemmS8Args s8_args(const Operands& o, const std::vector<std::int8_t>& x,
-                       const std::vector<std::int8_t>& packed, bool with_bias, std::int64_t M,
-                       std::int64_t K, std::int64_t N, std::int64_t ldx, float* y) {
+                       const std::vector<std::int8_t>& packed, const std::vector<std::int32_t>& neg,
+                       bool with_bias, std::int64_t M, std::int64_t K, std::int64_t N,
+                       std::int64_t ldx, float* y) {
   return {.x = x.data(),
           .ldx = ldx,
           .sx = o.sx.data(),
           .packed = packed.data(),
+          .neg = neg.data(),
           .sw = o.sw.data(),
           .bias = with_bias ? o.bias.data() : nullptr,
           .M = M,
@@ -139,7 +141,8 @@ TEST(Int8Gemm, KernelEqualsReferenceOnRandomOperandsOfOddSizes) {
 // The AVX2 kernel against its reference and the VNNI reference, bit for
 // bit, on the same sizes, and on extreme operands: there a pair of u8 x s8
 // products reaches 2 x 255 x 127 = 64770, which vpmaddubsw would saturate;
-// the sign trick's pairs stay at most 2 x 127 x 127 = 32258.
+// the kernel's pairs (|Wq| times xq, flipped where Wq < 0) stay at most
+// 2 x 127 x 128 = 32512.
 TEST(Int8Gemm, Avx2KernelEqualsReferenceOnRandomOperandsOfOddSizes) {
   if (!int8_gemm_avx2_cpu()) GTEST_SKIP() << "this CPU has no AVX2";
   std::mt19937 gen(7);
@@ -153,6 +156,8 @@ TEST(Int8Gemm, Avx2KernelEqualsReferenceOnRandomOperandsOfOddSizes) {
           Operands o = random_operands(M, K, N, ldx, gen, extreme);
           const std::vector<std::int8_t> x = signed_rows(o);
           const std::vector<std::int8_t> packed = pack_int8_gemm(o.wq.data(), N, K);
+          std::vector<std::int32_t> neg(static_cast<std::size_t>(N));
+          int8_gemm_neg(o.wq.data(), N, K, neg.data());
           for (bool with_bias : {false, true}) {
             SCOPED_TRACE(::testing::Message()
                          << "M " << M << ", K " << K << ", N " << N << ", ldx " << ldx
@@ -161,20 +166,22 @@ TEST(Int8Gemm, Avx2KernelEqualsReferenceOnRandomOperandsOfOddSizes) {
             std::vector<float> ref(static_cast<std::size_t>(M * N));
             std::vector<float> vnni_ref(static_cast<std::size_t>(M * N));
             std::vector<float> got(static_cast<std::size_t>(M * N + 32), guard);
-            int8_gemm_s8_reference(s8_args(o, x, packed, with_bias, M, K, N, ldx, ref.data()),
+            int8_gemm_s8_reference(s8_args(o, x, packed, neg, with_bias, M, K, N, ldx, ref.data()),
                                    o.wq.data());
             int8_gemm_reference(args(o, packed, with_bias, M, K, N, ldx, vnni_ref.data()),
                                 o.wq.data());
             EXPECT_TRUE(same_bits(ref, vnni_ref));
             const std::int64_t groups = (N + 31) / 32;
-            int8_gemm_avx2(s8_args(o, x, packed, with_bias, M, K, N, ldx, got.data()), 0, groups);
+            int8_gemm_avx2(s8_args(o, x, packed, neg, with_bias, M, K, N, ldx, got.data()), 0,
+                           groups);
             for (std::size_t i = static_cast<std::size_t>(M * N); i < got.size(); ++i)
               ASSERT_TRUE(std::isnan(got[i])) << "written past the end at " << i;
             got.resize(static_cast<std::size_t>(M * N));
             EXPECT_TRUE(same_bits(got, ref));
             if (groups > 1) {
               std::vector<float> split(static_cast<std::size_t>(M * N), guard);
-              const Int8GemmS8Args a = s8_args(o, x, packed, with_bias, M, K, N, ldx, split.data());
+              const Int8GemmS8Args a =
+                  s8_args(o, x, packed, neg, with_bias, M, K, N, ldx, split.data());
               int8_gemm_avx2(a, 0, 1);
               int8_gemm_avx2(a, 1, groups);
               EXPECT_TRUE(same_bits(split, ref));
@@ -185,30 +192,40 @@ TEST(Int8Gemm, Avx2KernelEqualsReferenceOnRandomOperandsOfOddSizes) {
   EXPECT_EQ(cases, (16 * 7 * 9 + 11 * 7 * 9) * 2);
 }
 
-// The extreme operands really are the case the sign trick is for: a row
-// and a column whose every pair would saturate vpmaddubsw on u8
-// activations (x 127, u 255; Wq 127) give the exact sum K x 127 x 127.
+// The extreme operands the flips are for: pairs that would saturate
+// vpmaddubsw on u8 activations (x 127, u 255; Wq 127), and the largest
+// flipped ones (Wq -127 with x -127 and 127: |Wq| times 126 and -128),
+// give the exact sums, K x 127 x 127 in magnitude.
 TEST(Int8Gemm, Avx2KernelIsExactWhereU8PairsWouldSaturate) {
   if (!int8_gemm_avx2_cpu()) GTEST_SKIP() << "this CPU has no AVX2";
   constexpr std::int64_t K = 1024;
-  std::vector<std::int8_t> x(K + 3, 127), wq(2 * K, 127);
-  for (std::int64_t k = 0; k < K; ++k) wq[K + k] = -127;  // row 1: every product -16129
+  std::vector<std::int8_t> x(2 * K + 3, 127), wq(2 * K, 127);
+  for (std::int64_t k = 0; k < K; ++k) {
+    wq[K + k] = -127;  // weight row 1: every product with row 0 -16129
+    x[K + k] = -127;  // activation row 1: with weight row 1, every product 16129
+  }
   const std::vector<std::int8_t> packed = pack_int8_gemm(wq.data(), 2, K);
-  const float sx[] = {1.0f}, sw[] = {1.0f, 1.0f};
-  float y[2];
+  std::vector<std::int32_t> neg(2);
+  int8_gemm_neg(wq.data(), 2, K, neg.data());
+  const float sx[] = {1.0f, 1.0f}, sw[] = {1.0f, 1.0f};
+  float y[4];
   const Int8GemmS8Args a{.x = x.data(),
                          .ldx = K,
                          .sx = sx,
                          .packed = packed.data(),
+                         .neg = neg.data(),
                          .sw = sw,
                          .bias = nullptr,
-                         .M = 1,
+                         .M = 2,
                          .K = K,
                          .N = 2,
                          .y = y};
   int8_gemm_avx2(a, 0, 1);
-  EXPECT_EQ(y[0], static_cast<float>(K * 127 * 127));
-  EXPECT_EQ(y[1], -static_cast<float>(K * 127 * 127));
+  const float big = static_cast<float>(K * 127 * 127);
+  EXPECT_EQ(y[0], big);
+  EXPECT_EQ(y[1], -big);
+  EXPECT_EQ(y[2], -big);
+  EXPECT_EQ(y[3], big);
 }
 
 // The reference itself, on a product worked by hand: acc = sum u w - comp,
@@ -236,12 +253,17 @@ TEST(Int8Gemm, ReferenceByHand) {
   EXPECT_EQ(y[1], 16127.0f * 0.5f - 1.0f);
   // The s8 reference on the same numbers (xq = u - 128).
   const std::int8_t xq[] = {2, -8, 0, 127, 0, 0, 0};
+  std::int32_t neg[2];
+  int8_gemm_neg(wq, 2, 4, neg);
+  EXPECT_EQ(neg[0], 0);
+  EXPECT_EQ(neg[1], -1);
   Int8GemmS8Args b{};
   b.x = xq;
   b.ldx = 4;
   b.sx = sx;
   b.sw = sw;
   b.bias = bias;
+  b.neg = neg;
   b.M = 1;
   b.K = 4;
   b.N = 2;
@@ -250,6 +272,15 @@ TEST(Int8Gemm, ReferenceByHand) {
   int8_gemm_s8_reference(b, wq);
   EXPECT_EQ(z[0], y[0]);
   EXPECT_EQ(z[1], y[1]);
+  if (int8_gemm_avx2_cpu()) {  // the kernel on the same numbers
+    const std::vector<std::int8_t> packed = pack_int8_gemm(wq, 2, 4);
+    b.packed = packed.data();
+    float k[2];
+    b.y = k;
+    int8_gemm_avx2(b, 0, 1);
+    EXPECT_EQ(k[0], y[0]);
+    EXPECT_EQ(k[1], y[1]);
+  }
 }
 
 }  // namespace

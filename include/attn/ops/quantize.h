@@ -30,11 +30,12 @@
 // 128 * sum_k Wq[n,k] computed once with the weights, which is the same
 // integer sum; each sum becomes its float y as it leaves the registers. On
 // a CPU without VNNI but with AVX2, attn's AVX2 kernel (the same header)
-// gets the same sums from vpmaddubsw: |Wq| (u8) times xq signed by Wq (s8),
-// whose pairs of products stay below int16's saturation (2 x 127 x 127 =
-// 32258), so no bit differs from the VNNI kernel's. The weights are laid
-// out for either once per scope. Without either, plain integer loops give
-// the same sums.
+// gets the same sums from vpmaddubsw: |Wq| (u8) times xq (s8, its bits
+// flipped where Wq is negative, a correction taken off at the end), whose
+// pairs of products stay below int16's saturation (2 x 127 x 128 = 32512),
+// so no bit differs from the VNNI kernel's. The weights are laid out for
+// either once per scope. Without either, plain integer loops give the same
+// sums.
 // Error: |y - x W^T| <= sx/2 sum_k |W[n,k]| + sw/2 (sum_k |x[m,k]| + K sx/2)
 // plus f32 rounding; on random data about 0.1 sqrt(K) max|x| max|W| / 127
 // (tests/ops/quantize_test.cpp).
