@@ -73,8 +73,9 @@ def main():
                    stdout=subprocess.DEVNULL)
 
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    # f32, as the exported graph (a subword model decodes in int8 by default).
     attn_cmd = [a.attn, "--threads", str(a.threads), "translate", "--model", a.model,
-                "--metrics-json", os.path.join(work, "attn.json")]
+                "--quantize", "none", "--metrics-json", os.path.join(work, "attn.json")]
     ort_cmd = ["node", os.path.join(ROOT, "tools", "onnx_translate.mjs"), onnx,
                "--threads", str(a.threads), "--batch", "256",
                "--metrics-json", os.path.join(work, "ort.json")]

@@ -10,7 +10,8 @@ The sentences are the English side of the first --sentences pairs of
 MODEL/data/test.tsv (or --input FILE, one per line). For each decoding
 (--beams: 1 is greedy; others beam search with attn's length penalty for
 subword models, 0.6), each round runs `attn translate` once per variant
-(--attn-variants: f32; bf16 = --precision bf16; int8 = --quantize int8;
+(--attn-variants: f32 = --quantize none; bf16 = --precision bf16
+--quantize none; int8 = --quantize int8;
 a+b combines them; +avx2 runs that variant with ATTN_ISA=avx2, attn's
 kernels as on a CPU without AVX-512, e.g. int8+avx2 on the AVX2 int8
 kernel) and bench/peers/translate_peer.py (PyTorch, the same
@@ -62,7 +63,9 @@ VARIANT_ENV = {"avx2": {"ATTN_ISA": "avx2"}}
 
 def variant_flags(name):
     """The attn flags and environment of a variant: f32, bf16, int8, or
-    several joined by + (avx2 among them: ATTN_ISA=avx2)."""
+    several joined by + (avx2 among them: ATTN_ISA=avx2). A variant without
+    int8 says --quantize none: attn decodes a subword model in int8 by
+    default where the CPU runs it."""
     flags, env = [], {}
     for part in name.split("+"):
         if part in VARIANT_ENV:
@@ -73,6 +76,8 @@ def variant_flags(name):
             sys.exit(f"translate_batch: unknown attn variant '{part}' (known: "
                      f"{', '.join(list(VARIANT_FLAGS) + list(VARIANT_ENV))}, or several "
                      f"joined by +)")
+    if "--quantize" not in flags:
+        flags += ["--quantize", "none"]
     return flags, env
 
 

@@ -176,7 +176,7 @@ TEST_F(QuantizeCli, AnUnknownValueIsAUsageError) {
       2);
   const auto err = lines(err_of("bad"));
   ASSERT_EQ(err.size(), 2u) << err_of("bad");
-  EXPECT_EQ(err[0], "attn: error: --quantize: int4 not in {none,int8}");
+  EXPECT_EQ(err[0], "attn: error: --quantize: int4 not in {auto,none,int8}");
   EXPECT_EQ(err[1], "Run 'attn --help' for usage.");
 }
 
