@@ -9,6 +9,15 @@
 //                     oneDNN's matmul primitive) against one dnnl_sgemm per
 //                     item, serially and in parallel over the items (attn's
 //                     fallback), and the bare primitive, kept or re-created
+//   Int8Linear        y = linear(x, W, b) in int8 (ops/quantize.h), M x K by
+//                     N x K: attn's kernel in force (AVX-512 VNNI, or AVX2;
+//                     ATTN_NO_VNNI=1 forces AVX2's) inside a QuantizeScope,
+//                     against oneDNN's u8 x s8 matmul primitive (packed
+//                     weights, int32 sums) with the same quantization of x
+//                     before it and the dequantization pass after it; GOPS
+//                     counts 2 M N K, and `differ` the share of outputs
+//                     whose bits are not the reference's (oneDNN's products
+//                     without VNNI saturate pairs in int16)
 // Counter GFLOPS = 2*M*N*K per iteration / second / 1e9, on wall-clock time
 // (the products run on several threads).
 // Run with ATTN_NUM_THREADS=2 OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 (and
@@ -16,6 +25,8 @@
 #include <benchmark/benchmark.h>
 
 #include <oneapi/dnnl/dnnl.h>
+#include <cmath>
+#include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <vector>
@@ -27,6 +38,10 @@
 #include "attn/attn.h"
 #include "attn/ops/matmul.h"
 #include "attn/ops/precision.h"
+#include "attn/ops/quantize.h"
+#include "ops/matmul_primitive.h"
+#include "ops/quantize_internal.h"
+#include "ops/quantize_rows.h"
 
 using namespace attn;
 
@@ -153,6 +168,94 @@ void frozen_args(benchmark::internal::Benchmark* b) {
   for (int m : {12, 32, 128}) b->Args({m, 0, 1});
 }
 
+// The share of elements of a and b whose bits differ.
+double share_differing(const Tensor& a, const Tensor& b) {
+  const Tensor ac = a.contiguous(), bc = b.contiguous();
+  std::int64_t n = 0;
+  for (std::int64_t i = 0; i < ac.numel(); ++i)
+    n += std::memcmp(ac.data<float>() + i, bc.data<float>() + i, sizeof(float)) != 0;
+  return ac.numel() > 0 ? static_cast<double>(n) / static_cast<double>(ac.numel()) : 0.0;
+}
+
+// Int8Linear: x (M, K) uniform in [-1, 1], W (N, K), b (N). Args: M, K, N.
+void BM_Int8Linear_Attn(benchmark::State& state) {
+  const std::int64_t M = state.range(0), K = state.range(1), N = state.range(2);
+  if (!int8_supported()) {
+    state.SkipWithError("no int8 kernel here");
+    return;
+  }
+  Tensor x = random({M, K}, 1), w = random({N, K}, 2), b = random({N}, 3);
+  autograd::NoGradGuard no_grad;
+  QuantizeScope scope({w, b});
+  Tensor y = linear(x, w, b);  // quantizes and lays out W once
+  for (auto _ : state) {
+    y = linear(x, w, b);
+    benchmark::DoNotOptimize(y.data<float>());
+  }
+  state.counters["differ"] = share_differing(y, linear_int8_reference(x, w, b));
+  state.SetLabel(int8_kernel_name(int8_kernel()));
+  state.counters["GOPS"] =
+      benchmark::Counter(2e-9 * M * N * K, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_Int8Linear_Dnnl(benchmark::State& state) {
+  const std::int64_t M = state.range(0), K = state.range(1), N = state.range(2);
+  using dt = dnnl::memory::data_type;
+  Tensor x = random({M, K}, 1), w = random({N, K}, 2), b = random({N}, 3);
+  autograd::NoGradGuard no_grad;
+  auto q = detail::quantize_weight(w, "bench");
+  detail::PackedPrimitive* p = detail::packed_primitive(dt::u8, dt::s8, dt::s32, M, K, N);
+  if (p == nullptr) {
+    state.SkipWithError("oneDNN offers no u8 x s8 kernel here");
+    return;
+  }
+  // W^T (K x N) read in place from Wq (N x K): strides (1, K).
+  dnnl::memory packed = detail::pack_weights(dt::s8, q->q.data(), K, N, {1, K}, p->weights);
+  std::vector<std::uint8_t> xq(static_cast<std::size_t>(M * K));
+  std::vector<float> sx(static_cast<std::size_t>(M));
+  std::vector<std::int32_t> acc(static_cast<std::size_t>(M * N));
+  Tensor y = Tensor::empty({M, N});
+  const float* px = x.data<float>();
+  const float* pb = b.data<float>();
+  const bool vnni = int8_kernel() == Int8Kernel::avx512_vnni;
+  for (auto _ : state) {
+    y = Tensor::empty({M, N});
+    float* py = y.data<float>();
+    // x as attn quantizes it for its kernel, into u8 (xq + 128).
+#pragma omp parallel for
+    for (std::int64_t m = 0; m < M; ++m) {
+      std::uint8_t* row = xq.data() + m * K;
+      if (vnni) {
+        sx[m] = detail::quantize_row(px + m * K, K, row, true);
+      } else {
+        sx[m] = detail::quantize_row_s8(px + m * K, K, reinterpret_cast<std::int8_t*>(row),
+                                        int8_supported());
+        for (std::int64_t k = 0; k < K; ++k) row[k] ^= 0x80;
+      }
+    }
+    detail::run_packed_primitive(*p, xq.data(), packed, nullptr, acc.data());
+#pragma omp parallel for
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t n = 0; n < N; ++n)
+        py[m * N + n] =
+            std::fma(static_cast<float>(acc[m * N + n] - q->comp[n]), sx[m] * q->scale[n], pb[n]);
+    benchmark::DoNotOptimize(py);
+  }
+  state.counters["differ"] = share_differing(y, linear_int8_reference(x, w, b));
+  state.SetLabel(p->impl);
+  state.counters["GOPS"] =
+      benchmark::Counter(2e-9 * M * N * K, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// The tatoeba model's products: K 256 into N 256 (attention) and 1,024 (the
+// FFN's first), K 1,024 into 256 (its second), K 256 into 8,000 (the output
+// layer); M a greedy step's rows of a batch (16, 64), a beam's, the
+// encoder's (256).
+void int8_args(benchmark::internal::Benchmark* b) {
+  for (auto [k, n] : {std::array<std::int64_t, 2>{256, 256}, {256, 1024}, {1024, 256}, {256, 8000}})
+    for (std::int64_t m : {16, 64, 256}) b->Args({m, k, n});
+}
+
 // Batches of small products (nb, M, K) @ (nb, K, N) with K read transposed, as
 // attention scores Q K^T. Args: nb, M = N, K. 64 x (10 x 8) @ (8 x 10) is d2l's
 // dot-product attention on (batch, queries, d) = (64, 10, 8); larger sizes show
@@ -240,6 +343,8 @@ BENCHMARK(BM_Linear_Attn)->UseRealTime();
 BENCHMARK(BM_Linear_Dnnl)->UseRealTime();
 BENCHMARK(BM_FrozenLinear_Packed)->Apply(frozen_args)->UseRealTime();
 BENCHMARK(BM_FrozenLinear_Unpacked)->Apply(frozen_args)->UseRealTime();
+BENCHMARK(BM_Int8Linear_Attn)->Apply(int8_args)->UseRealTime();
+BENCHMARK(BM_Int8Linear_Dnnl)->Apply(int8_args)->UseRealTime();
 BENCHMARK(BM_SmallBatched_Attn)->Apply(small_args)->UseRealTime();
 BENCHMARK(BM_SmallBatched_DnnlSerial)->Apply(small_args)->UseRealTime();
 BENCHMARK(BM_SmallBatched_DnnlParallel)->Apply(small_args)->UseRealTime();

@@ -78,10 +78,12 @@ def main():
                    stdout=subprocess.DEVNULL)
 
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
-    # Like with like: ONNX Runtime's side decodes greedily, so attn does too
-    # (--beam-size 1, whatever the model's own default).
+    # Like with like: ONNX Runtime's side decodes greedily in f32, so attn
+    # does too (--beam-size 1 and --quantize none, whatever the model's
+    # own defaults).
     attn_cmd = [a.attn, "--threads", str(a.threads), "translate", "--model", a.model,
-                "--beam-size", "1", "--metrics-json", os.path.join(work, "attn.json")]
+                "--beam-size", "1", "--quantize", "none",
+                "--metrics-json", os.path.join(work, "attn.json")]
     ort_cmd = ["node", os.path.join(ROOT, "tools", "onnx_translate.mjs"), onnx,
                "--threads", str(a.threads), "--batch", "256",
                "--metrics-json", os.path.join(work, "ort.json")]

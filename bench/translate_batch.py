@@ -10,8 +10,11 @@ The sentences are the English side of the first --sentences pairs of
 MODEL/data/test.tsv (or --input FILE, one per line). For each decoding
 (--beams: 1 is greedy; others beam search with attn's length penalty for
 subword models, 0.6), each round runs `attn translate` once per variant
-(--attn-variants: f32; bf16 = --precision bf16; int8 = --quantize int8;
-a+b combines them) and bench/peers/translate_peer.py (PyTorch, the same
+(--attn-variants: f32 = --quantize none; bf16 = --precision bf16
+--quantize none; int8 = --quantize int8;
+a+b combines them; +avx2 runs that variant with ATTN_ISA=avx2, attn's
+kernels as on a CPU without AVX-512, e.g. int8+avx2 on the AVX2 int8
+kernel) and bench/peers/translate_peer.py (PyTorch, the same
 decoding rules, chunks, batches and KV cache) in two ways, each in fresh
 processes, the order rotating from round to round:
 
@@ -27,9 +30,11 @@ the peer's --json); the whole commands' wall times are printed too. Prints
 each side's median seconds and sentences/s, each round's ratio against the
 faster of the two PyTorch runs of that round (PyTorch at its best) and
 their median, the ratios against each way, how many translations equal
-PyTorch's (threads), the settings of both sides and the load average before
-and after. A variant the attn binary does not offer (a flag missing from
-`attn translate --help`, or a probe run that fails) is reported and skipped.
+PyTorch's (threads), the settings of both sides, the CPU model, the date,
+attn's commit and kernels (its --version: attention, bf16 and int8
+products, in each variant's environment) and the load average before and
+after. A variant the attn binary does not offer (a flag missing from `attn
+translate --help`, or a probe run that fails) is reported and skipped.
 
 Settings: attn `--threads N` (its default OpenMP settings, or
 OMP_WAIT_POLICY=PASSIVE with --attn-passive; its default --inter-threads);
@@ -53,17 +58,51 @@ from peer_env import describe, peer_env  # noqa: E402
 from run_record import record, row as figure_row, span  # noqa: E402
 
 VARIANT_FLAGS = {"f32": [], "bf16": ["--precision", "bf16"], "int8": ["--quantize", "int8"]}
+# Parts that set attn's environment instead of a flag.
+VARIANT_ENV = {"avx2": {"ATTN_ISA": "avx2"}}
 
 
 def variant_flags(name):
-    """The attn flags of a variant: f32, bf16, int8, or several joined by +."""
-    flags = []
+    """The attn flags and environment of a variant: f32, bf16, int8, or
+    several joined by + (avx2 among them: ATTN_ISA=avx2). A variant without
+    int8 says --quantize none: attn decodes a subword model in int8 by
+    default where the CPU runs it."""
+    flags, env = [], {}
     for part in name.split("+"):
-        if part not in VARIANT_FLAGS:
+        if part in VARIANT_ENV:
+            env.update(VARIANT_ENV[part])
+        elif part in VARIANT_FLAGS:
+            flags += VARIANT_FLAGS[part]
+        else:
             sys.exit(f"translate_batch: unknown attn variant '{part}' (known: "
-                     f"{', '.join(VARIANT_FLAGS)}, or several joined by +)")
-        flags += VARIANT_FLAGS[part]
-    return flags
+                     f"{', '.join(list(VARIANT_FLAGS) + list(VARIANT_ENV))}, or several "
+                     f"joined by +)")
+    if "--quantize" not in flags:
+        flags += ["--quantize", "none"]
+    return flags, env
+
+
+def cpu_model():
+    """The CPU's model name (/proc/cpuinfo), or '?'."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "?"
+
+
+def attn_kernels(attn, env):
+    """attn --version's first line and its lines on the kernels (attention,
+    bf16 and int8 products), in `env`."""
+    r = subprocess.run([attn, "--version"], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        return []
+    lines = r.stdout.split("\n")
+    keep = ("attention kernels:", "bf16 products:", "int8 products:")
+    return [lines[0]] + [x for x in lines if x.startswith(keep)]
 
 
 def probe_variant(a, name, flags, env):
@@ -124,7 +163,8 @@ def main():
     p.add_argument("--beams", default="1,4", help="beam sizes to run, 1 = greedy (default 1,4)")
     p.add_argument("--attn-variants", default="f32",
                    help="comma-separated: f32, bf16 (--precision bf16), int8 (--quantize int8), "
-                   "or several joined by + (default f32)")
+                   "or several joined by + (default f32); +avx2: with ATTN_ISA=avx2 (attn's "
+                   "AVX2 kernels, int8's included, on a CPU with AVX-512)")
     p.add_argument("--attn-passive", action="store_true",
                    help="run attn with OMP_WAIT_POLICY=PASSIVE (default: its own settings)")
     p.add_argument("--python", default="/usr/bin/python3", help="the peer's interpreter")
@@ -162,16 +202,18 @@ def main():
         attn_env["OMP_WAIT_POLICY"] = "PASSIVE"
     peer_settings = peer_env()
 
-    variants, skipped = [], {}
+    variants, skipped, envs, kernels = [], {}, {}, {}
     for name in [v for v in a.attn_variants.split(",") if v]:
-        flags = variant_flags(name)
-        why, warning = probe_variant(a, name, flags, attn_env)
+        flags, extra = variant_flags(name)
+        envs[name] = {**attn_env, **extra}
+        why, warning = probe_variant(a, name, flags, envs[name])
         if why:
             print(f"attn {name}: skipped: {why}", flush=True)
             skipped[name] = why
             continue
         if warning:
             print(f"attn {name}: note: it prints: {warning}", flush=True)
+        kernels[name] = attn_kernels(a.attn, envs[name])
         variants.append((name, flags, warning))
     if not variants:
         sys.exit("translate_batch: no attn variant to run")
@@ -197,7 +239,7 @@ def main():
                     metrics = os.path.join(work, "attn.json")
                     cmd = [a.attn, "--threads", str(a.threads), "translate", "--model", a.model,
                            "--beam-size", str(K), *flags, "--metrics-json", metrics]
-                    lines, wall = timed(cmd, src, attn_env)
+                    lines, wall = timed(cmd, src, envs[side[len("attn "):]])
                     with open(metrics) as f:
                         seconds = json.load(f)["seconds"]
                 runs[side].append((seconds, wall, lines))
@@ -235,6 +277,13 @@ def main():
           f"--max-batch-size, by default 32 sentences, or 64 rows in bf16 and int8; the peer's: its --batch-size, 128 by default); medians "
           f"of {a.pairs} rounds, the order rotating; load average before {load_before}, "
           f"after {load_after}")
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip() or "?"
+    print(f"CPU: {cpu_model()}; {time.strftime('%Y-%m-%d')}; attn commit {commit}")
+    for name, _, _ in variants:
+        extra = {k: v for k, v in envs[name].items() if attn_env.get(k) != v}
+        print(f"attn {name}" + (f" ({' '.join(f'{k}={v}' for k, v in extra.items())})"
+                                if extra else "") + ": " + "; ".join(kernels[name]))
     print(f"attn: --threads {a.threads}, "
           f"{'OMP_WAIT_POLICY=PASSIVE' if a.attn_passive else 'its default OpenMP settings'}; "
           + "; ".join(f"{name}: {' '.join(flags) or 'no flag'}"
@@ -283,7 +332,10 @@ def main():
                      load=f"{load_before.split()[0]}-{load_after.split()[0]}",
                      note=f"`bench/translate_batch.py --pairs {a.pairs}`",
                      sentences=n, pairs=a.pairs, attn_passive=a.attn_passive, peer_info=peer_info,
-                     variants={name: {"flags": flags, "warning": w}
+                     variants={name: {"flags": flags, "warning": w,
+                                      "env": {k: v for k, v in envs[name].items()
+                                              if attn_env.get(k) != v},
+                                      "kernels": kernels[name]}
                                for name, flags, w in variants},
                      skipped=skipped, results=results)
         with open(a.json, "w") as f:

@@ -76,7 +76,7 @@ int run_attention(const AttentionArgs& a) {
   seq2seq::LoadedModel m = load_model_for_cli(a.model);
   const seq2seq::DecodeOptions options = a.decoding.options(m.config);
   const auto precision = a.decoding.precision_scope(m.net->parameters());
-  const auto quantize = a.decoding.quantize_scope(m.net->parameters());
+  const auto quantize = a.decoding.quantize_scope(m.config, m.net->parameters());
   data::check_utf8(a.sentence, "attention: input");
   // The best hypothesis; its maps come from one teacher-forced pass over its
   // tokens, which gives the weights the search computed for it.

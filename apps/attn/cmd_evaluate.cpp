@@ -62,20 +62,27 @@ void keep_range(std::vector<T>& v, std::pair<std::size_t, std::size_t> r) {
                      v.begin() + static_cast<std::ptrdiff_t>(r.second));
 }
 
+// Whether this thread's Linear products run in int8 (--quantize).
+const char* quantization_in_force() {
+  return QuantizeScope::current().cache != nullptr ? "int8" : "none";
+}
+
 nlohmann::ordered_json decoding_json(const seq2seq::DecodeOptions& options) {
   return {{"beam_size", options.beam_size},
           {"length_penalty", options.length_penalty},
           {"max_length", options.max_length},
-          {"max_length_factor", options.max_length_factor}};
+          {"max_length_factor", options.max_length_factor},
+          {"quantize", quantization_in_force()}};
 }
 
 std::string decoding_text(const seq2seq::DecodeOptions& options) {
-  return fmt::format("beam size {}, length penalty {}, max length {}{}", options.beam_size,
-                     options.length_penalty,
+  return fmt::format("beam size {}, length penalty {}, max length {}{}, quantize {}",
+                     options.beam_size, options.length_penalty,
                      options.max_length > 0 ? fmt::to_string(options.max_length) : "3 x source",
                      options.max_length_factor > 0
                          ? fmt::format(", max length factor {}", options.max_length_factor)
-                         : std::string());
+                         : std::string(),
+                     quantization_in_force());
 }
 
 // A subword model: cased text pairs, per-token loss over the pairs that fit
@@ -139,7 +146,7 @@ int run_evaluate(const EvaluateArgs& a) {
   seq2seq::LoadedModel m = load_model_for_cli(a.model);
   const seq2seq::DecodeOptions options = a.decoding.options(m.config);
   const auto precision = a.decoding.precision_scope(m.net->parameters());
-  const auto quantize = a.decoding.quantize_scope(m.net->parameters());
+  const auto quantize = a.decoding.quantize_scope(m.config, m.net->parameters());
   std::string path = a.data;
   if (!a.split.empty()) {
     path = (std::filesystem::path(a.model) / "data" / (a.split + ".tsv")).string();

@@ -30,12 +30,15 @@ struct TranslateArgs {
   std::string metrics_json;
 };
 
-// {"sentences", "seconds", "sentences_per_s"}: the time from the first
-// sentence read to the last translation written, without loading the model.
-void write_translate_metrics(const std::string& path, std::size_t sentences, double seconds) {
+// {"sentences", "seconds", "sentences_per_s", "quantize"}: the time from
+// the first sentence read to the last translation written, without loading
+// the model, and whether the Linear products ran in int8.
+void write_translate_metrics(const std::string& path, std::size_t sentences, double seconds,
+                             bool int8) {
   nlohmann::ordered_json j = {{"sentences", sentences},
                               {"seconds", seconds},
-                              {"sentences_per_s", static_cast<double>(sentences) / seconds}};
+                              {"sentences_per_s", static_cast<double>(sentences) / seconds},
+                              {"quantize", int8 ? "int8" : "none"}};
   const std::filesystem::path p(path);
   if (p.has_parent_path()) io::ensure_directory(p.parent_path());
   io::write_file_atomic(p, j.dump() + "\n");
@@ -47,7 +50,7 @@ int run_translate(const TranslateArgs& a) {
   seq2seq::LoadedModel m = load_model_for_cli(a.model);
   const seq2seq::DecodeOptions options = a.decoding.options(m.config);
   const auto precision = a.decoding.precision_scope(m.net->parameters());
-  const auto quantize = a.decoding.quantize_scope(m.net->parameters());
+  const auto quantize = a.decoding.quantize_scope(m.config, m.net->parameters());
   const seq2seq::BatchOptions batching = a.decoding.batching();
   const bool n_best = a.decoding.n_best_given();
   const std::int64_t num_steps = m.config.num_steps;
@@ -59,7 +62,8 @@ int run_translate(const TranslateArgs& a) {
     if (a.metrics_json.empty()) return;
     write_translate_metrics(
         a.metrics_json, count,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+        quantize != nullptr);
   };
   auto translate = [&](const std::vector<std::string>& sentences, std::size_t first,
                        const char* where) {

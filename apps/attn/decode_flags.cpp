@@ -46,11 +46,12 @@ void DecodeFlags::add_to(CLI::App* sub, bool with_n_best, bool with_batches) {
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   sub->add_option("--quantize", quantize_,
-                  "none, or int8: the Linear layers' weights quantized once to int8 per output "
-                  "row and the activations per row at each product, multiplied on AVX-512 VNNI "
-                  "(with --precision bf16 the other products in bf16; without VNNI, f32 with a "
-                  "warning)")
-      ->check(CLI::IsMember({"none", "int8"}))
+                  "none (f32), or int8: the Linear layers' weights quantized once to int8 per "
+                  "output row and the activations per row at each product, multiplied on "
+                  "AVX-512 VNNI or AVX2 (the same numbers; with --precision bf16 the other "
+                  "products in bf16; without AVX2, f32 with a warning); auto: int8 for a subword "
+                  "model where the CPU runs it, else none (a word model: none)")
+      ->check(CLI::IsMember({"auto", "none", "int8"}))
       ->capture_default_str();
   if (with_batches) {
     sub->add_option("--max-batch-size", max_batch_size_,
@@ -80,12 +81,16 @@ std::unique_ptr<PrecisionScope> DecodeFlags::precision_scope(
   return std::make_unique<PrecisionScope>(precision_for(precision_, "decoding in f32"), parameters);
 }
 
+Quantization DecodeFlags::quantization(const seq2seq::ModelConfig& model) const {
+  return quantize_ == "auto" ? seq2seq::default_quantization(model) : parse_quantization(quantize_);
+}
+
 std::unique_ptr<QuantizeScope> DecodeFlags::quantize_scope(
-    const std::vector<Tensor>& parameters) const {
-  if (parse_quantization(quantize_) == Quantization::none) return nullptr;
+    const seq2seq::ModelConfig& model, const std::vector<Tensor>& parameters) const {
+  if (quantization(model) == Quantization::none) return nullptr;
   if (!int8_supported()) {
-    fmt::print(stderr,
-               "attn: warning: --quantize int8: this CPU has no AVX-512 VNNI; decoding in f32\n");
+    fmt::print(stderr, "attn: warning: --quantize int8: int8 products: {}; decoding in f32\n",
+               attn::int8_description());
     return nullptr;
   }
   return std::make_unique<QuantizeScope>(parameters);

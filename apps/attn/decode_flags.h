@@ -40,11 +40,17 @@ class DecodeFlags {
   // model's parameters frozen; f32 with a warning on stderr where bf16 was
   // asked for and the CPU lacks AVX-512 BF16.
   std::unique_ptr<PrecisionScope> precision_scope(const std::vector<Tensor>& parameters) const;
+  // What --quantize asks for `model`: none or int8 as given; auto (the
+  // default) is seq2seq::default_quantization(model): int8 for a subword
+  // model where an int8 kernel runs, else none.
+  Quantization quantization(const seq2seq::ModelConfig& model) const;
   // The Linear weights among `parameters` in int8 while decoding
-  // (ops/quantize.h); null for --quantize none, and where the CPU lacks
-  // AVX-512 VNNI (f32, with a warning on stderr). Open it after
-  // precision_scope: with --precision bf16 the other products run in bf16.
-  std::unique_ptr<QuantizeScope> quantize_scope(const std::vector<Tensor>& parameters) const;
+  // (ops/quantize.h) where quantization(model) is int8; null for none, and
+  // where no int8 kernel runs (f32, with a warning on stderr for an explicit
+  // --quantize int8). Open it after precision_scope: with --precision bf16
+  // the other products run in bf16.
+  std::unique_ptr<QuantizeScope> quantize_scope(const seq2seq::ModelConfig& model,
+                                                const std::vector<Tensor>& parameters) const;
   // How translate_texts runs its batches: --max-batch-size sentences each,
   // --inter-threads of them side by side (0: attn's thread count); every
   // thread joins the scopes above (translate_texts).
@@ -54,7 +60,7 @@ class DecodeFlags {
   std::int64_t beam_size_ = 1, n_best_ = 1, max_length_ = 0, inter_threads_ = 0;
   std::int64_t max_batch_size_ = static_cast<std::int64_t>(seq2seq::BatchOptions{}.batch_size);
   double length_penalty_ = 0, max_length_factor_ = 0;
-  std::string precision_ = "f32", quantize_ = "none";
+  std::string precision_ = "f32", quantize_ = "auto";
   CLI::Option *n_best_option_ = nullptr, *beam_option_ = nullptr, *penalty_option_ = nullptr;
 };
 

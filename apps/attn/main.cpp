@@ -96,9 +96,9 @@ std::string version_text() {
   const auto cap = attn::isa_cap();
   const std::string why = cap ? fmt::format("ATTN_ISA={}; this CPU runs: {}", *cap, isas)
                               : fmt::format("the best of: {}; ATTN_ISA chooses another", isas);
-  return fmt::format("attn {}\ncompiled for: {}\nattention kernels: {} ({})\n{}\n{}",
+  return fmt::format("attn {}\ncompiled for: {}\nattention kernels: {} ({})\n{}\n{}\n{}",
                      attn::version(), attn::compiled_for(), isa, why, attn::cli::bf16_description(),
-                     attn::cli::mpi_description());
+                     attn::cli::int8_description(), attn::cli::mpi_description());
 }
 
 // A seed is a whole number in [0, 2^64).

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "attn/ops/quantize.h"
+
 namespace attn::cli {
 
 Precision precision_for(const std::string& text, const char* instead, bool say) {
@@ -32,6 +34,12 @@ std::string bf16_description() {
   if (bf16_products_on_amx()) return fmt::format("bf16 products: AMX tiles (oneDNN); {}", rate);
   return fmt::format("bf16 products: {}{}", rate,
                      bf16_slower_than_f32() ? ": slower than f32 on this CPU" : "");
+}
+
+std::string int8_description() {
+  if (!int8_supported())
+    return fmt::format("int8 products: {}: --quantize int8 runs in f32", attn::int8_description());
+  return fmt::format("int8 products: {}", attn::int8_description());
 }
 
 }  // namespace attn::cli

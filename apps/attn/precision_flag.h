@@ -19,4 +19,8 @@ Precision precision_for(const std::string& text, const char* instead, bool say =
 // --version's line on the bf16 products: what runs them and how fast.
 std::string bf16_description();
 
+// --version's line on the int8 products (--quantize int8): the kernel that
+// runs them (attn::int8_description()).
+std::string int8_description();
+
 }  // namespace attn::cli

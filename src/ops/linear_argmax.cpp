@@ -8,7 +8,8 @@
 // Where linear() would run attn's f32 kernel (ops/f32_gemm.h), the screen:
 //
 //   1. y'  = the int8 product of x and W (ops/quantize.h's formulas, on
-//      AVX-512 VNNI: 4 multiply-adds for each f32 one, W a quarter the bytes);
+//      AVX-512 VNNI: 4 multiply-adds for each f32 one, or AVX2: 2; W a
+//      quarter the bytes);
 //   2. E_n = a bound on |y'_n - y_n|, y_n the f32 kernel's own result
 //      (below), from norms of x's row and of W's rows;
 //   3. L   = max_n (y'_n - E_n), at most the largest y_n;
@@ -172,18 +173,18 @@ std::int64_t best_of(const float* x, const float* w, std::int64_t s0, std::int64
 bool screen_row(const ArgmaxScreen& s, const float* x, const float* yq, const float* w,
                 std::int64_t s0, std::int64_t s1, std::int64_t K, std::int64_t N, const float* bias,
                 double bmax, std::int64_t* out) {
-  thread_local std::vector<std::uint8_t> u;
+  thread_local std::vector<std::int8_t> q;
   thread_local std::vector<float> upper;
   thread_local std::vector<std::int64_t> cand;
-  u.resize(static_cast<std::size_t>(K));
-  // x's quantization as the int8 product made it (the same function, the
-  // same bits), and the three norms.
-  const float sx = detail::quantize_row(x, K, u.data(), true);
+  q.resize(static_cast<std::size_t>(K));
+  // x's quantization as the int8 product made it (the same values, the same
+  // bits, on AVX2, which every int8 kernel's CPU has), and the three norms.
+  const float sx = detail::quantize_row_s8(x, K, q.data(), true);
   if (!std::isfinite(sx)) return false;
   double a2 = 0, b2 = 0, c2 = 0;
   for (std::int64_t k = 0; k < K; ++k) {
     const double xk = x[k];
-    const double xh = static_cast<double>(sx) * (static_cast<int>(u[k]) - 128);
+    const double xh = static_cast<double>(sx) * q[k];
     a2 += (xk - xh) * (xk - xh);
     b2 += xh * xh;
     c2 += xk * xk;

@@ -1,12 +1,14 @@
 // int8 weights for inference (attn/ops/quantize.h): the scope and its
 // quantized weights, and the product: attn's VNNI kernel (ops/int8_gemm.h)
-// where the CPU has AVX-512 VNNI, else integer loops and the dequantization
-// with the bias in one pass.
+// where the CPU has AVX-512 VNNI, its AVX2 kernel where it has AVX2, else
+// integer loops and the dequantization with the bias in one pass.
 //
 //   sw[n] = max_k |W[n,k]| / 127      Wq[n,k] = round(W[n,k] * (127 / max_k |W[n,k]|))
 //   sx[m] = max_k |x[m,k]| / 127      xq[m,k] = round(x[m,k] * (127 / max_k |x[m,k]|))
 //   acc[m,n] = sum_k xq[m,k] Wq[n,k]
 //            = sum_k (xq[m,k] + 128) Wq[n,k] - 128 sum_k Wq[n,k]   (the u8 x s8 VNNI product)
+//            = sum_k |Wq[n,k]| (xq[m,k] ^ (Wq[n,k] < 0 ? 0xff : 0)) - sum_{Wq[n,k] < 0} Wq[n,k]
+//                                                                   (AVX2's vpmaddubsw)
 //   y[m,n] = fma(float(acc[m,n]), sx[m] * sw[n], b[n])
 #include "attn/ops/quantize.h"
 #include "attn/core/env.h"
@@ -77,9 +79,22 @@ bool cpu_has_vnni() {
   return detail::onednn_isa_has(dnnl::cpu_isa::avx512_core_vnni);
 }
 
+// int8_kernel(), chosen once: ATTN_ISA caps it as it caps the f32 tiles
+// (ops/f32_gemm.h): unset or avx512, the best; avx2, AVX2's; anything else
+// (portable), none. ATTN_NO_VNNI takes the VNNI kernel away.
+Int8Kernel choose_int8_kernel() {
+  const std::optional<std::string> isa = isa_cap();
+  const bool any = !isa || *isa == "avx512";
+  if (any && !env_flag(EnvVar::no_vnni) && cpu_has_vnni()) return Int8Kernel::avx512_vnni;
+  if ((any || *isa == "avx2") && detail::int8_gemm_avx2_cpu())
+    return Int8Kernel::avx2;
+  return Int8Kernel::none;
+}
+
 using detail::dequantize_row;
 using detail::quantize_reference;
 using detail::quantize_row;
+using detail::quantize_row_s8;
 using detail::row_scale_reference;
 using detail::RowScale;
 
@@ -117,7 +132,7 @@ void quantized_sums(const float* x, std::int64_t M, const QuantizedWeight& w, Sc
   const std::int64_t K = w.K;
   if (s.xq.size() < static_cast<std::size_t>(M * K)) s.xq.resize(M * K);
   if (s.sx.size() < static_cast<std::size_t>(M)) s.sx.resize(M);
-  const bool vector = int8_supported();
+  const bool vector = int8_kernel() == Int8Kernel::avx512_vnni;
   detail::parallel_for(M, detail::loop_threads(parallel_rows(M, K)), [&](std::int64_t m) {
     s.sx[m] = quantize_row(x + m * K, K, &s.xq[m * K], vector);
   });
@@ -129,14 +144,17 @@ Scratch& thread_scratch() {
   return s;
 }
 
-// y through int8_gemm (ops/int8_gemm.h) on a CPU with VNNI: the floats
-// straight from its registers, no int32 sums in memory; the rows quantized
-// and the column groups shared out over threads where the product is large
-// enough. The same bits as the other paths (exact int32 sums, the same
-// formula). It replaced oneDNN's u8 x s8 primitive, which it beat by 10-20%
-// on every shape of the tatoeba model (1 to 1,024 rows; ops/int8_gemm.h).
-Tensor run_int8_vnni(const Tensor& x, std::int64_t M, QuantizedWeight& w, const Tensor& bias,
-                     const Shape& out_shape) {
+// y through the kernel of ops/int8_gemm.h this CPU runs: the VNNI kernel
+// on u8 rows (xq + 128), the AVX2 one on s8 rows (xq); the floats straight
+// from its registers, no int32 sums in memory; the rows quantized and the
+// column groups shared out over threads where the product is large enough.
+// The same bits as the other paths (exact int32 sums, the same formula).
+// The VNNI kernel replaced oneDNN's u8 x s8 primitive, which it beat by
+// 10-20% on every shape of the tatoeba model (1 to 1,024 rows;
+// ops/int8_gemm.h); on AVX2, oneDNN 2.6's u8 x s8 matmul against the AVX2
+// kernel: docs/design.md.
+Tensor run_int8_kernel(Int8Kernel kernel, const Tensor& x, std::int64_t M, QuantizedWeight& w,
+                       const Tensor& bias, const Shape& out_shape) {
   const std::int64_t N = w.N, K = w.K;
   Tensor y = Tensor::empty(out_shape, DType::f32);
   Tensor xc = x.detach().contiguous();
@@ -146,24 +164,44 @@ Tensor run_int8_vnni(const Tensor& x, std::int64_t M, QuantizedWeight& w, const 
   if (s.xq.size() < static_cast<std::size_t>(M * K + 64)) s.xq.resize(M * K + 64);
   if (s.sx.size() < static_cast<std::size_t>(M)) s.sx.resize(M);
   const float* px = xc.data<float>();
+  const bool vnni = kernel == Int8Kernel::avx512_vnni;
+  auto* xq8 = reinterpret_cast<std::int8_t*>(s.xq.data());
   detail::parallel_for(M, detail::loop_threads(parallel_rows(M, K)), [&](std::int64_t m) {
-    s.sx[m] = quantize_row(px + m * K, K, &s.xq[m * K], true);
+    s.sx[m] = vnni ? quantize_row(px + m * K, K, &s.xq[m * K], true)
+                   : quantize_row_s8(px + m * K, K, xq8 + m * K, true);
   });
+  const float* b = bc.defined() ? bc.data<float>() : nullptr;
   const detail::Int8GemmArgs a{.u = s.xq.data(),
                                .ldu = K,
                                .sx = s.sx.data(),
                                .packed = w.gemm_layout(),
                                .comp = w.comp.data(),
                                .sw = w.scale.data(),
-                               .bias = bc.defined() ? bc.data<float>() : nullptr,
+                               .bias = b,
                                .M = M,
                                .K = K,
                                .N = N,
                                .y = y.data<float>()};
+  const detail::Int8GemmS8Args a8{.x = xq8,
+                                  .ldx = K,
+                                  .sx = a.sx,
+                                  .packed = a.packed,
+                                  .neg = w.neg.data(),
+                                  .sw = a.sw,
+                                  .bias = b,
+                                  .M = M,
+                                  .K = K,
+                                  .N = N,
+                                  .y = a.y};
   const std::int64_t groups = (N + 31) / 32;
   const bool parallel = M * N * K >= kSerialWork * grain_scale() && groups > 1;
   detail::parallel_ranges(groups, detail::loop_threads(parallel),
-                          [&](std::int64_t g0, std::int64_t g1) { detail::int8_gemm(a, g0, g1); });
+                          [&](std::int64_t g0, std::int64_t g1) {
+                            if (vnni)
+                              detail::int8_gemm(a, g0, g1);
+                            else
+                              detail::int8_gemm_avx2(a8, g0, g1);
+                          });
   return y;
 }
 
@@ -210,11 +248,13 @@ std::unique_ptr<QuantizedWeight> quantize_weight(const Tensor& weight, const cha
   w->q.resize(static_cast<std::size_t>(N * K));
   w->scale.resize(static_cast<std::size_t>(N));
   w->comp.resize(static_cast<std::size_t>(N));
+  w->neg.resize(static_cast<std::size_t>(N));
   const float* p = weight.data<float>();
   // Rows in parallel, each through quantize_row (the AVX-512 kernel where the
-  // CPU has VNNI, the same bits as the reference), from a contiguous copy of
-  // the row where the weight's rows are not.
-  const bool vector = int8_supported();
+  // CPU has VNNI) or quantize_row_s8 (the AVX2 kernel where it has AVX2), the
+  // same bits as the reference, from a contiguous copy of the row where the
+  // weight's rows are not.
+  const Int8Kernel kernel = int8_kernel();
   std::atomic<std::int64_t> bad{N};
   detail::parallel_for(N, detail::loop_threads(parallel_rows(N, K)), [&](std::int64_t n) {
     thread_local std::vector<float> row;
@@ -225,21 +265,29 @@ std::unique_ptr<QuantizedWeight> quantize_weight(const Tensor& weight, const cha
       for (std::int64_t k = 0; k < K; ++k) row[k] = p[n * s0 + k * s1];
       x = row.data();
     }
-    u.resize(static_cast<std::size_t>(K));
-    const float scale = quantize_row(x, K, u.data(), vector);
+    std::int8_t* q = w->q.data() + n * K;
+    float scale;
+    if (kernel == Int8Kernel::avx512_vnni) {
+      u.resize(static_cast<std::size_t>(K));
+      scale = quantize_row(x, K, u.data(), true);
+      for (std::int64_t k = 0; k < K; ++k)
+        q[k] = static_cast<std::int8_t>(static_cast<std::int32_t>(u[k]) - 128);
+    } else {
+      scale = quantize_row_s8(x, K, q, kernel == Int8Kernel::avx2);
+    }
     if (std::isnan(scale)) {  // the first such row is named
       std::int64_t seen = bad.load();
       while (n < seen && !bad.compare_exchange_weak(seen, n)) {}
       return;
     }
-    std::int32_t sum = 0;
-    std::int8_t* q = w->q.data() + n * K;
+    std::int32_t sum = 0, neg = 0;
     for (std::int64_t k = 0; k < K; ++k) {
-      q[k] = static_cast<std::int8_t>(static_cast<std::int32_t>(u[k]) - 128);
       sum += q[k];
+      neg += q[k] < 0 ? q[k] : 0;
     }
     w->scale[n] = scale;
     w->comp[n] = 128 * sum;
+    w->neg[n] = neg;
   });
   ATTN_CHECK(bad.load() == N, ValueError,
              "{}: weight {} holds an infinity or a NaN in row {}: it cannot be quantized", op,
@@ -253,7 +301,8 @@ Tensor run_int8(const Tensor& x, QuantizedWeight& w, const Tensor& bias) {
   out_shape.push_back(N);
   const std::int64_t M = N == 0 ? 0 : shape_numel(out_shape) / N;
   if (M * N == 0) return Tensor::empty(out_shape, DType::f32);
-  if (int8_supported()) return run_int8_vnni(x, M, w, bias, out_shape);
+  if (const Int8Kernel kernel = int8_kernel(); kernel != Int8Kernel::none)
+    return run_int8_kernel(kernel, x, M, w, bias, out_shape);
   static_assert(sizeof(std::int32_t) == sizeof(float));
   Tensor y = Tensor::empty(out_shape, DType::f32);
   Tensor xc = x.detach().contiguous();
@@ -279,17 +328,37 @@ Quantization parse_quantization(const std::string& text) {
   throw ValueError(fmt::format("unknown quantization '{}' (choices: none, int8)", text));
 }
 
-bool int8_supported() {
-  static const bool supported = [] {
-    if (env_flag(EnvVar::no_vnni)) return false;
-    return cpu_has_vnni();
-  }();
-  return supported;
+Int8Kernel int8_kernel() {
+  static const Int8Kernel kernel = choose_int8_kernel();
+  return kernel;
+}
+
+bool int8_supported() { return int8_kernel() != Int8Kernel::none; }
+
+const char* int8_kernel_name(Int8Kernel kernel) {
+  switch (kernel) {
+    case Int8Kernel::avx512_vnni: return "avx512_vnni";
+    case Int8Kernel::avx2: return "avx2";
+    case Int8Kernel::none: return "none";
+  }
+  return "none";
+}
+
+std::string int8_description() {
+  switch (int8_kernel()) {
+    case Int8Kernel::avx512_vnni: return "AVX-512 VNNI (vpdpbusd)";
+    case Int8Kernel::avx2: return "AVX2 (vpmaddubsw)";
+    case Int8Kernel::none: break;
+  }
+  if (const std::optional<std::string> isa = isa_cap(); isa && detail::int8_gemm_avx2_cpu())
+    return fmt::format("none (ATTN_ISA={})", *isa);
+  return "none (no AVX2)";
 }
 
 QuantizeScope::QuantizeScope(const std::vector<Tensor>& frozen) : previous_(t_cache) {
   ATTN_CHECK(int8_supported(), ValueError,
-             "QuantizeScope: int8 products need a CPU with AVX-512 VNNI, which this one lacks");
+             "QuantizeScope: int8 products need AVX2 or AVX-512 VNNI; here: {}",
+             int8_description());
   cache_ = std::make_shared<Cache>();
   for (const Tensor& t : frozen) {
     if (!t.defined() || t.dtype() != DType::f32) continue;

@@ -22,7 +22,8 @@ struct QuantizedWeight {
   std::int64_t N = 0, K = 0;
   std::vector<std::int8_t> q;  // Wq, N x K row-major
   std::vector<float> scale;  // sw, N
-  std::vector<std::int32_t> comp;  // 128 * sum_k Wq[n,k], N
+  std::vector<std::int32_t> comp;  // 128 * sum_k Wq[n,k], N (the VNNI kernel's)
+  std::vector<std::int32_t> neg;  // sum_k of the negative Wq[n,k], N (the AVX2 kernel's)
   // Wq in int8_gemm's layout, once used; `mu` guards it, as the threads
   // that joined the scope share the weight.
   std::vector<std::int8_t> gemm;

@@ -17,12 +17,6 @@
 
 namespace attn::detail {
 
-namespace {
-// Rows whose largest magnitude is below this count as zero (127 / amax must
-// stay finite).
-constexpr float kTinyAmax = 1e-30f;
-}  // namespace
-
 RowScale row_scale_reference(const float* x, std::int64_t K) {
   float amax = 0;
   for (std::int64_t k = 0; k < K; ++k) {
@@ -123,6 +117,13 @@ float quantize_row(const float* x, std::int64_t K, std::uint8_t* out, bool vecto
   const RowScale s = row_scale_reference(x, K);
   for (std::int64_t k = 0; k < K; ++k)
     out[k] = static_cast<std::uint8_t>(quantize_reference(x[k], s.inv) + 128);
+  return s.scale;
+}
+
+float quantize_row_s8(const float* x, std::int64_t K, std::int8_t* out, bool vector) {
+  if (vector) return quantize_row_s8_avx2(x, K, out);
+  const RowScale s = row_scale_reference(x, K);
+  for (std::int64_t k = 0; k < K; ++k) out[k] = quantize_reference(x[k], s.inv);
   return s.scale;
 }
 

@@ -1,11 +1,15 @@
 // src/ops/quantize_rows.h — internal: one row's int8 quantization and
 // dequantization (ops/quantize.cpp's formulas): the plain references and
-// the AVX-512 quantization kernel, which gives the same bits.
+// the AVX-512 and AVX2 quantization kernels, which give the same bits.
 #pragma once
 
 #include <cstdint>
 
 namespace attn::detail {
+
+// Rows whose largest magnitude is below this count as zero (127 / amax must
+// stay finite).
+inline constexpr float kTinyAmax = 1e-30f;
 
 struct RowScale {
   float scale;  // sx: max|x| / 127; 1 for a zero row; NaN for a row with inf or NaN
@@ -22,6 +26,15 @@ std::int8_t quantize_reference(float x, float inv);
 // x (K) into u8 (xq + 128) in out; returns the row's scale. vector: the
 // AVX-512 kernel (the caller checks the CPU), else the reference.
 float quantize_row(const float* x, std::int64_t K, std::uint8_t* out, bool vector);
+
+// x (K) into s8 (xq itself) in out, for the AVX2 kernel (ops/int8_gemm.h);
+// returns the row's scale. vector: the AVX2 kernel
+// (ops/quantize_rows_avx2.cpp; the caller checks the CPU: AVX2), else the
+// reference. The same values as quantize_row, 128 lower.
+float quantize_row_s8(const float* x, std::int64_t K, std::int8_t* out, bool vector);
+
+// The AVX2 kernel of quantize_row_s8: the same bits as the reference.
+float quantize_row_s8_avx2(const float* x, std::int64_t K, std::int8_t* out);
 
 // y[n] = fma(float(c[n]), sx * sw[n], b[n]) (b may be null), the int32 sums
 // of the portable path (ops/quantize.cpp) into floats; c and y may be the

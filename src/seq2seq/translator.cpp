@@ -32,6 +32,10 @@ DecodeOptions defaults_for(const ModelConfig& model) {
   return o;
 }
 
+Quantization default_quantization(const ModelConfig& model) {
+  return model.tokenizer != "word" && int8_supported() ? Quantization::int8 : Quantization::none;
+}
+
 std::size_t automatic_batch_size(std::int64_t beam_size) {
   constexpr std::size_t kSentences = 32, kReducedRows = 64;
   const bool reduced =
@@ -52,7 +56,8 @@ std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
   const std::size_t batch_size =
       batching.batch_size > 0 ? batching.batch_size : automatic_batch_size(options.beam_size);
   DecodeOptions opts = options;
-  if (opts.max_length == 0 && opts.max_length_factor == 0) opts.max_length_factor = kSubwordLengthFactor;
+  if (opts.max_length == 0 && opts.max_length_factor == 0)
+    opts.max_length_factor = kSubwordLengthFactor;
   const data::Vocab& tv = tokenizer.vocab(data::Side::target);
   const std::int64_t pad = tv["<pad>"], bos = tv["<bos>"], eos = tv["<eos>"];
   const std::int64_t src_eos = tokenizer.vocab(data::Side::source)["<eos>"];

@@ -1,8 +1,11 @@
 // --quantize int8 through the CLI: the d2l preset's model translated and
 // evaluated with int8 weights against f32 (BLEU on its 600 pairs within a
-// tolerance, the loss changed but close), with --precision bf16 too; an
-// unknown value is a usage error; a CPU without AVX-512 VNNI (forced by
-// ATTN_NO_VNNI=1) falls back to f32 with a warning.
+// tolerance, the loss changed but close), with --precision bf16 too; the
+// AVX2 kernel (forced by ATTN_NO_VNNI=1 where the CPU has VNNI) gives the
+// translations and numbers of the kernel this CPU runs by default; an
+// unknown value is a usage error; without an int8 kernel (a CPU without
+// AVX2, forced by ATTN_ISA=portable) decoding falls back to f32 with a
+// warning; --version names the kernel.
 //
 //   apps_quantize <attn executable> [gtest flags]
 #include <unistd.h>
@@ -71,6 +74,19 @@ class QuantizeCli : public ::testing::Test {
     EXPECT_TRUE(attn::testing::is_quiet_but_for_slow_bf16(err_of(name), asks_bf16)) << err_of(name);
     return nlohmann::json::parse(out_of(name));
   }
+  // Runs with the environment variable `name` set to `value`, then as it was.
+  static int run_with(const char* name, const char* value, const std::vector<std::string>& args,
+                      const std::string& out) {
+    const char* was = std::getenv(name);
+    const std::string before = was ? was : "";
+    EXPECT_EQ(::setenv(name, value, 1), 0);
+    const int rc = run(args, out);
+    if (was)
+      ::setenv(name, before.c_str(), 1);
+    else
+      ::unsetenv(name);
+    return rc;
+  }
   static std::vector<std::string> lines(const std::string& text) {
     std::vector<std::string> out;
     std::istringstream in(text);
@@ -87,7 +103,7 @@ fs::path QuantizeCli::dir_;
 // The book's four sentences: int8 translates them (no warning, one line
 // each); how many agree with f32 is reported.
 TEST_F(QuantizeCli, TranslatesTheBookSentences) {
-  if (!int8_supported()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+  if (!int8_supported()) GTEST_SKIP() << "no int8 kernel: " << int8_description();
   std::vector<std::string> args = {"translate", "--model", model().string()};
   args.insert(args.end(), kSentences.begin(), kSentences.end());
   ASSERT_EQ(run(args, "translate_f32"), 0) << err_of("translate_f32");
@@ -105,6 +121,16 @@ TEST_F(QuantizeCli, TranslatesTheBookSentences) {
                 int8[i].c_str());
   }
   std::printf("int8 and f32 agree on %d of %zu sentences\n", agree, kSentences.size());
+  // The AVX2 kernel (the default one where the CPU lacks VNNI) gives the
+  // same numbers as the VNNI kernel: the same translations, with scores.
+  std::vector<std::string> scored = args;
+  scored.insert(scored.begin() + 3, {"--n-best", "1"});
+  ASSERT_EQ(run(scored, "translate_int8_scores"), 0) << err_of("translate_int8_scores");
+  ASSERT_EQ(run_with("ATTN_NO_VNNI", "1", scored, "translate_int8_avx2"), 0)
+      << err_of("translate_int8_avx2");
+  EXPECT_EQ(err_of("translate_int8_avx2"), "");
+  EXPECT_EQ(out_of("translate_int8_avx2"), out_of("translate_int8_scores"));
+  EXPECT_NE(out_of("translate_int8_scores"), "");
   // attention decodes with it too.
   ASSERT_EQ(run({"attention", "--model", model().string(), "--quantize", "int8", "i'm home .",
                  "--out", (dir_ / "att" / "home").string()},
@@ -118,7 +144,7 @@ TEST_F(QuantizeCli, TranslatesTheBookSentences) {
 // teacher-forced loss is not f32's: int8 really ran) but not by much, and
 // BLEU stays within kBleuTolerance of f32's; the same with --precision bf16.
 TEST_F(QuantizeCli, EvaluateKeepsBleu) {
-  if (!int8_supported()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+  if (!int8_supported()) GTEST_SKIP() << "no int8 kernel: " << int8_description();
   constexpr double kBleuTolerance = 3.0;  // sacreBLEU points, 0 to 100
   constexpr double kLossTolerance = 0.05;  // relative
   const nlohmann::json f32 = evaluate({}, "evaluate_f32");
@@ -150,22 +176,46 @@ TEST_F(QuantizeCli, AnUnknownValueIsAUsageError) {
       2);
   const auto err = lines(err_of("bad"));
   ASSERT_EQ(err.size(), 2u) << err_of("bad");
-  EXPECT_EQ(err[0], "attn: error: --quantize: int4 not in {none,int8}");
+  EXPECT_EQ(err[0], "attn: error: --quantize: int4 not in {auto,none,int8}");
   EXPECT_EQ(err[1], "Run 'attn --help' for usage.");
 }
 
-// Without AVX-512 VNNI (forced by ATTN_NO_VNNI=1): one warning, f32, exit 0.
-TEST_F(QuantizeCli, WithoutVnniTheCpuFallsBackToF32) {
+// Without an int8 kernel (forced by ATTN_ISA=portable, which leaves f32 on
+// its portable path): one warning naming why, f32, exit 0.
+TEST_F(QuantizeCli, WithoutAnInt8KernelDecodingFallsBackToF32) {
   const std::string m = model().string();
-  ASSERT_EQ(run({"translate", "--model", m, "go .", "i lost ."}, "fallback_f32"), 0);
-  ASSERT_EQ(::setenv("ATTN_NO_VNNI", "1", 1), 0);
-  const int rc =
-      run({"translate", "--model", m, "--quantize", "int8", "go .", "i lost ."}, "fallback");
-  ::unsetenv("ATTN_NO_VNNI");
-  ASSERT_EQ(rc, 0) << err_of("fallback");
+  ASSERT_EQ(
+      run_with("ATTN_ISA", "portable", {"translate", "--model", m, "go .", "i lost ."}, "f32"), 0)
+      << err_of("f32");
+  ASSERT_EQ(
+      run_with("ATTN_ISA", "portable",
+               {"translate", "--model", m, "--quantize", "int8", "go .", "i lost ."}, "fallback"),
+      0)
+      << err_of("fallback");
   EXPECT_EQ(err_of("fallback"),
-            "attn: warning: --quantize int8: this CPU has no AVX-512 VNNI; decoding in f32\n");
-  EXPECT_EQ(out_of("fallback"), out_of("fallback_f32"));
+            "attn: warning: --quantize int8: int8 products: none (ATTN_ISA=portable); decoding "
+            "in f32\n");
+  EXPECT_EQ(out_of("fallback"), out_of("f32"));
+  EXPECT_NE(out_of("f32"), "");
+}
+
+// --version names the int8 kernel: the one this process chose (the same
+// environment), and none under ATTN_ISA=portable.
+TEST_F(QuantizeCli, VersionNamesTheKernel) {
+  ASSERT_EQ(run({"--version"}, "version"), 0);
+  const std::string line = int8_supported() ? "\nint8 products: " + int8_description() + "\n"
+                                            : "\nint8 products: " + int8_description() +
+                                                  ": --quantize int8 runs in f32\n";
+  EXPECT_NE(out_of("version").find(line), std::string::npos) << out_of("version");
+  const char* isa = std::getenv("ATTN_ISA");
+  if (!(isa && *isa) && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    EXPECT_TRUE(int8_supported()) << "a CPU with AVX2 runs int8";
+  }
+  ASSERT_EQ(run_with("ATTN_ISA", "portable", {"--version"}, "version_portable"), 0);
+  EXPECT_NE(out_of("version_portable")
+                .find("\nint8 products: none (ATTN_ISA=portable): --quantize int8 runs in f32\n"),
+            std::string::npos)
+      << out_of("version_portable");
 }
 
 int main(int argc, char** argv) {

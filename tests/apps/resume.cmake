@@ -62,6 +62,7 @@ attn_app_test(apps_precision precision_cli.cpp TIMEOUT 900)
 
 # int8 weights through the CLI (quantize_cli.cpp): the d2l preset's model
 # translated and evaluated with --quantize int8 against f32 (BLEU on its 600
-# pairs), with --precision bf16 too, and the fallback to f32 where the CPU
-# lacks AVX-512 VNNI (forced by ATTN_NO_VNNI).
+# pairs), with --precision bf16 too, on AVX2's kernel where the CPU has
+# VNNI (forced by ATTN_NO_VNNI), and the fallback to f32 without an int8
+# kernel (forced by ATTN_ISA=portable).
 attn_app_test(apps_quantize quantize_cli.cpp TIMEOUT 300)

@@ -29,8 +29,9 @@ namespace {
 
 constexpr std::int64_t kK = 131, kN = 1103;  // odd sizes; N above the screen's 1,024
 
-// Whether linear_argmax screens where the conditions hold: a CPU with VNNI
-// and AVX-512, and the screen not turned off.
+// Whether linear_argmax screens where the conditions hold: an int8 kernel
+// (AVX-512 VNNI or AVX2) and attn's f32 kernel, and the screen not turned
+// off.
 bool screen_runs() {
   const char* off = std::getenv("ATTN_NO_ARGMAX_SCREEN");
   if (off && *off && std::string_view(off) != "0") return false;

@@ -1,9 +1,11 @@
 // int8 weights (ops/quantize.h): the integer loops' int32 sums equal the
-// plain reference's exactly; linear_int8's f32 results (the VNNI kernel, or
-// the loops) equal the reference bit for bit; both stay within the bound the
-// quantization step allows of the f32 product; the scope, its bypasses, the
-// combination with bf16 and the errors. Run twice by CTest: as is, and with
-// ATTN_NO_VNNI=1 (the fallback: no scope, the integer loops).
+// plain reference's exactly; linear_int8's f32 results (the VNNI or the AVX2
+// kernel, or the loops) equal the reference bit for bit; both stay within
+// the bound the quantization step allows of the f32 product; the scope, its
+// bypasses, the combination with bf16 and the errors. Run three times by
+// CTest: as is (the best kernel of this CPU), with ATTN_NO_VNNI=1 (AVX2's
+// kernel on a CPU with VNNI), and with ATTN_ISA=portable (the fallback: no
+// scope, the integer loops).
 #include "attn/ops/quantize.h"
 
 #include <array>
@@ -30,9 +32,10 @@ namespace {
 
 const std::int64_t kSizes[] = {1, 3, 17, 33, 257};
 
+// ATTN_ISA names a set without the int8 kernels (portable).
 bool forced_off() {
-  const char* v = std::getenv("ATTN_NO_VNNI");
-  return v != nullptr && *v != '\0' && std::string(v) != "0";
+  const char* v = std::getenv("ATTN_ISA");
+  return v != nullptr && *v != '\0' && std::string(v) != "avx2" && std::string(v) != "avx512";
 }
 
 // Inputs with the rows that matter to a per-row quantization: random
@@ -58,7 +61,7 @@ Tensor odd_rows(std::int64_t M, std::int64_t K, std::uint64_t seed) {
 class Int8 : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!int8_supported()) GTEST_SKIP() << "no AVX-512 VNNI (or ATTN_NO_VNNI=1)";
+    if (!int8_supported()) GTEST_SKIP() << "no int8 kernel: " << int8_description();
   }
 };
 
@@ -79,7 +82,7 @@ TEST(Int8Names, ParseAndPrint) {
 
 // The int32 sums of the portable path equal the reference's exactly, on odd
 // sizes (K neither a multiple of 4 nor of 64) and odd rows, in x and in the
-// weight. (The VNNI kernel: ops/int8_gemm_test, and linear_int8 against the
+// weight. (The kernels: ops/int8_gemm_test, and linear_int8 against the
 // formula below.)
 TEST(Int8Sums, EqualTheReferenceExactly) {
   for (const std::int64_t M : kSizes)
@@ -109,7 +112,8 @@ TEST(Int8Sums, HandComputed) {
 }
 
 // linear_int8 equals its reference bit for bit: 3-D inputs, with and without
-// bias; the VNNI kernel, and the integer loops in the run with ATTN_NO_VNNI=1.
+// bias; this CPU's kernel, AVX2's in the run with ATTN_NO_VNNI=1, and the
+// integer loops in the run with ATTN_ISA=portable.
 TEST(Int8Linear, EqualsTheReferenceBitForBit) {
   for (const std::int64_t K :
        {std::int64_t(1), std::int64_t(33), std::int64_t(64), std::int64_t(257)}) {
@@ -395,21 +399,50 @@ TEST_F(Int8, CombinesWithBf16) {
   }
 }
 
-// Without VNNI (this CPU, or forced by ATTN_NO_VNNI=1): the scope is
-// refused with the reason; linear_int8 still gives the reference's bits on
-// the integer loops.
-TEST(Int8Fallback, WithoutVnniTheScopeIsRefused) {
+// The kernel in force, by name and in words, as the environment asks.
+TEST(Int8Names, KernelInForce) {
+  const Int8Kernel k = int8_kernel();
+  EXPECT_EQ(int8_supported(), k != Int8Kernel::none);
+  const std::string name = int8_kernel_name(k), words = int8_description();
+  if (forced_off()) {
+    EXPECT_EQ(k, Int8Kernel::none);
+    EXPECT_EQ(words, "none (ATTN_ISA=" + std::string(std::getenv("ATTN_ISA")) + ")");
+  }
+  if (k == Int8Kernel::avx512_vnni) {
+    EXPECT_EQ(words, "AVX-512 VNNI (vpdpbusd)");
+  }
+  if (k == Int8Kernel::avx2) {
+    EXPECT_EQ(words, "AVX2 (vpmaddubsw)");
+  }
+  const char* no_vnni = std::getenv("ATTN_NO_VNNI");
+  if (no_vnni && std::string(no_vnni) == "1") {
+    EXPECT_NE(k, Int8Kernel::avx512_vnni);
+  }
+  if (!forced_off() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    EXPECT_NE(k, Int8Kernel::none) << "a CPU with AVX2 runs int8";
+  }
+  EXPECT_STREQ(int8_kernel_name(Int8Kernel::avx2), "avx2");
+  EXPECT_STREQ(int8_kernel_name(Int8Kernel::avx512_vnni), "avx512_vnni");
+  EXPECT_STREQ(int8_kernel_name(Int8Kernel::none), "none");
+  std::printf("int8 kernel: %s (%s)\n", name.c_str(), words.c_str());
+}
+
+// Without a kernel (a CPU without AVX2, or forced by ATTN_ISA=portable):
+// the scope is refused with the reason; linear_int8 still gives the
+// reference's bits on the integer loops.
+TEST(Int8Fallback, WithoutAKernelTheScopeIsRefused) {
   if (int8_supported()) {
     EXPECT_FALSE(forced_off());
-    GTEST_SKIP() << "this CPU has AVX-512 VNNI (the fallback runs with ATTN_NO_VNNI=1)";
+    GTEST_SKIP() << "this CPU runs int8 on " << int8_description()
+                 << " (the fallback runs with ATTN_ISA=portable)";
   }
   try {
     QuantizeScope scope(std::vector<Tensor>{});
-    ADD_FAILURE() << "a QuantizeScope opened without VNNI";
+    ADD_FAILURE() << "a QuantizeScope opened without a kernel";
   } catch (const ValueError& e) {
-    EXPECT_STREQ(e.what(),
-                 "QuantizeScope: int8 products need a CPU with AVX-512 VNNI, which this one "
-                 "lacks");
+    EXPECT_EQ(
+        std::string(e.what()),
+        "QuantizeScope: int8 products need AVX2 or AVX-512 VNNI; here: " + int8_description());
   }
   Tensor x = odd_rows(33, 257, 41), w = odd_rows(17, 257, 42), bias = rand32({17}, 43);
   EXPECT_TRUE(same_bits(linear_int8(x, w, bias), linear_int8_reference(x, w, bias)));

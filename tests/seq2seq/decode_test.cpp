@@ -314,7 +314,7 @@ TEST(Decode, GreedyWithoutScoresTakesTheSameTokens) {
 
 // A subword-sized output layer (1,100 words) on packed weights: greedy
 // decoding without scores takes the model's step_argmax (the int8 screen,
-// where the CPU has VNNI: ops/linear_argmax.cpp), with scores every logit;
+// where an int8 kernel runs: ops/linear_argmax.cpp), with scores every logit;
 // each in a scope of its own, the screen's first, so that its steps of
 // fewer than 16 rows meet only the copy the screen made. The same tokens,
 // and the screen took the rows where it runs. The Bahdanau model (the

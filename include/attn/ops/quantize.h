@@ -1,5 +1,5 @@
 // attn/ops/quantize.h — int8 weights for inference (translation), as
-// CTranslate2 runs them on CPUs with AVX-512 VNNI.
+// CTranslate2 runs them, on CPUs with AVX-512 VNNI or AVX2.
 //
 // Inside a QuantizeScope given the model's parameters (promising that they do
 // not change while it is open), every f32 linear(x, W, b) whose weight W is
@@ -24,12 +24,18 @@
 // to zero), and the result must not depend on which sentences share a batch.
 // Per output row of W for the same reason: each output unit keeps its range.
 //
-// Kernel: attn's own AVX-512 VNNI kernel (src/ops/int8_gemm.h) multiplies
-// u8 activations by s8 weights into int32 sums held in registers: xq + 128
-// (u8) times Wq, less the compensation 128 * sum_k Wq[n,k] computed once with
-// the weights, which is the same integer sum; each sum becomes its float y
-// as it leaves the registers. The weights are laid out for it once per
-// scope. Without VNNI, plain integer loops give the same sums.
+// Kernels (int8_kernel()): attn's own AVX-512 VNNI kernel
+// (src/ops/int8_gemm.h) multiplies u8 activations by s8 weights into int32
+// sums held in registers: xq + 128 (u8) times Wq, less the compensation
+// 128 * sum_k Wq[n,k] computed once with the weights, which is the same
+// integer sum; each sum becomes its float y as it leaves the registers. On
+// a CPU without VNNI but with AVX2, attn's AVX2 kernel (the same header)
+// gets the same sums from vpmaddubsw: |Wq| (u8) times xq (s8, its bits
+// flipped where Wq is negative, a correction taken off at the end), whose
+// pairs of products stay below int16's saturation (2 x 127 x 128 = 32512),
+// so no bit differs from the VNNI kernel's. The weights are laid out for
+// either once per scope. Without either, plain integer loops give the same
+// sums.
 // Error: |y - x W^T| <= sx/2 sum_k |W[n,k]| + sw/2 (sum_k |x[m,k]| + K sx/2)
 // plus f32 rounding; on random data about 0.1 sqrt(K) max|x| max|W| / 127
 // (tests/ops/quantize_test.cpp).
@@ -42,12 +48,12 @@
 // Inference only: while autograd records (grad enabled and x, W or b
 // requiring grad) linear() keeps its f32 path and gradients; linear_int8()
 // refuses. Sizes int8 does not take (K above 65536, where u8 x s8 sums could
-// overflow int32, or dtypes other than f32) keep the f32 path too. Where the
-// CPU lacks AVX-512 VNNI (int8_supported() is false), a QuantizeScope is
-// refused (ValueError): callers check first and fall back to f32 with a
-// message. The scope belongs to the thread that opens it (and the threads
-// that join it, below); scopes nest (the inner one's parameters apply until
-// it closes).
+// overflow int32, or dtypes other than f32) keep the f32 path too. Where no
+// kernel runs (int8_supported() is false: a CPU without AVX2, or
+// ATTN_ISA=portable), a QuantizeScope is refused (ValueError): callers check
+// first and fall back to f32 with a message. The scope belongs to the
+// thread that opens it (and the threads that join it, below); scopes nest
+// (the inner one's parameters apply until it closes).
 #pragma once
 
 #include <memory>
@@ -64,10 +70,28 @@ enum class Quantization { none, int8 };
 const char* quantization_name(Quantization q);
 Quantization parse_quantization(const std::string& text);
 
-// True when this CPU runs int8 products on AVX-512 VNNI (and ONEDNN_MAX_CPU_ISA,
-// which caps attn's other AVX-512 paths too, allows it). Can be forced off
-// with the environment variable ATTN_NO_VNNI=1 (tests of the fallback).
+// The kernels int8 products run on (src/ops/int8_gemm.h); all give the
+// same bits.
+enum class Int8Kernel { none, avx2, avx512_vnni };
+
+// This process's kernel, chosen once: AVX-512 VNNI where the CPU has it
+// (and ONEDNN_MAX_CPU_ISA, which caps attn's other AVX-512 paths too,
+// allows it), else AVX2 where the CPU has AVX2 and FMA, else none. The
+// environment caps it as it caps the f32 kernels: ATTN_ISA=avx2 gives
+// AVX2's, ATTN_ISA=portable (or another name) none; ATTN_NO_VNNI=1 takes
+// the VNNI kernel away (AVX2's where the CPU has it).
+Int8Kernel int8_kernel();
+
+// int8_kernel() != Int8Kernel::none: QuantizeScope opens.
 bool int8_supported();
+
+// "none", "avx2", "avx512_vnni" (for machine-readable reports).
+const char* int8_kernel_name(Int8Kernel kernel);
+
+// int8_kernel() in words, for `attn --version` and a server's health
+// report: "AVX-512 VNNI (vpdpbusd)", "AVX2 (vpmaddubsw)", or "none (no
+// AVX2)" / "none (ATTN_ISA=portable)".
+std::string int8_description();
 
 // Runs the f32 Linear products whose weights are among `frozen` in int8 until
 // the scope ends. Each weight is quantized on first use and kept until then.
@@ -102,7 +126,7 @@ class QuantizeScope {
 // The int8 product above for any f32 x (..., K), weight (N, K), bias (N) or
 // undefined -> y (..., N), whether or not a scope is open (a weight frozen in
 // an open scope uses its kept quantization; any other is quantized now). On
-// the VNNI kernel where the CPU has it, else on the integer loops (the same
+// int8_kernel() where there is one, else on the integer loops (the same
 // numbers). Not differentiable: refuses tensors that require grad while
 // grad is enabled. Errors name "linear_int8".
 Tensor linear_int8(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
