@@ -370,8 +370,11 @@ void HttpServer::Impl::refuse(tcp::socket socket) {
                    });
 }
 
+// The handlers hold the server by a plain pointer: it outlives them (its
+// I/O thread is joined before it goes, and a handler left in the stopped
+// context is destroyed with it); a shared one would keep it alive forever.
 void HttpServer::Impl::accept() {
-  acceptor.async_accept([self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+  acceptor.async_accept([self = this](beast::error_code ec, tcp::socket socket) {
     if (ec == net::error::operation_aborted || !self->acceptor.is_open()) return;
     if (ec) {
       // Out of descriptors (EMFILE, ENFILE) or another passing error: try
@@ -417,7 +420,7 @@ std::int64_t HttpServer::in_flight() const { return impl_->in_flight.load(); }
 
 void HttpServer::drain() {
   impl_->draining = true;
-  net::post(impl_->ioc, [impl = impl_] {
+  net::post(impl_->ioc, [impl = impl_.get()] {
     beast::error_code ec;
     impl->acceptor.close(ec);
     std::vector<Session*> idle;
@@ -430,7 +433,7 @@ void HttpServer::drain() {
 void HttpServer::stop() {
   if (!impl_->thread.joinable()) return;
   impl_->draining = true;
-  net::post(impl_->ioc, [impl = impl_] {
+  net::post(impl_->ioc, [impl = impl_.get()] {
     beast::error_code ec;
     impl->acceptor.close(ec);
     impl->accept_retry.cancel();
