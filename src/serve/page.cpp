@@ -40,8 +40,7 @@ textarea:focus-visible { outline: none; }
 #status.error { color: #b42318; }
 #alternatives { margin: 10px 0 0; padding-left: 20px; color: var(--muted); }
 #alternatives:empty { display: none; }
-#alternatives li button { border: 0; padding: 2px 4px; background: none; color: var(--ink);
-  text-align: left; }
+#alternatives li { color: var(--ink); padding: 1px 0; }
 #attention { margin-top: 16px; }
 #attention-frame { width: 100%; height: 640px; border: 0; border-radius: 10px; background: #fff;
   box-shadow: 0 1px 3px rgba(20, 30, 60, .12); }
@@ -70,7 +69,7 @@ footer { margin-top: 14px; color: var(--muted); font-size: 13px; }
   </section>
   <section class="panel" aria-live="polite">
     <div id="translation" data-state="idle" data-text="" aria-label="Translation"></div>
-    <ol id="alternatives" aria-label="Alternatives"></ol>
+    <ol id="alternatives" aria-label="Alternatives (the beam's next best)" title="The beam's next best"></ol>
   </section>
 </main>
 <div id="status" role="status"></div>
@@ -144,11 +143,8 @@ async function translateNow() {
     const alts = $("alternatives");
     alts.textContent = "";
     for (const a of j.alternatives || []) {
-      const li = document.createElement("li"), b = document.createElement("button");
-      b.type = "button";
-      b.textContent = a;
-      b.title = "An alternative of the beam search";
-      li.appendChild(b);
+      const li = document.createElement("li");
+      li.textContent = a;
       alts.appendChild(li);
     }
     state.lastText = text;

@@ -86,7 +86,7 @@ void Scheduler::admit(seq2seq::DecodingBatch& batch) {
     while (!queue_.empty()) {
       std::shared_ptr<Job> job = queue_.front();
       const bool cancelled = job->cancelled.load();
-      if (cancelled || now > job->deadline) {
+      if (cancelled || job->ended || now > job->deadline) {  // ended: failed part-way
         queued_sentences_ -= static_cast<std::int64_t>(job->sentences.size() - job->admitted);
         queue_.pop_front();
         ended.emplace_back(job, cancelled ? Outcome::cancelled : Outcome::timed_out);
