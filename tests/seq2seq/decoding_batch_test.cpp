@@ -118,8 +118,11 @@ std::map<std::size_t, std::vector<Hypothesis>> run_batch(nn::EncoderDecoder& net
         handle_of[i] = h;
         ++added;
       }
-    if (step == remove_step)
-      for (std::size_t i : removed) EXPECT_TRUE(batch.remove(handle_of.at(i))) << i;
+    if (step == remove_step) {
+      for (std::size_t i : removed) {
+        EXPECT_TRUE(batch.remove(handle_of.at(i))) << i;
+      }
+    }
     for (auto& d : batch.step()) {
       const std::size_t i = sentence_of.at(d.handle);
       EXPECT_FALSE(removed.count(i) && step >= remove_step) << "removed sentence " << i;

@@ -32,7 +32,8 @@ class Server:
         self.host, self.port = m.group(1), int(m.group(2))
 
     def read_log(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path, errors="replace") as f:
             return f.read()
 

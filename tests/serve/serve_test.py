@@ -57,6 +57,15 @@ class Check:
         return ok
 
 
+def stopped(server, check):
+    """SIGTERM: the server exits 0, with no sanitizer report in its log."""
+    rc = server.stop()
+    log = server.read_log()
+    clean = "Sanitizer" not in log and "runtime error" not in log
+    return check(rc == 0 and clean, f"the server exits {rc} at SIGTERM"
+                 + ("" if clean else ", with a sanitizer report in its log"))
+
+
 def good_request(server, expected, check, after):
     status, j = server.translate(GOOD)
     return check(status == 200 and j.get("translatedText") == expected,
@@ -104,7 +113,7 @@ def same_as_cli(a, check):
         check(status == 200 and j.get("translatedText") == beam[3] and isinstance(alts, list)
               and len(alts) <= 2 and beam[3] not in alts, f"alternatives: {j!r:.160}")
     finally:
-        check(server.stop() == 0, "the server exits 0 at SIGTERM")
+        stopped(server, check)
 
 
 def hostile(a, check):
@@ -121,7 +130,7 @@ def hostile(a, check):
             good_request(server, expected, check, case.name)
         check(server.proc.poll() is None, "the server is still running")
     finally:
-        check(server.stop() == 0, "the server exits 0 at SIGTERM")
+        stopped(server, check)
 
 
 def limits(a, check):
@@ -157,7 +166,7 @@ def limits(a, check):
         check("secret" not in log, "no key in the access log")
         del status_q, headers_q
     finally:
-        check(server.stop() == 0, "the server exits 0 at SIGTERM")
+        stopped(server, check)
     sources = test_sources(a.model, 50)
     server = Server(a.attn, a.model, a.work, "timeout", "--request-timeout", "0.001")
     try:
@@ -166,7 +175,7 @@ def limits(a, check):
         check(status == 503 and "retry-after" in headers and b"longer" in body,
               f"50 sentences in 1 ms: {status} {body!r:.100}")
     finally:
-        check(server.stop() == 0, "the server exits 0 at SIGTERM")
+        stopped(server, check)
 
 
 def slow(a, check):
@@ -190,7 +199,7 @@ def slow(a, check):
             sock.close()
         good_request(server, expected, check, "both closed")
     finally:
-        check(server.stop() == 0, "the server exits 0 at SIGTERM")
+        stopped(server, check)
 
 
 def disconnect(a, check):
@@ -214,7 +223,7 @@ def disconnect(a, check):
         check(dropped > 0, f"{dropped:.0f} sentences left the batch with their client")
         good_request(server, expected, check, "the client left")
     finally:
-        check(server.stop() == 0, "the server exits 0 at SIGTERM")
+        stopped(server, check)
 
 
 def connections(a, check):
@@ -256,7 +265,7 @@ def connections(a, check):
     finally:
         for s in socks:
             s.close()
-        check(server.stop() == 0, "the server exits 0 at SIGTERM")
+        stopped(server, check)
 
 
 def signals(a, check):
@@ -281,7 +290,7 @@ def signals(a, check):
     check(status == 200 and isinstance(answers, list) and len(answers) == len(sources) * 20,
           f"the request in flight at SIGTERM answered: {status}")
     check(rc == 0, f"exit {rc} after SIGTERM")
-    server.stop()
+    stopped(server, check)
     # A second signal during the grace: out at once.
     server = Server(a.attn, a.model, a.work, "signals-2", "--grace", "600", "--batch-limit", "5000",
                     "--char-limit", "1000000", "--max-queue", "100000")
@@ -319,7 +328,7 @@ def load(a, check):
         check(all(ok), f"{sum(ok)} of {len(ok)} answers equal to the CLI's "
                        f"({a.clients} connections)")
     finally:
-        check(server.stop() == 0, "the server exits 0 at SIGTERM")
+        stopped(server, check)
 
 
 CHECKS = {"same-as-cli": same_as_cli, "hostile": hostile, "limits": limits, "slow": slow,
