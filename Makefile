@@ -26,7 +26,7 @@ ATTN := ./$(RELEASE_DIR)/attn
 all: build
 
 help:
-	@echo "make run        install deps, build (release), train d2l's Transformer on fra-eng into out/model"
+	@echo "make run        install deps, build (release), train d2l's Transformer on fra-eng into out/d2l"
 	@echo "make test       install deps, build (release), run every test (ctest --preset release)"
 	@echo "make build      configure and build the release preset into $(RELEASE_DIR)"
 	@echo "make docs       the API reference (Doxygen, warnings are errors) into $(RELEASE_DIR)/docs/api/html"
@@ -81,15 +81,16 @@ test-subproject: deps
 # then forced to AVX2 and to portable vectors (ATTN_ISA; oneDNN capped alike
 # with DNNL_MAX_CPU_ISA), as on CPUs that have no more. The forced runs leave
 # out the long tests whose subject is not the instruction set (signals and
-# crashes, MPI, installing, the PyTorch import, the viewer, model
-# directories, the server's HTTP behaviour and its page): they ran in the
-# first pass, and every kernel is checked against its reference by the unit
-# tests in each pass. (serve_same_as_cli stays: a server's answer equal to
-# the CLI's is a matter of the kernels.)
+# crashes, MPI, installing, subprojects, the PyTorch import, the viewer,
+# model directories, output paths, a full disk, a swapped manifest, the
+# server's HTTP behaviour and its page): they ran in the first pass, and
+# every kernel is checked against its reference by the unit tests in each
+# pass. (serve_same_as_cli stays: a server's answer equal to the CLI's is a
+# matter of the kernels.)
 portable: deps $(PORTABLE_DIR)/build.ninja
 	cmake --build --preset portable --parallel $(JOBS)
 
-NOT_ISA_TESTS := ^(apps_interrupt|apps_resume_kill|apps_mpi_train|apps_model_dir|apps_cli_attention_viewer|consumer_install|interop_d2l_import|serve_hostile|serve_limits|serve_slow|serve_disconnect|serve_connections|serve_signals|serve_load|serve_page|apps_cli_translate_coprocess)$$
+NOT_ISA_TESTS := ^(apps_interrupt|apps_resume_kill|apps_mpi_train|apps_model_dir|apps_cli_attention_viewer|apps_cli_output_paths|apps_cli_overwrite_disk_full|apps_cli_manifest_swap|consumer_install|consumer_subproject_configure|interop_d2l_import|serve_hostile|serve_limits|serve_slow|serve_disconnect|serve_connections|serve_signals|serve_load|serve_page|apps_cli_translate_coprocess)$$
 
 # On a CPU without AVX-512 the first pass already ran the AVX2 kernels, and
 # forcing AVX2 would repeat it as it was.
@@ -123,12 +124,13 @@ bench: build
 
 # The main job: d2l's Transformer (10.7) trained on the bundled English-French
 # corpus; prints the loss, d2l's four test translations with BLEU, and writes
-# the model and its pictures into out/model.
+# the model and its pictures into out/d2l — its own directory, replaced on
+# purpose each time (--overwrite), so that the job can be run again.
 run: build
-	$(ATTN) train --out out/model
+	$(ATTN) train --overwrite --out out/d2l
 	@echo
-	@echo "Try: $(ATTN) translate --model out/model \"i'm home .\" \"he's calm .\""
-	@echo "     $(ATTN) attention --model out/model \"i lost .\" --out out/lost"
+	@echo "Try: $(ATTN) translate --model out/d2l \"i'm home .\" \"he's calm .\""
+	@echo "     $(ATTN) attention --model out/d2l \"i lost .\" --out out/lost"
 	@echo "     $(ATTN) demo --help   (the chapter's sections, with pictures)"
 
 clean:

@@ -18,9 +18,9 @@ the same for every N). Overlapping the allreduce with the backward pass
 (buckets started as their gradients are ready) can hide it behind at most the
 backward's share of the step (about 2/3 of the compute).
 
-The compute times are measured on one process here (2 cores, --threads 2) and
-given on the command line or taken from the defaults below; the model assumes
-each of the N processes computes as fast as this machine does.
+The compute times are given on the command line or taken from the defaults
+below (one process on 2 cores of an AMD EPYC Zen 5, --threads 2); the model
+assumes each of the N processes computes as fast as the one measured.
 
     python3 bench/mpi_scaling.py [--d2l-step S] [--tatoeba-step S] [--base-step S]
 """
@@ -37,7 +37,8 @@ def ring_seconds(n, params, bandwidth, latency):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    # Measured on this machine (2 cores, one process, --threads 2); see docs/design.md.
+    # Measured on 2 cores of an AMD EPYC Zen 5, one process, --threads 2
+    # (docs/design/data-parallel.md).
     ap.add_argument("--d2l-step", type=float, default=0.0058,
                     help="seconds per step of the d2l preset (default: measured here)")
     ap.add_argument("--tatoeba-step", type=float, default=0.616,

@@ -62,6 +62,11 @@ def main():
     p.add_argument("--json", action="store_true", help="one JSON line at the end")
     a = p.parse_args()
 
+    with open(os.path.join(a.model, "config.json"), encoding="utf-8") as f:
+        tokenizer = json.load(f).get("tokenizer", "word")
+    if tokenizer != "word":
+        sys.exit(f"onnx_translate bench: {a.model} is a subword model (tokenizer {tokenizer}); "
+                 "tools/onnx_translate.mjs translates word models (d2l's) only")
     with gzip.open(a.corpus, "rt", encoding="utf-8") as f:
         sentences = [line.split("\t")[0] for line in f.read().split("\n")[: a.sentences]]
     work = tempfile.mkdtemp(prefix="attn_onnx_bench_")
@@ -73,8 +78,10 @@ def main():
                    stdout=subprocess.DEVNULL)
 
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    # Like with like: ONNX Runtime's side decodes greedily, so attn does too
+    # (--beam-size 1, whatever the model's own default).
     attn_cmd = [a.attn, "--threads", str(a.threads), "translate", "--model", a.model,
-                "--metrics-json", os.path.join(work, "attn.json")]
+                "--beam-size", "1", "--metrics-json", os.path.join(work, "attn.json")]
     ort_cmd = ["node", os.path.join(ROOT, "tools", "onnx_translate.mjs"), onnx,
                "--threads", str(a.threads), "--batch", "256",
                "--metrics-json", os.path.join(work, "ort.json")]

@@ -23,7 +23,7 @@ Each round runs every side once, the order rotating from round to round;
 each run trains for --seconds and reports target tokens (valid positions) per
 second of training. Printed: each round's figures with the load average
 before it (each attn run with its placement probes, `[far k/n]`: k of the n
-probes of the run found the two cores far apart, "Threads" in the README;
+probes of the run found the two cores far apart, docs/design/threads.md;
 attn probes only while no other process keeps the cores busy, so n = 0
 says that one did all along),
 then the median of each side over the rounds, its model GFLOP/s (below) and
@@ -35,8 +35,8 @@ per multiply-add of a Linear layer, at every position of the padded
 multiply-add of the attention's scores and weighted values), times the steps
 a run made, over its seconds of training (attn's include its checkpoints).
 The embeddings (gathers), layer norms, softmax, loss and optimizer are not
-counted. The issue's mark for bf16 is above the f32 FMA peak of the 2-core
-AVX-512 machine the figures in the README come from (562 GFLOP/s).
+counted. The aim for bf16 is above the CPU's f32 FMA peak (562 GFLOP/s on
+2 cores of the AMD EPYC Zen 5 of docs/performance.md).
 
 The peer runs at its best (bench/peer_env.py): OMP_WAIT_POLICY=PASSIVE (4-5x
 faster than PyTorch's spinning default on 2 cores) and, on a CPU with
@@ -53,6 +53,7 @@ import argparse, json, os, statistics, subprocess, sys, tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from peer_env import describe, peer_env  # noqa: E402
+from run_record import record, row, span, torch_version  # noqa: E402
 ROOT = os.path.dirname(HERE)
 
 CONFIGS = {
@@ -200,7 +201,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--num-examples", type=int, default=30000)
     ap.add_argument("--lr", type=float, default=0.0005)
-    ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--json", metavar="FILE",
+                    help="also write the run here, in bench/results' format (bench/figures.py)")
     ap.add_argument("--python", default="/usr/bin/python3",
                     help="the Python with Debian's python3-torch")
     a = ap.parse_args()
@@ -210,6 +212,7 @@ def main():
     print(f"peer: PyTorch (bench/peers/d2l_transformer.py), {describe(peer_env())}; "
           f"attn: --threads {a.threads}, its defaults", flush=True)
     results = {}
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as work:
         sides = []
         sized = any(name != "toy" for name in a.configs.split(","))
@@ -264,8 +267,52 @@ def main():
                 results[name]["loss_tail"] = {s: sum(c[n - k:n]) / k for s, c in curves.items()}
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"seconds": a.seconds, "threads": a.threads, "results": results}, f,
-                      indent=1)
+            settings = describe(peer_env()) + (
+                f"; for d2l's run its best of 1 and {a.threads} threads per round"
+                if "toy" in results else "")
+            json.dump(record(a.attn, a.threads,
+                             f"PyTorch {torch_version(a.python)} (bench/peers/d2l_transformer.py)",
+                             settings, figure_rows(a, results),
+                             load=f"{load_before:.1f}-{os.getloadavg()[0]:.1f}",
+                             note=f"`bench/scale_sweep.py --configs {a.configs} --pairs {a.pairs}"
+                             f" --seconds {a.seconds:g}`", seconds=a.seconds,
+                             results=results), f, indent=1)
+            f.write("\n")
+
+
+def figure_rows(a, results):
+    """The rows bench/figures.py shows: d2l's run (its best PyTorch per
+    round), and each size and precision (the ratio of the medians, the
+    rounds' own ratios beside it)."""
+    rows = []
+    for name, r in results.items():
+        if name == "toy":
+            got, ms = r["tokens_per_s"], r["translate_ms"]
+            peers = [s for s in got if s != "attn"]
+            rows.append(row("train-d2l",
+                            "d2l's Transformer, training (`--preset d2l`), target tokens/s",
+                            span(got["attn"], "{:,.0f}"),
+                            span([max(x) for x in zip(*(got[s] for s in peers))], "{:,.0f}"),
+                            statistics.median(r["ratios"]), r["ratios"]))
+            rows.append(row("translate-d2l-one",
+                            "the same model, greedy translation of one sentence",
+                            span(ms["attn"], "{:.2f}") + " ms",
+                            span([min(x) for x in zip(*(ms[s] for s in peers))], "{:.2f}") + " ms",
+                            statistics.median(r["ms_ratios"]), r["ms_ratios"]))
+            continue
+        c = r["config"]
+        for side, med in r["median"].items():
+            if side == "pytorch":
+                continue
+            precision = side.split()[1]
+            rounds = [x / p for x, p in zip(r["tokens_per_s"][side], r["tokens_per_s"]["pytorch"])]
+            rows.append(row(f"train-{name}-{precision}",
+                            f"size {name} training (hidden {c['num_hiddens']}, {c['num_layers']} "
+                            f"layers, T {c['num_steps']}, batch {c['batch_size']}), {precision}, "
+                            "target tokens/s",
+                            f"{med:,.0f}", f"{r['median']['pytorch']:,.0f}",
+                            med / r["median"]["pytorch"], rounds))
+    return rows
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from onnx_translate import ROOT, load_average, timed  # noqa: E402
 from peer_env import describe, peer_env  # noqa: E402
+from run_record import record, row as figure_row, span  # noqa: E402
 
 VARIANT_FLAGS = {"f32": [], "bf16": ["--precision", "bf16"], "int8": ["--quantize", "int8"]}
 
@@ -129,7 +130,8 @@ def main():
     p.add_argument("--python", default="/usr/bin/python3", help="the peer's interpreter")
     p.add_argument("--peer-args", default="",
                    help="extra arguments for translate_peer.py (e.g. '--malloc default')")
-    p.add_argument("--json", metavar="FILE", help="write every figure here as JSON")
+    p.add_argument("--json", metavar="FILE",
+                   help="write the run here as JSON, in bench/results' format (bench/figures.py)")
     a = p.parse_args()
 
     work = tempfile.mkdtemp(prefix="attn_translate_bench_")
@@ -256,13 +258,37 @@ def main():
               f"({row['sentences_per_s']:,.0f}) | {ratio} | {each} | {row['wall_seconds']:.3f} "
               f"| {equal} |")
     if a.json:
+        # One row per attn variant and decoding: its median seconds, PyTorch's
+        # best time per round, the median of the rounds' ratios.
+        figures = []
+        for r in results:
+            if "ratio" not in r:
+                continue
+            name = r["side"][len("attn "):]
+            peers = [x for x in results if x["beam_size"] == r["beam_size"] and "ratio" not in x]
+            best = [min(ts) for ts in zip(*(x["runs_seconds"] for x in peers))]
+            key = "greedy" if r["beam_size"] == 1 else f"beam{r['beam_size']}"
+            figures.append(figure_row(
+                f"translate-{key}-{name}",
+                f"batch translation, {n:,} {'' if a.input else 'test '}sentences, "
+                f"{r['decoding']}, {name}",
+                f"{r['seconds']:.3f} s", span(best, "{:.2f}") + " s", r["ratio"], r["ratios"]))
+        settings = describe(peer_settings) + (
+            ", glibc malloc keeping freed memory" if peer_info and peer_info.get("malloc_tuned")
+            else "") + (f", {a.peer_args}" if a.peer_args else "") + (
+            f"; its best per round of one process of {a.threads} threads and {a.threads} "
+            "processes of one thread")
+        run = record(a.attn, a.threads, f"PyTorch {torch_version} (bench/peers/translate_peer.py)",
+                     settings, figures,
+                     load=f"{load_before.split()[0]}-{load_after.split()[0]}",
+                     note=f"`bench/translate_batch.py --pairs {a.pairs}`",
+                     sentences=n, pairs=a.pairs, attn_passive=a.attn_passive, peer_info=peer_info,
+                     variants={name: {"flags": flags, "warning": w}
+                               for name, flags, w in variants},
+                     skipped=skipped, results=results)
         with open(a.json, "w") as f:
-            json.dump({"sentences": n, "pairs": a.pairs, "threads": a.threads,
-                       "attn_passive": a.attn_passive, "peer": peer_info,
-                       "variants": {name: {"flags": flags, "warning": w}
-                                    for name, flags, w in variants},
-                       "skipped": skipped, "load_before": load_before,
-                       "load_after": load_after, "results": results}, f, indent=1)
+            json.dump(run, f, indent=1)
+            f.write("\n")
     return 0
 
 

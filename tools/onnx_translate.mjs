@@ -27,7 +27,9 @@
 // , . ! ? that follow a character other than a space, split on ' '), mapped
 // to ids (unknown words to <unk>, wherever the vocabulary holds it), given
 // <eos>, and cut or padded to num_steps; decoding stops at <eos> or after
-// num_steps tokens. Prints one translation per line.
+// num_steps tokens. Prints one translation per line. A subword model (its
+// config's tokenizer "spm") is refused in one line: its text would need its
+// SentencePiece model, which this tool does not run.
 import { readFileSync, writeFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import ort from "onnxruntime-node";
@@ -138,6 +140,12 @@ class Translator {
   constructor(session, meta) {
     this.session = session;
     const config = JSON.parse(meta["attn.config"] ?? fail("the model has no attn.config in its metadata"));
+    // A subword model's text goes through its SentencePiece model, which
+    // this tool does not run: its pieces would come out as if they were
+    // text. Refused, rather than printing pieces.
+    if ((config.tokenizer ?? "word") !== "word")
+      fail(`the model's tokenizer is '${config.tokenizer}' (SentencePiece subwords); this tool ` +
+           "translates word models (d2l's) only: use 'attn translate' for it");
     this.numSteps = config.num_steps;
     this.layers = config.num_layers;
     this.heads = config.num_heads;

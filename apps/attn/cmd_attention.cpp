@@ -25,6 +25,9 @@ struct AttentionArgs {
   std::int64_t layer = 1;
   std::string head = "all", kind = "decoder-cross";
   DecodeFlags decoding;
+  CLI::Option* out_option = nullptr;
+  // The pictures are drawn when --out is given, or when no other output is.
+  bool pictures() const { return out_option->count() > 0 || (json.empty() && html.empty()); }
 };
 
 // The viewer's first view, checked against the maps: a usage error (exit 2)
@@ -67,6 +70,9 @@ int run_attention(const AttentionArgs& a) {
   a.decoding.check();
   if (!a.json.empty()) check_output_file(a.json, "--json");
   if (!a.html.empty()) check_output_file(a.html, "--html");
+  if (a.pictures())
+    for (const char* kind : {"-encoder", "-decoder-self", "-decoder-cross"})
+      for (const char* ext : {".png", ".svg"}) check_output_file(a.out + kind + ext, "--out");
   seq2seq::LoadedModel m = load_model_for_cli(a.model);
   const seq2seq::DecodeOptions options = a.decoding.options(m.config);
   const auto precision = a.decoding.precision_scope(m.net->parameters());
@@ -95,11 +101,12 @@ int run_attention(const AttentionArgs& a) {
   }
   const viz::AttentionViewerView view = viewer_view(a, maps);
   // Every directory first: a path that cannot be one fails before anything is written.
-  ensure_parent(a.out);
+  if (a.pictures()) ensure_parent(a.out);
   if (!a.json.empty()) ensure_parent(a.json);
   if (!a.html.empty()) ensure_parent(a.html);
   const std::vector<std::string> pictures =
-      seq2seq::save_attention_figures(maps, m.net->num_heads(), a.out);
+      a.pictures() ? seq2seq::save_attention_figures(maps, m.net->num_heads(), a.out)
+                   : std::vector<std::string>{};
   std::string json, html;
   if (!a.json.empty() || !a.html.empty())
     json = seq2seq::attention_maps_json(maps, a.sentence, text);
@@ -109,7 +116,7 @@ int run_attention(const AttentionArgs& a) {
     io::write_file_atomic(a.html, html);
   }
   fmt::print("{} => {}\n", a.sentence, text);
-  fmt::print("pictures: {} (and .svg)\n", fmt::join(pictures, ", "));
+  if (!pictures.empty()) fmt::print("pictures: {} (and .svg)\n", fmt::join(pictures, ", "));
   if (!a.json.empty())
     fmt::print("weights: {} (every layer, head and kind, with the tokens)\n", a.json);
   if (!a.html.empty())
@@ -124,8 +131,11 @@ void setup_attention(CLI::App& parent, Context& ctx) {
       "attention", "Translate one sentence and draw every layer's and head's attention weights");
   sub->add_option("--model", a->model, "Model directory written by 'attn train'")->required();
   sub->add_option("sentence", a->sentence, "The English sentence")->required();
-  sub->add_option("--out", a->out, "Path stem of the pictures (-encoder.png, ... are appended)")
-      ->capture_default_str();
+  a->out_option =
+      sub->add_option("--out", a->out,
+                      "Path stem of the pictures (-encoder.png, ... are appended); drawn when "
+                      "--out is given or neither --json nor --html is")
+          ->capture_default_str();
   sub->add_option("--json", a->json,
                   "Also write every weight (each layer, head and kind: encoder self-, decoder\n"
                   "self- and cross-attention, [layer][head][query][key]) with the tokens as JSON")

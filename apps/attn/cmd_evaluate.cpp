@@ -1,4 +1,7 @@
 // attn evaluate — loss, perplexity and corpus BLEU of a model on a parallel corpus.
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -12,6 +15,7 @@
 #include "attn/data/batching.h"
 #include "attn/data/corpus.h"
 #include "attn/data/nmt.h"
+#include "attn/io/read_file.h"
 #include "attn/seq2seq/bleu.h"
 #include "attn/seq2seq/trainer.h"
 #include "attn/seq2seq/translate.h"
@@ -139,11 +143,18 @@ int run_evaluate(const EvaluateArgs& a) {
   std::string path = a.data;
   if (!a.split.empty()) {
     path = (std::filesystem::path(a.model) / "data" / (a.split + ".tsv")).string();
-    if (!std::filesystem::is_regular_file(path))
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT)
       throw ValueError(fmt::format(
           "evaluate: '{}' does not exist: --split needs a model trained with a held-out split "
           "(attn train --preset tatoeba); give --data FILE instead",
           path));
+    // What is there must be the split attn wrote: a regular file, not a link
+    // to one elsewhere, a device or a directory (read as it is, it would be
+    // scored, or read without end).
+    ATTN_CHECK(S_ISREG(st.st_mode), IOError,
+               "evaluate: '{}' is {}, not the regular file 'attn train' writes there", path,
+               io::file_kind(st.st_mode));
   }
   if (m.config.tokenizer != "word")
     return evaluate_subwords(a, m, path, options, a.decoding.batching());

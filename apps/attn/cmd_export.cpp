@@ -8,6 +8,7 @@
 #include "attn/seq2seq/onnx_export.h"
 #include "commands.h"
 #include "model_args.h"
+#include "train_output.h"
 
 namespace attn::cli {
 namespace {
@@ -27,6 +28,7 @@ struct ExportArgs {
 int run_export(const ExportArgs& a) {
   const std::string& dir = a.onnx.at(0);
   const std::string& file = a.onnx.at(1);
+  check_output_file(file, "--onnx");
   seq2seq::LoadedModel m = load_model_for_cli(dir);
   seq2seq::export_onnx(m, file);
   const auto& c = m.config.transformer;

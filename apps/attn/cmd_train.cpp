@@ -67,6 +67,7 @@ struct RunData {
     seq2seq::ModelExtras e;
     if (tr) e.spm_model = tr->spm_model;
     e.training_json = seq2seq::hparams_to_flat_json(run).dump(2) + "\n";
+    e.run_id = run.run_id;
     return e;
   }
 };
@@ -321,10 +322,11 @@ int run_train(const TrainArgs& a, const Context& ctx) {
       precision_name(precision_for(run.train.precision, "training in f32", /*say=*/writer));
   // The output directory is checked before the data is read and created
   // after: a corpus that fails (or a signal while it is read) leaves nothing.
-  if (writer) check_output_dir(s.out, !a.resume.empty(), a.overwrite);
+  if (writer) check_output_dir(s.out, run, !a.resume.empty(), a.overwrite);
   RunData d = load_data(run, s, comm);
+  if (!s.checkpoint) run.run_id = seq2seq::run_id_of(run);  // the spec, data included
   std::optional<OutputDir> dir;
-  if (writer) dir.emplace(s.out, !a.resume.empty(), a.overwrite);
+  if (writer) dir.emplace(s.out, run, !a.resume.empty(), a.overwrite);
   TrainLog::Options log_options{.quiet = a.quiet,
                                 .file = a.log,
                                 .per_token = run.train.loss == "token",

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,6 +21,7 @@
 #include "commands.h"
 #include "decode_flags.h"
 #include "model_args.h"
+#include "train_output.h"
 
 namespace attn::cli {
 namespace {
@@ -65,11 +67,14 @@ void write_translate_metrics(const std::string& path, std::size_t sentences, dou
   nlohmann::ordered_json j = {{"sentences", sentences},
                               {"seconds", seconds},
                               {"sentences_per_s", static_cast<double>(sentences) / seconds}};
-  io::write_file_atomic(path, j.dump() + "\n");
+  const std::filesystem::path p(path);
+  if (p.has_parent_path()) io::ensure_directory(p.parent_path());
+  io::write_file_atomic(p, j.dump() + "\n");
 }
 
 int run_translate(const TranslateArgs& a) {
   a.decoding.check();
+  if (!a.metrics_json.empty()) check_output_file(a.metrics_json, "--metrics-json");
   seq2seq::LoadedModel m = load_model_for_cli(a.model);
   const seq2seq::DecodeOptions options = a.decoding.options(m.config);
   const auto precision = a.decoding.precision_scope(m.net->parameters());

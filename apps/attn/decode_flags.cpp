@@ -95,7 +95,7 @@ seq2seq::BatchOptions DecodeFlags::batching() const {
   seq2seq::BatchOptions b;
   b.batch_size = static_cast<std::size_t>(max_batch_size_);
   // By default one batch per thread, greedy or beam search: faster than one
-  // batch at a time on all threads in every precision (docs/design.md).
+  // batch at a time on all threads in every precision (docs/design/decoding.md).
   b.workers = static_cast<int>(inter_threads_);  // 0: one per thread
   return b;
 }

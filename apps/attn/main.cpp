@@ -61,15 +61,19 @@ std::string one_line(std::string s) {
   return out;
 }
 
-void print_error(const std::string& message, const std::string& hint = "") {
+// The lines go out in one write: under mpirun several processes may report
+// at once, and each line names its process (attn::cli::process_label).
+void print_error(const std::string& message, const std::string& hint = "",
+                 const std::string& tail = "") {
   std::fflush(stdout);
-  std::cerr << "attn: error: " << one_line(message) << '\n';
-  if (!hint.empty()) std::cerr << "hint: " << one_line(hint) << '\n';
+  std::string text = "attn: error: " + attn::cli::process_label() + one_line(message) + "\n";
+  if (!hint.empty()) text += "hint: " + one_line(hint) + "\n";
+  text += tail;
+  std::cerr << text << std::flush;
 }
 
 int usage_error(const std::string& message) {
-  print_error(message);
-  std::cerr << "Run 'attn --help' for usage.\n";
+  print_error(message, "", "Run 'attn --help' for usage.\n");
   return 2;
 }
 

@@ -22,6 +22,17 @@ bool launched_by_mpirun() {
   return false;
 }
 
+std::string process_label() {
+  if (!launched_by_mpirun()) return "";
+  auto env = [](std::initializer_list<const char*> names) -> std::string {
+    for (const char* name : names)
+      if (const char* v = std::getenv(name); v && *v) return v;
+    return "?";
+  };
+  return fmt::format("process {} of {}: ", env({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}),
+                     env({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}));
+}
+
 #ifdef ATTN_HAVE_MPI
 
 namespace {

@@ -30,6 +30,11 @@ optim::Communicator* mpi_world();
 // The rank of this process (0 without MPI).
 int mpi_rank();
 
+// "process 1 of 2: " when a launcher started this process as one of several
+// (from the launcher's environment, so also before MPI is initialized), ""
+// otherwise: the prefix of its error lines, which say which process failed.
+std::string process_label();
+
 // After an error was reported: ends every process of the run (MPI_Abort with
 // `code`) when there are several; does nothing otherwise.
 void mpi_abort_world(int code);

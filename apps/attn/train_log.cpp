@@ -1,5 +1,6 @@
 #include "train_log.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,9 +30,26 @@ TrainLog::TrainLog(Options options) : o_(std::move(options)) {
   if (!o_.file.empty()) {
     const fs::path p(o_.file);
     if (p.has_parent_path()) io::ensure_directory(p.parent_path());
-    file_ = std::fopen(o_.file.c_str(), "ae");
-    ATTN_CHECK(file_ != nullptr, IOError, "cannot open the log '{}': {}", o_.file,
-               std::strerror(errno));
+    // The log is appended to, not replaced, but by the same rule: a link,
+    // FIFO or device there is neither followed nor written (O_NOFOLLOW, and
+    // the descriptor's own type checked against a swap since the check).
+    io::check_output_path(p, "--log: ");
+    const int fd = ::open(
+        o_.file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0666);
+    ATTN_CHECK(fd >= 0, IOError, "cannot open the log '{}': {}", o_.file, std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw IOError(
+          fmt::format("--log: '{}' is not a regular file; attn does not write to it", o_.file));
+    }
+    ::fcntl(fd, F_SETFL, O_WRONLY | O_APPEND);
+    file_ = ::fdopen(fd, "a");
+    if (file_ == nullptr) {
+      const int err = errno;
+      ::close(fd);
+      throw IOError(fmt::format("cannot open the log '{}': {}", o_.file, std::strerror(err)));
+    }
   }
 }
 
@@ -113,10 +131,8 @@ void TrainLog::validation(const seq2seq::Validation& v, bool best) {
 }
 
 void check_log_target(const std::string& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    throw CLI::ValidationError(
-        "--log", fmt::format("'{}' is {}, not a regular file", path, io::file_kind(st.st_mode)));
+  if (const std::string why = io::output_path_refusal(path); !why.empty())
+    throw CLI::ValidationError("--log", why);
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include "attn/io/read_file.h"
 #include "attn/seq2seq/model_dir.h"
 #include "attn/seq2seq/translation_data.h"
+#include "commands.h"
 #include "paths.h"
 
 namespace attn::cli {
@@ -33,6 +34,39 @@ std::string may_change_on_resume() {
     if (p.on_resume == OnResume::may_change && p.flag != seq2seq::HFlag::none)
       list += seq2seq::flag_of(p) + ", ";
   return list + "--checkpoint-every, --metrics-json, --log and --quiet";
+}
+
+// "run 1f3a09c2 (num_hiddens 8, 2 layers, 4 heads)"
+std::string describe_run(const std::string& run_id, const seq2seq::ModelConfig& m) {
+  return fmt::format("run {} (num_hiddens {}, {} layers, {} heads)",
+                     run_id.empty() ? std::string("of an older attn") : run_id.substr(0, 8),
+                     m.transformer.num_hiddens, m.transformer.num_layers, m.transformer.num_heads);
+}
+
+// The checkpoint continues only the run whose model is beside it: a model
+// of another run (an --overwrite that failed before its first checkpoint,
+// files copied between directories) is refused, naming both.
+void check_checkpoint_belongs(const fs::path& dir, const seq2seq::Checkpoint& c,
+                              const fs::path& checkpoint) {
+  const std::string fix = fmt::format(
+      "start the run again with 'attn train --overwrite --out {}' (the checkpoint then goes), or "
+      "keep the model and remove '{}'",
+      dir.string(), checkpoint.string());
+  seq2seq::LoadedModel model;
+  try {
+    model = seq2seq::load_model(dir.string());
+  } catch (const Error& e) {
+    throw ErrorWithHint(fmt::format("cannot resume '{}': the model beside it cannot be read: {}",
+                                    checkpoint.string(), e.what()),
+                        fix);
+  }
+  if (model.run_id == c.run.run_id) return;
+  throw ErrorWithHint(
+      fmt::format("cannot resume: the checkpoint '{}' is of {}, step {}, but the model in '{}' is "
+                  "of {}; they belong to different runs",
+                  checkpoint.string(), describe_run(c.run.run_id, c.run.model), c.state.step,
+                  dir.string(), describe_run(model.run_id, model.config)),
+      fix);
 }
 
 }  // namespace
@@ -69,6 +103,7 @@ TrainSetup resume_setup(const TrainArgs& a, const Context& ctx) {
              path.string());
   TrainSetup s;
   s.checkpoint = seq2seq::load_checkpoint(path.string());
+  check_checkpoint_belongs(dir, *s.checkpoint, path);
   RunSpec& run = s.run = s.checkpoint->run;
   if (a.out_given) {
     std::error_code e1, e2;

@@ -62,7 +62,7 @@ class ContentionFilter {
 // the median, not the least).
 inline constexpr int kProbeTrips = 16;
 inline constexpr std::int64_t kProbeBudgetNs = 1'000'000;
-std::int64_t team_round_trip_ns(int threads);
+std::int64_t team_round_trip_ns(int threads, std::int64_t budget_ns = kProbeBudgetNs);
 
 // grain_scale() after a probe that measured `trip_ns` (attn/core/threads.h):
 // kFarGrainScale above kFarRoundTripNs on a CPU with AVX-512 (`avx512`), above

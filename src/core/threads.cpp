@@ -171,7 +171,7 @@ std::int64_t parse_grain_scale(const char* s) {
   return end != s && *end == '\0' && n >= 1 && n <= 1024 ? n : 0;
 }
 
-std::int64_t team_round_trip_ns(int threads) {
+std::int64_t team_round_trip_ns(int threads, std::int64_t budget_ns) {
   if (threads < 2 || omp_in_parallel()) return -1;
   std::atomic<std::int64_t> ball{0};
   std::atomic<int> turn{1};  // the thread playing with thread 0
@@ -183,7 +183,7 @@ std::int64_t team_round_trip_ns(int threads) {
   auto wait_for = [&](auto&& ready) {
     for (int spins = 1; !ready(); ++spins) {
       if (gave_up.load(std::memory_order_relaxed)) return false;
-      if (spins % 64 == 0 && now_ns() - start > kProbeBudgetNs) {
+      if (spins % 64 == 0 && now_ns() - start > budget_ns) {
         gave_up.store(true, std::memory_order_relaxed);
         return false;
       }

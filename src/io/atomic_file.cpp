@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "attn/core/error.h"
+#include "attn/io/read_file.h"
 
 namespace attn::io {
 
@@ -61,18 +62,53 @@ int fsync_path(const fs::path& p, int extra_flags) {
 
 }  // namespace
 
+std::string output_path_refusal(const fs::path& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0)
+    return "";  // nothing there (or unreachable: the write says why)
+  const std::string shown = path.string();
+  if (!S_ISREG(st.st_mode))
+    return fmt::format("'{}' is {}, not a regular file; attn does not replace it", shown,
+                       file_kind(st.st_mode));
+  if ((st.st_mode & 0222) == 0)
+    return fmt::format("'{}' is read-only; attn does not replace it", shown);
+  return "";
+}
+
+void check_output_path(const fs::path& path, std::string_view what) {
+  const std::string why = output_path_refusal(path);
+  if (!why.empty()) throw IOError(fmt::format("{}{}", what, why));
+}
+
+void fsync_directory(const fs::path& dir) {
+  const int err = fsync_path(dir, O_DIRECTORY);
+  ATTN_CHECK(err == 0 || err == EINVAL || err == EROFS, IOError, "cannot fsync directory '{}': {}",
+             dir.string(), errno_text(err));
+}
+
 void ensure_directory(const fs::path& dir) {
   if (dir.empty()) return;  // the current directory
   std::error_code ec;
   if (fs::is_directory(dir, ec)) return;
-  // Find the deepest existing ancestor to report "exists and is not a directory" clearly.
+  // Find the deepest existing ancestor to report what it is when it is not a
+  // directory (a link to one is followed; a dangling link is named as such).
   for (fs::path p = dir; !p.empty(); p = p.parent_path()) {
-    fs::file_status st = fs::status(p, ec);
-    if (fs::exists(st)) {
+    struct stat lst {};
+    if (::lstat(p.c_str(), &lst) == 0) {
+      struct stat st {};
+      const bool resolves = ::stat(p.c_str(), &st) == 0;
+      ATTN_CHECK(resolves || !S_ISLNK(lst.st_mode), IOError,
+                 "ensure_directory: cannot create directory '{}': '{}' is a symbolic link to "
+                 "nothing",
+                 dir.string(), p.string());
+      auto kind = [](unsigned mode) {
+        return S_ISREG(mode) ? std::string("a file") : file_kind(mode);
+      };
       ATTN_CHECK(
-          fs::is_directory(st), IOError,
-          "ensure_directory: cannot create directory '{}': '{}' exists and is not a directory",
-          dir.string(), p.string());
+          S_ISDIR(st.st_mode), IOError,
+          "ensure_directory: cannot create directory '{}': '{}' is {}, not a directory",
+          dir.string(), p.string(),
+          S_ISLNK(lst.st_mode) ? "a symbolic link to " + kind(st.st_mode) : kind(lst.st_mode));
       break;
     }
     if (p == p.parent_path()) break;
@@ -101,10 +137,7 @@ AtomicFile::AtomicFile(fs::path target) : target_(std::move(target)) {
   }
   ATTN_CHECK(S_ISDIR(st.st_mode), IOError, "AtomicFile: cannot write '{}': '{}' is not a directory",
              target_.string(), dir.string());
-  if (::stat(target_.c_str(), &st) == 0) {
-    ATTN_CHECK(!S_ISDIR(st.st_mode), IOError,
-               "AtomicFile: cannot write '{}': it is an existing directory", target_.string());
-  }
+  check_output_path(target_, "AtomicFile: ");
 
   const std::string base = fmt::format(".{}.tmp.", target_.filename().string());
   for (int attempt = 0; attempt < 100; ++attempt) {
@@ -157,6 +190,12 @@ void AtomicFile::commit() {
   int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) fail("close", errno);
+  // Again, as late as can be: what appeared at the target since it was
+  // checked (a link, a FIFO) is not replaced either.
+  if (std::string why = output_path_refusal(target_); !why.empty()) {
+    abort();
+    throw IOError("AtomicFile: " + why);
+  }
   if (::rename(temp_.c_str(), target_.c_str()) != 0) fail("rename", errno);
   committed_ = true;
   temp_.clear();

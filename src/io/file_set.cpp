@@ -40,16 +40,6 @@ void check_name(const std::string& name, const std::string& what) {
              what, printable_excerpt(name), kManifestFile);
 }
 
-void fsync_dir(const fs::path& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  ATTN_CHECK(rc == 0 || err == EINVAL || err == EROFS, IOError, "cannot fsync directory '{}': {}",
-             dir.string(), std::strerror(err));
-}
-
 // Writes `bytes` to a new file `path` (which must not exist) and fsyncs it.
 void write_new_file(const fs::path& path, const std::string& bytes) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
@@ -104,6 +94,19 @@ Check check_file(const fs::path& path, const ManifestEntry& e, std::optional<Inp
 }
 
 }  // namespace
+
+bool in_file_set(const fs::path& path) {
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  const std::string name = path.filename().string();
+  const Manifest m = current_manifest(dir);
+  if (m.kind.empty()) return false;
+  if (name == kManifestFile) return true;
+  for (const auto& e : m.files)
+    if (e.name == name) return true;
+  return false;
+}
+
+std::string file_set_kind(const fs::path& dir) { return current_manifest(dir).kind; }
 
 std::string manifest_to_json(const Manifest& m) {
   nlohmann::ordered_json files = nlohmann::ordered_json::array();
@@ -161,7 +164,7 @@ void recover_file_set(const fs::path& dir) {
       throw IOError(fmt::format("cannot complete the interrupted write of '{}': rename: {}",
                                 (dir / e.name).string(), std::strerror(errno)));
   }
-  fsync_dir(dir);
+  fsync_directory(dir);
   fs::remove_all(pending, ec);
   ATTN_CHECK(!ec, IOError, "cannot remove '{}': {}", pending.string(), ec.message());
 }
@@ -174,8 +177,10 @@ void write_file_set(const fs::path& dir, const std::string& kind,
   m.kind = kind;
   for (const auto& [name, bytes] : files) {
     check_name(name, "write_file_set");
+    check_output_path(dir / name);  // a link, FIFO or device there is never replaced
     m.files.push_back({name, bytes.size(), sha256_hex(bytes)});
   }
+  check_output_path(dir / kManifestFile);
   const Manifest old = current_manifest(dir);
   const fs::path pending = dir / kPendingDir;
   std::error_code ec;
@@ -183,7 +188,7 @@ void write_file_set(const fs::path& dir, const std::string& kind,
              pending.string(), ec ? ec.message() : "it exists");
   try {
     for (const auto& [name, bytes] : files) write_new_file(pending / name, bytes);
-    fsync_dir(pending);
+    fsync_directory(pending);
   } catch (...) {
     fs::remove_all(pending, ec);
     throw;
@@ -199,22 +204,34 @@ void write_file_set(const fs::path& dir, const std::string& kind,
     for (const auto& f : m.files) kept = kept || f.name == e.name;
     if (!kept) fs::remove(dir / e.name, ec);
   }
-  fsync_dir(dir);
+  fsync_directory(dir);
   fs::remove(pending, ec);
+}
+
+Manifest write_manifest_of_open(
+    const fs::path& dir, const std::string& kind,
+    const std::vector<std::pair<std::string, const InputFile*>>& files) {
+  recover_file_set(dir);
+  Manifest m;
+  m.kind = kind;
+  for (const auto& [name, file] : files) {
+    check_name(name, "write_manifest");
+    m.files.push_back({name, file->size(), file->sha256()});
+  }
+  write_file_atomic(dir / kManifestFile, manifest_to_json(m));
+  return m;
 }
 
 Manifest write_manifest(const fs::path& dir, const std::string& kind,
                         const std::vector<std::string>& names) {
-  recover_file_set(dir);
-  Manifest m;
-  m.kind = kind;
+  std::vector<InputFile> open;
+  open.reserve(names.size());
+  std::vector<std::pair<std::string, const InputFile*>> files;
   for (const auto& name : names) {
     check_name(name, "write_manifest");
-    InputFile f((dir / name).string());
-    m.files.push_back({name, f.size(), f.sha256()});
+    files.emplace_back(name, &open.emplace_back((dir / name).string()));
   }
-  write_file_atomic(dir / kManifestFile, manifest_to_json(m));
-  return m;
+  return write_manifest_of_open(dir, kind, files);
 }
 
 FileSet::FileSet(const fs::path& dir, const std::string& kind) : dir_(dir) {

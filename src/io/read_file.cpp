@@ -83,7 +83,7 @@ InputFile::~InputFile() {
 }
 
 InputFile::InputFile(InputFile&& o) noexcept
-    : path_(std::move(o.path_)), fd_(o.fd_), size_(o.size_) {
+    : path_(std::move(o.path_)), fd_(o.fd_), size_(o.size_), bytes_(std::move(o.bytes_)) {
   o.fd_ = -1;
 }
 
@@ -93,6 +93,7 @@ InputFile& InputFile::operator=(InputFile&& o) noexcept {
     path_ = std::move(o.path_);
     fd_ = o.fd_;
     size_ = o.size_;
+    bytes_ = std::move(o.bytes_);
     o.fd_ = -1;
   }
   return *this;
@@ -100,6 +101,13 @@ InputFile& InputFile::operator=(InputFile&& o) noexcept {
 
 void InputFile::read_at(std::uint64_t offset, void* out, std::size_t n) const {
   char* p = static_cast<char*>(out);
+  if (bytes_) {
+    ATTN_CHECK(offset <= bytes_->size() && n <= bytes_->size() - offset, IOError,
+               "'{}': bytes [{}, {}) are past its end ({} bytes)", path_, offset, offset + n,
+               bytes_->size());
+    std::memcpy(p, bytes_->data() + offset, n);
+    return;
+  }
   while (n > 0) {
     ssize_t got = ::pread(fd_, p, n, static_cast<off_t>(offset));
     if (got < 0) {
@@ -123,7 +131,13 @@ std::string InputFile::read_all(std::uint64_t max_bytes) const {
   return out;
 }
 
+void InputFile::snapshot(std::uint64_t max_bytes) {
+  if (bytes_) return;
+  bytes_ = std::make_shared<const std::string>(read_all(max_bytes));
+}
+
 std::string InputFile::sha256() const {
+  if (bytes_) return sha256_hex(*bytes_);
   Sha256 h;
   std::vector<char> buf(std::size_t{1} << 20);
   for (std::uint64_t pos = 0; pos < size_;) {

@@ -249,7 +249,7 @@ Tensor TransformerDecoder::step_argmax(const Tensor& X, DecoderState& state) {
 Tensor TransformerDecoder::step_hidden(const Tensor& X, DecoderState& state) {
   autograd::NoGradGuard no_grad;  // the cache is written in place: inference only
   // The new tokens sit at positions steps, steps + 1, ... (d2l adds position
-  // 0's encoding at every inference step; see docs/design.md).
+  // 0's encoding at every inference step; see docs/design/d2l.md).
   Tensor H = embed(*embedding, *pos_encoding, X, num_hiddens, state.steps);
   const Tensor& rows = state.encoder_index;
   const Tensor cross_lens = rows.defined() && state.enc_valid_lens.defined()

@@ -86,7 +86,7 @@ enum class AttnPath {
 
 // The small path's range: a few queries and keys per head (d2l's
 // Transformer), where it beats the tiled kernels (measured in
-// docs/design.md, "Attention"; the kernel itself takes head dims up to 64).
+// docs/design/attention.md; the kernel itself takes head dims up to 64).
 // Without a gradient: head dims up to 8. With one: head dims up to 8, or up
 // to 32 while a head's working set, Q K + (Q + K) max(D, Dv) elements per
 // lane, stays within kSmallGradWork: past it the backward's per-key passes

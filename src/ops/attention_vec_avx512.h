@@ -18,7 +18,7 @@ struct VecAvx512 {
   static constexpr int W = 16;
   static constexpr int kMR = 6, kNV = 4;
   // The forward's products (K = the head dim, or a key tile) run best taller:
-  // 8 rows by 3 registers, with query tiles of 48 (docs/design.md).
+  // 8 rows by 3 registers, with query tiles of 48 (docs/design/attention.md).
   static constexpr int kFwdMR = 8, kFwdNV = 3;
   static R zero() { return _mm512_setzero_ps(); }
   static R set1(float x) { return _mm512_set1_ps(x); }

@@ -123,7 +123,7 @@ namespace {
 struct F32Tiles512 {
   // How many steps ahead a tile fetches its own weights into L1 (2 KB):
   // they come from L2 or beyond, and the hardware's prefetch alone left
-  // the loop waiting on them (docs/design.md, "f32: attn's own kernel").
+  // the loop waiting on them (docs/design/gemm.md, "f32: attn's own kernel").
   static constexpr std::int64_t kOwnAhead = 16;
   static_assert(kAhead >= kOwnAhead);  // the layout's closing zeros cover the last group's
 

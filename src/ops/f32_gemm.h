@@ -24,7 +24,7 @@
 // On one thread of a 2-core AMD EPYC Zen 1 (a 256-bit FMA a cycle), on 64
 // weights of 256 x 1024 (more than the last cache, as a translator's): 29,
 // 32 and 32 GFLOP/s at 16, 32 and 128 rows, where oneDNN 2.6's packed
-// primitive made 22, 24 and 26 (docs/design.md, "The f32 kernel on AVX2").
+// primitive made 22, 24 and 26 (docs/design/gemm.md, "The f32 kernel on AVX2").
 //
 // The weights are laid out for it once (pack_f32_gemm): groups of 32 columns,
 // in each group k after k, each step 32 floats, zeros where N runs out; then

@@ -68,7 +68,7 @@ void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 // them, else by rows. Its right-hand operand is laid out for it at each call.
 // Its ReLU keeps a NaN (max(0, NaN) is NaN, as in PyTorch), where the
 // unpacked path's comparison gives 0. The backward's products stay on
-// oneDNN (docs/design.md, "The f32 kernel on AVX2": on the kernel they were
+// oneDNN (docs/design/gemm.md, "The f32 kernel on AVX2": on the kernel they were
 // slower for d2l's toy model).
 //
 // Products of fewer rows, or fewer multiply-adds, stay on oneDNN: laying the

@@ -9,8 +9,8 @@
 // two 32 x 32 -> 64-bit products as even and odd lanes (vpmuludq), then
 // reorders the four words of each counter; the same bits as the plain
 // loop (tests/ops/philox_test.cpp), which GCC vectorized with 64-bit lanes
-// and their slower products: about 2x faster on the Intel Xeon of the
-// README (2.6-2.7 against 5.0-5.8 ns a counter, 400 counters a call).
+// and their slower products: about 2x faster on an Intel Xeon (model
+// 207; 2.6-2.7 against 5.0-5.8 ns a counter, 400 counters a call).
 // Where it has AVX2 and no AVX-512, the same in 8 lanes: 7.5 against 10.7
 // ns a counter on an AMD EPYC Zen 1 (GCC's loop in 128-bit registers there).
 #pragma once

@@ -6,11 +6,13 @@
 #include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 #include <utility>
 
 #include "attn/data/text.h"
 #include "attn/io/atomic_file.h"
+#include "attn/io/digest.h"
 #include "attn/io/json.h"
 
 namespace attn::seq2seq {
@@ -52,6 +54,24 @@ std::int64_t first_bad(const Tensor& c, bool non_negative) {
 }
 
 }  // namespace
+
+std::string run_id_of(const RunSpec& spec) {
+  // Where the corpora lie is no part of it: their content is (the fingerprint).
+  RunSpec run = spec;
+  run.data.path.clear();
+  run.data.valid_data.clear();
+  run.data.test_data.clear();
+  nlohmann::ordered_json j = {{"model", hparams_to_json(run, HGroup::model)},
+                              {"data", hparams_to_json(run, HGroup::data)},
+                              {"train", hparams_to_json(run, HGroup::train)},
+                              {"fingerprint", hex64(run.data.fingerprint)}};
+  const std::string text = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  return io::sha256_hex(text).substr(0, 32);
+}
+
+bool is_run_id(const std::string& id) {
+  return id.size() == 32 && id.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
 
 std::uint64_t data_fingerprint(const data::NmtData& d) {
   Fnv1a h;
@@ -162,6 +182,7 @@ Contents checkpoint_contents(const nn::Seq2SeqModel& net, const RunSpec& run, co
         {"stalls", s.stalls}}},
       {"threads", run.threads},
   };
+  if (!run.run_id.empty()) j["run_id"] = run.run_id;
   j["data"]["fingerprint"] = hex64(run.data.fingerprint);
   // A corpus path that is not UTF-8 is stored with U+FFFD in place of its bad
   // bytes (a resume then needs --data).
@@ -256,6 +277,12 @@ Checkpoint load_checkpoint(const std::string& path) {
 
   hparams_from_json(root.object("train"), HGroup::train, run);
   run.threads = static_cast<int>(root.integer("threads", 0, 1 << 20));
+  if (root.has("run_id")) {
+    run.run_id = root.string("run_id");
+    ATTN_CHECK(is_run_id(run.run_id), IOError,
+               "'{}': checkpoint \"run_id\" must be 32 lower-case hex digits, got {}", what,
+               data::printable_excerpt(run.run_id));
+  }
 
   io::JsonObject s = root.object("state");
   TrainState& st = c.state;

@@ -484,7 +484,8 @@ const std::vector<std::pair<std::string, Preset>>& presets() {
         {"dropout", "0.1"},
         {"num_epochs", "250"}}},
       // A translator of the whole bundled corpus in about an hour on two
-      // cores (README, "A translator"): the choices and the runs behind them.
+      // cores (docs/translator.md, docs/design/translator.md): the choices
+      // and the runs behind them.
       {"tatoeba",
        {{"num_examples", "0"},
         {"tokenizer", "spm"},

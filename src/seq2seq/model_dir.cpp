@@ -116,9 +116,11 @@ void save_model(const std::string& dir, const nn::Seq2SeqModel& net, const Model
     guard.emplace(d, "attn save_model");
     io::TensorMap tensors;
     for (auto& [name, p] : net.named_parameters()) tensors.emplace(name, p.detach());
+    io::Metadata metadata = {{"format", "pt"}};
+    if (!extras.run_id.empty()) metadata.emplace(kRunIdKey, extras.run_id);
     std::vector<std::pair<std::string, std::string>> files = {
         {"config.json", config_to_json(config)},
-        {"model.safetensors", io::serialize_safetensors(tensors, {{"format", "pt"}})},
+        {kWeightsFile, io::serialize_safetensors(tensors, metadata)},
         {"src_vocab.txt", src_vocab.to_text()},
         {"tgt_vocab.txt", tgt_vocab.to_text()}};
     ATTN_CHECK((config.tokenizer == "spm") == !extras.spm_model.empty(), ValueError,
@@ -236,8 +238,10 @@ LoadedModel load_model_files(Open&& open) {
     m.tokenizer = data::word_tokenizer(m.src_vocab, m.tgt_vocab);
   }
 
-  const io::InputFile& weights = open("model.safetensors");
-  io::TensorMap tensors = io::load_safetensors(weights);
+  const io::InputFile& weights = open(kWeightsFile);
+  io::Metadata metadata;
+  io::TensorMap tensors = io::load_safetensors(weights, &metadata);
+  if (auto it = metadata.find(kRunIdKey); it != metadata.end()) m.run_id = it->second;
   check_weights(m.config, tensors, weights.path());
   try {
     {
@@ -253,16 +257,21 @@ LoadedModel load_model_files(Open&& open) {
   return m;
 }
 
-// The model's files opened directly, without a manifest.
+// The model's files opened directly, without a manifest, each read once
+// into memory (InputFile::snapshot): the checks and the manifest's digests
+// see the same bytes.
 struct PlainFiles {
   fs::path dir;
   std::map<std::string, io::InputFile> open;
   const io::InputFile& operator()(const std::string& name) {
+    if (auto it = open.find(name); it != open.end()) return it->second;
     const fs::path p = dir / name;
     std::error_code ec;
     ATTN_CHECK(fs::exists(fs::symlink_status(p, ec)), IOError, "model directory '{}' has no {}",
                dir.string(), name);
-    return open.emplace(name, io::InputFile(p.string())).first->second;
+    io::InputFile& f = open.emplace(name, io::InputFile(p.string())).first->second;
+    f.snapshot(kMaxModelFileBytes);
+    return f;
   }
 };
 
@@ -289,10 +298,14 @@ void write_model_manifest(const std::string& dir) {
   io::WriteGuard guard(dir, "attn manifest");
   PlainFiles files{dir, {}};
   load_model_files(files);  // every check of load_model, on the files as they are
-  std::vector<std::string> names = kModelFiles;
-  for (const char* extra : {kSpmFile, kTrainingFile})
-    if (fs::exists(fs::path(dir) / extra)) names.push_back(extra);
-  io::write_manifest(dir, kModelKind, names);
+  std::vector<std::pair<std::string, const io::InputFile*>> listed;
+  for (const std::string& name : kModelFiles) listed.emplace_back(name, &files(name));
+  for (const char* extra : {kSpmFile, kTrainingFile}) {
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(fs::path(dir) / extra, ec)))
+      listed.emplace_back(extra, &files(extra));
+  }
+  io::write_manifest_of_open(dir, kModelKind, listed);
 }
 
 }  // namespace attn::seq2seq

@@ -5,16 +5,13 @@
 
 #include <omp.h>
 
-#include <chrono>
 #include <cstdint>
-#include <thread>
 
 #include "attn/core/threads.h"
 #include "testing.h"
 
 using attn::detail::ContentionFilter;
 using attn::detail::grain_scale_for_trip;
-using attn::detail::kProbeBudgetNs;
 using attn::detail::parse_grain_scale;
 using attn::detail::team_round_trip_ns;
 
@@ -94,19 +91,14 @@ TEST(TeamRoundTrip, NoTeamNoMeasure) {
   EXPECT_EQ(inside[1], -1);
 }
 
-// A team of two answers, within the budget. A try gives up when the partner
-// thread is not on a core within 1 ms (the first try creates the thread;
-// another process may hold a core), so tries go on for up to 5 s; ctest runs
-// this test alone (tests/CMakeLists.txt), the CI machine's other load aside.
+// A team of two answers: with a budget far beyond any scheduling delay (the
+// partner thread may wait for a core while other processes hold both), the
+// probe measures a round trip. Nothing here is timed against a deadline:
+// the budget only ends a probe whose partner never runs at all.
 TEST(TeamRoundTrip, TwoThreadsAnswer) {
-  std::int64_t trip = -1;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (trip < 0 && std::chrono::steady_clock::now() < until) {
-    trip = team_round_trip_ns(2);
-    if (trip < 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  constexpr std::int64_t kGenerousNs = 120'000'000'000;  // 2 minutes
+  const std::int64_t trip = team_round_trip_ns(2, kGenerousNs);
   EXPECT_GT(trip, 0);
-  EXPECT_LT(trip, kProbeBudgetNs);
 }
 
 // Small ops fork at factor 1 up to the line of the CPU's vector width, at

@@ -13,7 +13,7 @@ export each with tools/export_d2l.py, and check attn against PyTorch:
 
 PyTorch's greedy decoding here gives the t-th generated token position t and
 the causal mask, as attn does (d2l's own predict step adds position 0's
-encoding at every step, docs/design.md); it recomputes the whole prefix at
+encoding at every step, docs/design/d2l.md); it recomputes the whole prefix at
 every step, so it also checks attn's KV cache. Exits 77 (a skip, with a
 message) when PyTorch is not installed; Debian's python3-torch is installed by
 scripts/install-deps.sh.

@@ -88,9 +88,9 @@ TEST_F(AtomicFileTest, ParentThatIsAFileIsAnError) {
   EXPECT_THROW(write_file_atomic(dir_ / "f" / "a.txt", "x"), IOError);
 }
 
-TEST_F(AtomicFileTest, FailedRenameLeavesNoTempFileAndNamesPath) {
-  // Make the final rename fail: a non-empty directory appears at the target
-  // after the temp file was created.
+TEST_F(AtomicFileTest, TargetTakenBeforeCommitLeavesNoTempFileAndNamesPath) {
+  // A non-empty directory appears at the target after the temp file was
+  // created: the check just before the rename refuses it.
   fs::path target = dir_ / "target";
   AtomicFile file(target);
   file.write("payload");
@@ -99,9 +99,49 @@ TEST_F(AtomicFileTest, FailedRenameLeavesNoTempFileAndNamesPath) {
   fs::create_directories(target / "child");
   std::string msg = error_message([&] { file.commit(); });
   EXPECT_NE(msg.find(target.string()), std::string::npos) << msg;
-  EXPECT_NE(msg.find("rename"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("is a directory"), std::string::npos) << msg;
   EXPECT_EQ(names(), std::vector<std::string>{"target"});  // only the directory
   EXPECT_TRUE(fs::is_directory(target));
+}
+
+// The one rule (output_path_refusal): what is not a regular file with a
+// write bit is never replaced, and nothing beside it is left behind.
+TEST_F(AtomicFileTest, RefusesWhatIsNotAWritableRegularFile) {
+  write_file_atomic(dir_ / "victim", "the file a link points to");
+  fs::create_symlink(dir_ / "victim", dir_ / "link");
+  fs::create_symlink(dir_ / "nowhere", dir_ / "dangling");
+  ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0666), 0);
+  write_file_atomic(dir_ / "ro", "read-only");
+  fs::permissions(dir_ / "ro", fs::perms::owner_read | fs::perms::group_read);
+  const std::vector<std::string> before = names();
+  for (const auto& [name, says] : std::vector<std::pair<std::string, std::string>>{
+           {"link", "is a symbolic link, not a regular file; attn does not replace it"},
+           {"dangling", "is a symbolic link"},
+           {"fifo", "is a FIFO"},
+           {"ro", "is read-only; attn does not replace it"}}) {
+    std::string msg = error_message([&] { write_file_atomic(dir_ / name, "new"); });
+    EXPECT_NE(msg.find(says), std::string::npos) << name << ": " << msg;
+    EXPECT_EQ(attn::io::output_path_refusal(dir_ / name).empty(), false) << name;
+  }
+  EXPECT_EQ(names(), before);
+  EXPECT_EQ(read_file(dir_ / "victim"), "the file a link points to");
+  EXPECT_EQ(read_file(dir_ / "ro"), "read-only");
+  EXPECT_TRUE(fs::is_symlink(dir_ / "link"));
+  EXPECT_TRUE(fs::is_fifo(dir_ / "fifo"));
+  EXPECT_EQ(attn::io::output_path_refusal(dir_ / "victim"), "");
+  EXPECT_EQ(attn::io::output_path_refusal(dir_ / "not-there"), "");
+}
+
+TEST_F(AtomicFileTest, LinkPlacedBeforeCommitIsNotReplaced) {
+  write_file_atomic(dir_ / "victim", "keep");
+  AtomicFile file(dir_ / "out");
+  file.write("payload");
+  fs::create_symlink(dir_ / "victim", dir_ / "out");
+  std::string msg = error_message([&] { file.commit(); });
+  EXPECT_NE(msg.find("symbolic link"), std::string::npos) << msg;
+  EXPECT_TRUE(fs::is_symlink(dir_ / "out"));
+  EXPECT_EQ(read_file(dir_ / "victim"), "keep");
+  EXPECT_EQ(names(), (std::vector<std::string>{"out", "victim"}));
 }
 
 TEST_F(AtomicFileTest, UncommittedFileIsRemovedAndTargetUntouched) {

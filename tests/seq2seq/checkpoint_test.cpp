@@ -443,6 +443,25 @@ TEST_F(CheckpointTest, TrainerRefusesAStateThatDoesNotFit) {
   expect_refused(bad, other, "epoch 2 of a run of 1");
 }
 
+// A run's identity goes into its checkpoint and comes back; it is the
+// spec's: the same for the same spec, another for another.
+TEST_F(CheckpointTest, RunIdRoundTrips) {
+  seq2seq::RunSpec run = tiny_run(1);
+  run.run_id = seq2seq::run_id_of(run);
+  EXPECT_TRUE(seq2seq::is_run_id(run.run_id)) << run.run_id;
+  EXPECT_EQ(run.run_id, seq2seq::run_id_of(tiny_run(1)));
+  seq2seq::RunSpec other = tiny_run(1);
+  other.model.transformer.num_hiddens *= 2;
+  EXPECT_NE(run.run_id, seq2seq::run_id_of(other));
+  other = tiny_run(1);
+  other.data.fingerprint ^= 1;
+  EXPECT_NE(run.run_id, seq2seq::run_id_of(other));
+  train_until(run, 3);
+  EXPECT_EQ(seq2seq::load_checkpoint(path()).run.run_id, run.run_id);
+  EXPECT_FALSE(seq2seq::is_run_id("0123"));
+  EXPECT_FALSE(seq2seq::is_run_id(std::string(32, 'G')));
+}
+
 TEST(Checkpoint, DataFingerprintSeesTheData) {
   data::NmtOptions o;
   o.num_examples = 61;
@@ -528,6 +547,8 @@ TEST_F(CheckpointTest, MetadataIsValidated) {
       {"\"data.fingerprint\"", [](auto&, auto& j) { j["data"]["fingerprint"] = "xyz"; }},
       {"\"data.path\"", [](auto&, auto& j) { j["data"]["path"] = ""; }},
       {"lacks the \"model\"", [](auto&, auto& j) { j.erase("model"); }},
+      {"\"run_id\" must be 32 lower-case hex digits",
+       [](auto&, auto& j) { j["run_id"] = "not-an-id"; }},
       {"num_hiddens", [](auto&, auto& j) { j["model"].erase("num_hiddens"); }},
       // The config says 16 hiddens, the tensors have 8: named.
       {"encoder", [](auto&, auto& j) { j["model"]["num_hiddens"] = 16; }},

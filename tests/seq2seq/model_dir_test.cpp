@@ -65,6 +65,18 @@ TEST(ModelDir, SaveLoadGivesTheSameOutputs) {
   Tensor lens = from_vector(std::vector<std::int64_t>{3});
   EXPECT_EQ(to_vector<float>(m.net->forward(X, Y, lens)),
             to_vector<float>(f.net->forward(X, Y, lens)));
+  EXPECT_EQ(m.run_id, "");  // no training run named
+}
+
+// The run that saved the weights is kept in their metadata and read back
+// (what `train --resume` checks a checkpoint against).
+TEST(ModelDir, RunIdIsKeptWithTheWeights) {
+  Fixture f;
+  std::string dir = fresh_dir("model_run_id");
+  seq2seq::ModelExtras extras;
+  extras.run_id = "0123456789abcdef0123456789abcdef";
+  save_model(dir, *f.net, f.config, f.src, f.tgt, extras);
+  EXPECT_EQ(load_model(dir).run_id, extras.run_id);
 }
 
 // A Bahdanau model (d2l 10.4) round-trips too; its config cannot load a

@@ -8,7 +8,7 @@
 // the graph machinery is in attn/autograd, the differentiable view and math
 // operations in attn/ops. Methods declared here that record autograd nodes
 // (reshape, permute, ..., backward) are defined by those layers; the include
-// graph still points downwards (see docs/design.md).
+// graph still points downwards (see docs/design/core.md).
 #pragma once
 
 #include <cstdint>

@@ -8,8 +8,10 @@
 // (on error the temp file is removed). Failures throw attn::IOError naming the
 // path and the system's reason (strerror).
 //
-// A symbolic link at the target is replaced by the new file (not followed).
-// The target's directory must exist: it is not created implicitly (a typo in a
+// What may be written is one rule, output_path_refusal() below, which every
+// file attn writes passes through (AtomicFile checks it when it is made and
+// again just before its rename; the CLI checks its output flags with it
+// before any work). The target's directory must exist: it is not created implicitly (a typo in a
 // path should not silently create folders). Callers that own an output folder
 // (the CLI's --out) create it with ensure_directory first.
 #pragma once
@@ -21,12 +23,33 @@
 
 namespace attn::io {
 
+// Why attn must not write a file at `path`, or "" when it may. It may when
+// nothing is there, or a regular file that has a write bit (one of 0222;
+// root's right to write anyway is not used: a file made read-only is kept).
+// Never replaced: a directory, a symbolic link (dangling or not: writing
+// through it would change a file the user did not name, replacing it would
+// lose the link), a FIFO, a socket, a character or block device, a
+// read-only file. The reason names the path:
+//   "'/dev/full' is a character device, not a regular file; attn does not replace it"
+//   "'m.onnx' is read-only; attn does not replace it"
+// A missing parent directory is not judged here (AtomicFile: it must exist;
+// the CLI creates the folders of its own outputs).
+std::string output_path_refusal(const std::filesystem::path& path);
+// IOError with that reason, prefixed by `what` ("export: ") when given.
+void check_output_path(const std::filesystem::path& path, std::string_view what = {});
+
 // mkdir -p: creates `dir` and any missing parents. Nothing happens if it is
 // already a directory; IOError if it (or a parent) exists and is not one, or
 // if it cannot be created.
 void ensure_directory(const std::filesystem::path& dir);
 
-// Writes `bytes` to `path` atomically (see above). Replaces an existing file.
+// Makes the entries of `dir` durable (fsync of the directory: a rename or a
+// removal in it survives a crash). File systems that cannot fsync a
+// directory (EINVAL, EROFS) are let be; another failure is an IOError.
+void fsync_directory(const std::filesystem::path& dir);
+
+// Writes `bytes` to `path` atomically (see above). Replaces an existing
+// regular file; refuses what output_path_refusal() names.
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
 void write_file_atomic(const std::filesystem::path& path, std::span<const std::byte> bytes);
 

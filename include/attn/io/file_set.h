@@ -75,6 +75,12 @@ void recover_file_set(const std::filesystem::path& dir);
 // holds the lock. Returns the manifest written.
 Manifest write_manifest(const std::filesystem::path& dir, const std::string& kind,
                         const std::vector<std::string>& names);
+// The same for files the caller has open (and checked): each is hashed
+// through its own descriptor, or its bytes after InputFile::snapshot(), so
+// the manifest vouches for exactly what the caller checked, whatever
+// happened to the names meanwhile.
+Manifest write_manifest_of_open(const std::filesystem::path& dir, const std::string& kind,
+                                const std::vector<std::pair<std::string, const InputFile*>>& files);
 
 // A set read and checked (see the top). Holds every listed file open.
 class FileSet {
@@ -93,6 +99,16 @@ class FileSet {
   Manifest manifest_;
   std::map<std::string, InputFile> files_;
 };
+
+// Whether `path` is part of a file set: its directory's manifest.json (a
+// readable one) lists its name, or it is that manifest. Commands that write
+// a file the user names refuse such a one: a set is replaced whole by its
+// own writer, never one file of it by another output.
+bool in_file_set(const std::filesystem::path& path);
+
+// The kind of the set whose manifest is in `dir` ("attn-model"), or "" when
+// it has no readable manifest.
+std::string file_set_kind(const std::filesystem::path& dir);
 
 // Parses manifest text (exposed for tests and the fuzzer); `what` names it.
 Manifest parse_manifest(const std::string& text, const std::string& what);

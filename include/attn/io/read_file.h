@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 
 namespace attn::io {
@@ -51,10 +52,17 @@ class InputFile {
   // SHA-256 of the whole file, lower-case hex, read in chunks.
   std::string sha256() const;
 
+  // Reads the whole file once into memory (at most `max_bytes`, else
+  // IOError); every read after it, sha256() included, serves those bytes.
+  // What is checked and what is hashed are then the same bytes, however the
+  // file changes on disk meanwhile (written in place, truncated).
+  void snapshot(std::uint64_t max_bytes);
+
  private:
   std::string path_;
   int fd_ = -1;
   std::uint64_t size_ = 0;
+  std::shared_ptr<const std::string> bytes_;  // after snapshot()
 };
 
 // "a FIFO", "a character device", "a socket", ...: what a stat mode is, for

@@ -42,7 +42,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // linear() runs attn's f32 kernel, the rows are first screened by an int8
 // product with a proven bound on its error, and only the positions that can
 // still be the largest are computed in f32, exactly as linear() computes
-// them (docs/design.md, "Greedy decoding's int8 screen"); the answer is the
+// them (docs/design/gemm.md, "Greedy decoding's int8 screen"); the answer is the
 // same. ATTN_NO_ARGMAX_SCREEN=1 turns the screen off.
 Tensor linear_argmax(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 

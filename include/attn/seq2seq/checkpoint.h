@@ -21,6 +21,8 @@
 //              "rng_offset", "adam_steps", "seconds"}  (TrainState)
 //   "threads": the thread count of the run (losses are bit-identical only
 //              with the same count)
+//   "run_id": the run's identity (RunSpec::run_id; absent in checkpoints of
+//              an older attn), which the model directory's weights carry too
 #pragma once
 
 #include <cstdint>
@@ -43,6 +45,18 @@ struct Checkpoint {
   io::TensorMap parameters;  // d2l name -> parameter
   io::TensorMap exp_avg, exp_avg_sq;  // d2l name -> Adam's moment of that parameter
 };
+
+// A run's identity: 32 hex digits of the SHA-256 of everything that fixes
+// its trajectory — the model, data and training rows of the hyperparameter
+// table as the run starts (the corpora's paths left out) and the training
+// data's fingerprint (their content). attn is
+// deterministic, so two runs of one spec are the same run (their weights'
+// files equal, whatever the thread or process count), and runs of
+// different specs have different ids. Computed once, when a run starts
+// (the rows a resume may change, --epochs among them, do not change it).
+std::string run_id_of(const RunSpec& run);
+// Whether `id` is of that form.
+bool is_run_id(const std::string& id);
 
 // A 64-bit FNV-1a hash of the training data: both vocabularies' tokens and
 // the training arrays and lengths. Resuming on data with another fingerprint

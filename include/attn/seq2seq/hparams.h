@@ -48,6 +48,10 @@ struct RunSpec {
   DataSpec data;
   TrainOptions train;
   int threads = 0;
+  // The run's identity (seq2seq/checkpoint.h: run_id_of()): its checkpoint
+  // and the weights it saves carry it, and `--resume` continues a checkpoint
+  // only beside a model of the same run. "" for runs of an older attn.
+  std::string run_id;
 };
 
 // Where a hyperparameter is stored: config.json holds the `model` group; a
@@ -169,9 +173,10 @@ nlohmann::ordered_json hparams_to_flat_json(const RunSpec& run);
 std::vector<std::string> hparams_from_flat_json(const io::JsonObject& object, RunSpec& run);
 
 // The presets of `attn train --preset`: d2l (the defaults: d2l's Transformer
-// of section 10.7) and tatoeba (a translator of the whole corpus; see the
-// README for how it was chosen). Each is a list of (row name, value text)
-// set over the defaults. ValueError for an unknown name.
+// of section 10.7), bahdanau (its section 10.4 run) and tatoeba (a translator
+// of the whole corpus; docs/design/translator.md says how it was chosen).
+// Each is a list of (row name, value text) set over the defaults. ValueError
+// for an unknown name.
 const std::vector<std::string>& preset_names();
 const std::vector<std::pair<std::string, std::string>>& preset(const std::string& name);
 RunSpec preset_run(const std::string& name);

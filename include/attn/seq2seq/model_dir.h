@@ -51,14 +51,21 @@ inline constexpr std::int64_t kMaxVocabSize = 100'000'000;
 inline constexpr std::int64_t kMaxPositionalEntries = std::int64_t{1} << 26;
 
 inline constexpr const char* kModelKind = "attn-model";
-inline const std::vector<std::string> kModelFiles = {"config.json", "model.safetensors",
-                                                     "src_vocab.txt", "tgt_vocab.txt"};
+inline constexpr const char* kWeightsFile = "model.safetensors";
+inline const std::vector<std::string> kModelFiles = {"config.json", kWeightsFile, "src_vocab.txt",
+                                                     "tgt_vocab.txt"};
+// The key of model.safetensors' metadata that names the training run that
+// saved the weights (RunSpec::run_id), when attn trained them.
+inline constexpr const char* kRunIdKey = "attn.run_id";
 // config.json is a few hundred bytes; a larger one is not a config.
 inline constexpr std::uint64_t kMaxConfigBytes = 1 << 20;
 // The SentencePiece model of a "spm" model, and the training configuration.
 inline constexpr const char* kSpmFile = "spm.model";
 inline constexpr const char* kTrainingFile = "training.json";
 inline constexpr std::uint64_t kMaxSpmBytes = 64 << 20;
+// The most bytes write_model_manifest holds of one file (it checks and
+// hashes each from one read, in memory).
+inline constexpr std::uint64_t kMaxModelFileBytes = std::uint64_t{1} << 36;
 
 struct LoadedModel {
   ModelConfig config;
@@ -67,6 +74,7 @@ struct LoadedModel {
   // Text <-> ids as the model was trained: d2l's words, or its SentencePiece
   // model (spm.model).
   std::shared_ptr<data::Tokenizer> tokenizer;
+  std::string run_id;  // the run that saved the weights (kRunIdKey); "" if not known
 };
 
 // What a model directory holds besides the config and the weights: the
@@ -76,6 +84,7 @@ struct LoadedModel {
 struct ModelExtras {
   std::string spm_model;  // "" for word vocabularies
   std::string training_json;  // "" for none
+  std::string run_id;  // the training run (RunSpec::run_id), kept in the weights' metadata
 };
 
 // Writes the four files and the manifest as one file set, creating `dir` if

@@ -67,11 +67,12 @@ struct BatchOptions {
   // make bigger matrix products: with the tatoeba model and two batches side
   // by side, int8 beam 4 took 1.53 s with 128 sentences a batch, 1.2 s with
   // 32 and 0.98 s with 16; f32 beam 4 2.6 s with 32 and 2.7 s with 16
-  // (docs/design.md). The translations do not depend on it: a Transformer's
-  // batches are decoded by a DecodingBatch (seq2seq/decode.h), where a
-  // sentence gets the same bits in any batch; other models' (Bahdanau) and
-  // keep_attention's by decode(), whose encoder pads each batch to its
-  // longest source, so that there a sentence's last bits may depend on it.
+  // (docs/design/decoding.md). The translations do not depend on it: a
+  // Transformer's batches are decoded by a DecodingBatch (seq2seq/decode.h),
+  // where a sentence gets the same bits in any batch; other models'
+  // (Bahdanau) and keep_attention's by decode(), whose encoder pads each
+  // batch to its longest source, so that there a sentence's last bits may
+  // depend on it.
   std::size_t batch_size = 0;
   // Batches decoded side by side, each on one thread of an OpenMP team with
   // its ops on that thread alone, the longest batches first (CTranslate2's
