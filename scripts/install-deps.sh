@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # scripts/install-deps.sh — installs the Debian packages attn builds, tests and
-# benchmarks with, and ONNX Runtime for Node.js (the ONNX export test) from the
-# npm registry into tools/node_modules. Idempotent: when everything is present
-# it only asks dpkg and compares a lock file, and prints nothing. Runs as root,
-# or through sudo when that is available.
+# benchmarks with, and ONNX Runtime for Node.js (the ONNX export test) and
+# puppeteer-core (the server page's test in Chromium) from the npm registry
+# into tools/node_modules. Idempotent: when everything is present it only
+# asks dpkg and compares a lock file, and prints nothing. Runs as root, or
+# through sudo when that is available.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -24,6 +25,8 @@ packages=(
   libssl-dev           # SHA-256 (libcrypto) for model manifests and checkpoints
   libsentencepiece-dev # subword vocabularies (attn train --vocab spm)
   libcairo2-dev        # heatmaps and plots (SVG, PNG)
+  libboost-dev         # attn serve: HTTP on Boost.Beast and Boost.Asio (header-only)
+  libgumbo-dev         # attn serve: the text nodes of HTML (format=html)
   fonts-dejavu-core    # a font for cairo's text
   libopenblas-dev      # a peer in the matmul benchmark
   clang                # the fuzz targets (make fuzz): libFuzzer needs clang
@@ -71,19 +74,20 @@ install_debian_packages() {
   echo "install-deps: done"
 }
 
-# onnxruntime-node, pinned by tools/package-lock.json, into tools/node_modules
-# (git-ignored). --ignore-scripts: its postinstall downloads GPU providers;
-# the CPU runtime ships inside the package. Without npm (and Node.js) the
-# ONNX Runtime test says so and is skipped.
+# onnxruntime-node and puppeteer-core, pinned by tools/package-lock.json,
+# into tools/node_modules (git-ignored). --ignore-scripts: onnxruntime-node's
+# postinstall downloads GPU providers (the CPU runtime ships inside the
+# package); puppeteer-core downloads nothing and drives Debian's Chromium.
+# Without npm (and Node.js) the tests that need them say so and are skipped.
 install_onnxruntime_node() {
   local tools="$root/tools" stamp="$root/tools/node_modules/.attn-installed-lock.json"
   [[ -f "$tools/package-lock.json" ]] || return 0
   if ! command -v npm >/dev/null 2>&1; then
-    echo "install-deps: npm not found: onnxruntime-node not installed (the ONNX Runtime test will be skipped)" >&2
+    echo "install-deps: npm not found: onnxruntime-node and puppeteer-core not installed (the ONNX Runtime and page tests will be skipped)" >&2
     return 0
   fi
   cmp -s "$tools/package-lock.json" "$stamp" && return 0
-  echo "install-deps: installing onnxruntime-node into tools/node_modules (npm ci --ignore-scripts)"
+  echo "install-deps: installing onnxruntime-node and puppeteer-core into tools/node_modules (npm ci --ignore-scripts)"
   (cd "$tools" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
   cp "$tools/package-lock.json" "$stamp"
   echo "install-deps: done"

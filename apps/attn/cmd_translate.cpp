@@ -1,8 +1,11 @@
 // attn translate — English sentences in, French out (greedy or beam search, KV cache).
+#include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,7 +31,35 @@ struct TranslateArgs {
   std::vector<std::string> sentences;
   DecodeFlags decoding;
   std::string metrics_json;
+  bool stream = false;
 };
+
+// A descriptor read through `inner`, calling `before_wait` first whenever
+// nothing is ready to read (poll), that is when a read would wait for the
+// writer: the lines read so far are then translated and written, so that a
+// program that writes a line and waits for its translation (a coprocess)
+// gets it, while a pipe that is ready with many lines still fills batches.
+class AnswerBeforeWaiting : public io::ByteSource {
+ public:
+  AnswerBeforeWaiting(int fd, std::unique_ptr<io::ByteSource> inner,
+                      std::function<void()> before_wait)
+      : fd_(fd), inner_(std::move(inner)), before_wait_(std::move(before_wait)) {}
+  std::size_t read(char* out, std::size_t n) override {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 0) == 0) before_wait_();
+    return inner_->read(out, n);
+  }
+
+ private:
+  int fd_;
+  std::unique_ptr<io::ByteSource> inner_;
+  std::function<void()> before_wait_;
+};
+
+bool stdin_is_regular_file() {
+  struct stat st {};
+  return ::fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode);
+}
 
 // {"sentences", "seconds", "sentences_per_s", "quantize"}: the time from
 // the first sentence read to the last translation written, without loading
@@ -111,22 +142,29 @@ int run_translate(const TranslateArgs& a) {
   // before its end. A chunk is sorted by length into batches of
   // --max-batch-size (32 or fewer): 1024 lines give batches of alike lengths, and
   // enough of them to keep the --inter-threads busy to the chunk's end.
+  // From a pipe or a terminal (or with --stream) a chunk also ends whenever
+  // the next read would wait: every line is answered as soon as it is
+  // translated (AnswerBeforeWaiting).
   constexpr std::size_t kBatch = 1024;
-  io::LineReader lines(io::fd_source(STDIN_FILENO, "stdin"), "translate: stdin",
-                       data::kMaxLineBytes);
   std::vector<std::string> batch;
-  std::string line;
   std::size_t first = 0;
+  auto flush_batch = [&] {
+    if (batch.empty()) return;
+    translate(batch, first, "line");
+    first += batch.size();
+    batch.clear();
+  };
+  std::unique_ptr<io::ByteSource> source = io::fd_source(STDIN_FILENO, "stdin");
+  if (a.stream || !stdin_is_regular_file())
+    source = std::make_unique<AnswerBeforeWaiting>(STDIN_FILENO, std::move(source), flush_batch);
+  io::LineReader lines(std::move(source), "translate: stdin", data::kMaxLineBytes);
+  std::string line;
   while (lines.next(line)) {
     data::check_utf8(line, "translate: stdin", lines.line_number());
     batch.push_back(std::move(line));
-    if (batch.size() == kBatch) {
-      translate(batch, first, "line");
-      first += batch.size();
-      batch.clear();
-    }
+    if (batch.size() == kBatch) flush_batch();
   }
-  if (!batch.empty()) translate(batch, first, "line");
+  flush_batch();
   finish();
   return 0;
 }
@@ -147,6 +185,9 @@ void setup_translate(CLI::App& parent, Context& ctx) {
       "longer than the model's num_steps ids (with <eos>) is cut to them, as d2l does, with a "
       "warning on stderr. Subword models: a sentence longer than the model's max_len positions is "
       "an error.");
+  sub->add_flag("--stream", a->stream,
+                "Answer each line of stdin as soon as it is translated (for a coprocess); the "
+                "default whenever stdin is not a regular file (a pipe, a terminal)");
   sub->add_option("--metrics-json", a->metrics_json,
                   "Write the number of sentences and the seconds spent translating them (without "
                   "loading the model) as JSON here");

@@ -20,6 +20,8 @@ namespace {
 // of the scope is either seen by the scope's owner or ends the process.
 std::atomic<int> g_mode{-1};
 std::atomic<int> g_last{0};  // what the last scope received (stop_signal())
+constexpr const char* kAgain = "\nattn: interrupted again; exiting without a new checkpoint\n";
+std::atomic<const char*> g_again{kAgain};  // the current scope's line for a second signal
 
 sigset_t stop_signals() {
   sigset_t set;
@@ -54,7 +56,7 @@ void receive_signals() {
     int mode = 0;
     if (g_mode.compare_exchange_strong(mode, sig)) continue;  // the first: stop after the step
     if (mode > 0) {
-      say("\nattn: interrupted again; exiting without a new checkpoint\n");
+      say(g_again.load());
       ::_exit(128 + sig);
     }
     die_by(sig);
@@ -71,7 +73,8 @@ void start_signal_thread() {
   std::thread(receive_signals).detach();
 }
 
-StopScope::StopScope() {
+StopScope::StopScope(const char* again) {
+  g_again.store(again != nullptr ? again : kAgain);
   g_last.store(0);
   g_mode.store(0);
 }

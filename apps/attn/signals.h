@@ -9,9 +9,10 @@
 // one dedicated thread receives them with sigwait(). No handler ever runs.
 //
 // What a signal does:
-//   - inside a StopScope (training): the first sets the stop flag, which the
-//     trainer polls after every step; a second one exits at once with
-//     128 + signal, after one line on stderr;
+//   - inside a StopScope (training, serving): the first sets the stop flag,
+//     which the trainer polls after every step (the server: every few
+//     milliseconds); a second one exits at once with 128 + signal, after
+//     one line on stderr;
 //   - anywhere else (loading data, translating, writing outputs): the process
 //     ends at once, killed by that signal as if attn had no handling at all.
 #pragma once
@@ -23,10 +24,11 @@ namespace attn::cli {
 void start_signal_thread();
 
 // While one is alive, SIGINT and SIGTERM ask to stop instead of ending the
-// process. Not nestable.
+// process. Not nestable. `again` is the line printed when a second signal
+// ends the process at once (default: training's, which saves nothing then).
 class StopScope {
  public:
-  StopScope();
+  explicit StopScope(const char* again = nullptr);
   ~StopScope();
   StopScope(const StopScope&) = delete;
   StopScope& operator=(const StopScope&) = delete;

@@ -10,5 +10,6 @@
 #include "attn/ops.h"
 #include "attn/optim.h"
 #include "attn/seq2seq.h"
+#include "attn/serve.h"
 #include "attn/version.h"
 #include "attn/viz.h"

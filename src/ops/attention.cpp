@@ -414,6 +414,7 @@ Tensor run_decode(const Problem& p, const AttnKernelTable<T>& kernels) {
   if (p.Q == 0 || p.K == 0 || p.Dv == 0) return out;
   AttnArgs<T> a = make_args<T>(p);
   a.o = head_view<T>(out, p.four_d);
+  a.split_keys = !batch_invariant();
   kernels.decode(a);
   return out;
 }

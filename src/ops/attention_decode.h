@@ -206,7 +206,7 @@ struct DecodeAttention {
     const int max_threads = team_size(work);
     // Few heads and a long cache: split the keys (flash-decoding).
     constexpr i64 kMinChunk = 256;
-    const i64 nch = N >= max_threads
+    const i64 nch = N >= max_threads || !a.split_keys
                         ? 1
                         : std::max<i64>(1, std::min(ceil_div(2 * max_threads, N), K / kMinChunk));
     const i64 chunk = ceil_div(K, nch);

@@ -57,6 +57,10 @@ struct AttnArgs {
   // kv_key_rows[b * K + c] (a beam search cache shared by indirection).
   const std::int64_t* kv_rows = nullptr;
   const std::int64_t* kv_key_rows = nullptr;
+  // Decode kernel only: false keeps every row's keys on one thread (no
+  // flash-decoding split, whose partial softmaxes sum in another order and
+  // which depends on the number of rows): inside an ops BatchInvariant scope.
+  bool split_keys = true;
   AttnDropout drop;
   double scale = 1.0;
   // backward

@@ -99,6 +99,10 @@ constexpr std::int64_t kMinWork = std::int64_t(1) << 15;
 constexpr std::int64_t kMinRows = 16;
 // Open PackAllRows guards on this thread (attn/ops/precision.h).
 thread_local int t_pack_all_rows = 0;
+// Open BatchInvariant guards on this thread (attn/ops/precision.h): every
+// frozen weight's product goes to attn's kernel whatever its size, or to
+// the kernel's plain reference (the same bits) where the CPU lacks it.
+thread_local int t_batch_invariant = 0;
 // Runs of fewer multiply-adds run on the calling thread (as matmul's do);
 // larger ones on the team whatever the load, as oneDNN's bits depend on the
 // team (ops/row_blocks.h).
@@ -227,8 +231,10 @@ void run_kernel(PackedStore& store, const Tensor& xc, const Tensor& w, const Ten
 }
 
 // The path packed_linear takes for a product: none (linear() computes it
-// unpacked), attn's kernel, or oneDNN's primitive on a packed copy.
-enum class PackedPath { none, kernel, primitive };
+// unpacked), attn's kernel, oneDNN's primitive on a packed copy, or (f32
+// inside a BatchInvariant scope, where the CPU runs no kernel) the kernel's
+// plain reference on the weight itself.
+enum class PackedPath { none, kernel, primitive, reference };
 
 PackedPath packed_path(PackedStore* store, const Tensor& x, const Tensor& weight,
                        const Tensor& bias) {
@@ -240,15 +246,21 @@ PackedPath packed_path(PackedStore* store, const Tensor& x, const Tensor& weight
       (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad())))
     return PackedPath::none;
   const std::int64_t N = weight.size(0), K = weight.size(1);
-  if (K == 0 || N * K < kMinWeight || weight.stride(0) <= 0 || weight.stride(1) <= 0)
+  // Inside a BatchInvariant scope no size keeps a product off the kernel:
+  // the unpacked path's kernels (plain loops below 2^15 multiply-adds,
+  // oneDNN's sgemm above) choose by the number of rows, and oneDNN's AVX2
+  // sgemm gives a row other bits in another number of rows.
+  const bool invariant = t_batch_invariant > 0;
+  if (K == 0 || (!invariant && N * K < kMinWeight) || weight.stride(0) <= 0 ||
+      weight.stride(1) <= 0)
     return PackedPath::none;
   const std::int64_t M = x.numel() / K;
-  if (M * N * K < kMinWork) return PackedPath::none;
+  if (!invariant && M * N * K < kMinWork) return PackedPath::none;
   const bool bf16 = matmul_precision() == Precision::bf16;
   if (M < kMinRows && t_pack_all_rows == 0 && !has_copy(*store, weight, bf16))
     return PackedPath::none;
-  return (bf16 ? bf16_gemm_supported() : f32_gemm_supported()) ? PackedPath::kernel
-                                                               : PackedPath::primitive;
+  if (bf16 ? bf16_gemm_supported() : f32_gemm_supported()) return PackedPath::kernel;
+  return invariant && !bf16 ? PackedPath::reference : PackedPath::primitive;
 }
 
 }  // namespace
@@ -269,6 +281,20 @@ std::optional<Tensor> packed_linear(const Tensor& x, const Tensor& weight, const
   Tensor y = Tensor::empty(out_shape, DType::f32);
   if (path == PackedPath::kernel) {
     run_kernel(*store, xc, weight, bc, relu, bf16, M, y);
+    return y;
+  }
+  if (path == PackedPath::reference) {
+    const Tensor wc = weight.detach().contiguous();
+    const F32GemmArgs a{.x = xc.data<float>(),
+                        .ldx = K,
+                        .packed = nullptr,
+                        .bias = bc.defined() ? bc.data<float>() : nullptr,
+                        .relu = relu,
+                        .M = M,
+                        .K = K,
+                        .N = N,
+                        .y = y.data<float>()};
+    f32_gemm_reference(a, wc.data<float>());
     return y;
   }
 
@@ -335,5 +361,9 @@ namespace attn {
 
 PackAllRows::PackAllRows() { ++detail::t_pack_all_rows; }
 PackAllRows::~PackAllRows() { --detail::t_pack_all_rows; }
+
+BatchInvariant::BatchInvariant() { ++detail::t_batch_invariant; }
+BatchInvariant::~BatchInvariant() { --detail::t_batch_invariant; }
+bool batch_invariant() { return detail::t_batch_invariant > 0; }
 
 }  // namespace attn

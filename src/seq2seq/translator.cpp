@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <optional>
 
@@ -45,6 +46,83 @@ std::size_t automatic_batch_size(std::int64_t beam_size) {
   return std::min(kSentences, std::max<std::size_t>(1, kReducedRows / beams));
 }
 
+std::vector<std::int64_t> sentence_ids(const data::Tokenizer& tokenizer,
+                                       const std::string& sentence, std::int64_t max_len,
+                                       std::size_t index) {
+  if (sentence.find_first_not_of(" \t\r\n\f\v") == std::string::npos) return {};
+  std::vector<std::int64_t> ids = tokenizer.encode(sentence, data::Side::source);
+  ids.push_back(tokenizer.vocab(data::Side::source)["<eos>"]);
+  ATTN_CHECK(static_cast<std::int64_t>(ids.size()) <= max_len, ValueError,
+             "translate: sentence {} is {} tokens long (with <eos>), more than the model's {} "
+             "positions",
+             index + 1, ids.size(), max_len);
+  return ids;
+}
+
+DecodeOptions text_decode_options(DecodeOptions options) {
+  if (options.max_length == 0 && options.max_length_factor == 0)
+    options.max_length_factor = kSubwordLengthFactor;
+  return options;
+}
+
+TextTranslation text_translation(const data::Tokenizer& tokenizer, const std::string& source,
+                                 const std::vector<std::int64_t>& source_ids, const Hypothesis& h) {
+  TextTranslation t;
+  t.source = source;
+  t.source_ids = source_ids;
+  t.ids = h.ids;
+  t.text = tokenizer.decode(h.ids, data::Side::target);
+  t.log_prob = h.log_prob;
+  t.score = h.score;
+  t.eos = h.eos;
+  return t;
+}
+
+namespace {
+
+// Decodes the sentences `rows` of `ids` (non-empty sources) and writes
+// their n-best translations into `out`: a Transformer's through a
+// DecodingBatch (every sentence joins at the first step; its bits then do
+// not depend on the others), other models' (and keep_attention's) through
+// decode() on sources padded to the longest.
+void decode_batch(nn::Seq2SeqModel& net, const data::Tokenizer& tokenizer,
+                  const std::vector<std::string>& sentences,
+                  const std::vector<std::vector<std::int64_t>>& ids,
+                  const std::vector<std::size_t>& rows, const DecodeOptions& opts,
+                  std::vector<std::vector<TextTranslation>>& out) {
+  const data::Vocab& tv = tokenizer.vocab(data::Side::target);
+  const std::int64_t pad = tv["<pad>"], bos = tv["<bos>"], eos = tv["<eos>"];
+  auto fill = [&](std::size_t i, const std::vector<Hypothesis>& hyps) {
+    out[i].clear();
+    for (const Hypothesis& h : hyps)
+      out[i].push_back(text_translation(tokenizer, sentences[i], ids[i], h));
+  };
+  if (dynamic_cast<nn::EncoderDecoder*>(&net) != nullptr && !opts.keep_attention) {
+    DecodingBatch batch(net, bos, eos);
+    std::map<DecodingBatch::Handle, std::size_t> sentence_of;
+    for (std::size_t i : rows) sentence_of[batch.add(ids[i], opts)] = i;
+    while (batch.sentences() > 0)
+      for (DecodingBatch::Done& d : batch.step()) fill(sentence_of.at(d.handle), d.hypotheses);
+    return;
+  }
+  std::int64_t T = 1;
+  for (std::size_t i : rows)
+    T = std::max<std::int64_t>(T, static_cast<std::int64_t>(ids[i].size()));
+  const auto B = static_cast<std::int64_t>(rows.size());
+  Tensor src = full({B, T}, static_cast<double>(pad), DType::i64);
+  Tensor lens = Tensor::empty({B}, DType::i64);
+  for (std::int64_t b = 0; b < B; ++b) {
+    const auto& row = ids[rows[static_cast<std::size_t>(b)]];
+    std::copy(row.begin(), row.end(), src.data<std::int64_t>() + b * T);
+    lens.data<std::int64_t>()[b] = static_cast<std::int64_t>(row.size());
+  }
+  const auto hyps = decode(net, src, lens, bos, eos, opts);
+  for (std::int64_t b = 0; b < B; ++b)
+    fill(rows[static_cast<std::size_t>(b)], hyps[static_cast<std::size_t>(b)]);
+}
+
+}  // namespace
+
 std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
                                                           const data::Tokenizer& tokenizer,
                                                           const std::vector<std::string>& sentences,
@@ -55,24 +133,13 @@ std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
   options.validate();
   const std::size_t batch_size =
       batching.batch_size > 0 ? batching.batch_size : automatic_batch_size(options.beam_size);
-  DecodeOptions opts = options;
-  if (opts.max_length == 0 && opts.max_length_factor == 0)
-    opts.max_length_factor = kSubwordLengthFactor;
-  const data::Vocab& tv = tokenizer.vocab(data::Side::target);
-  const std::int64_t pad = tv["<pad>"], bos = tv["<bos>"], eos = tv["<eos>"];
-  const std::int64_t src_eos = tokenizer.vocab(data::Side::source)["<eos>"];
+  const DecodeOptions opts = text_decode_options(options);
   const std::int64_t max_len = net.max_len();
   std::vector<std::vector<std::int64_t>> ids(sentences.size());
   std::vector<std::size_t> work;
   for (std::size_t i = 0; i < sentences.size(); ++i) {
-    if (sentences[i].find_first_not_of(" \t\r\n\f\v") == std::string::npos) continue;
-    ids[i] = tokenizer.encode(sentences[i], data::Side::source);
-    ids[i].push_back(src_eos);
-    ATTN_CHECK(static_cast<std::int64_t>(ids[i].size()) <= max_len, ValueError,
-               "translate: sentence {} is {} tokens long (with <eos>), more than the model's {} "
-               "positions",
-               i + 1, ids[i].size(), max_len);
-    work.push_back(i);
+    ids[i] = sentence_ids(tokenizer, sentences[i], max_len, i);
+    if (!ids[i].empty()) work.push_back(i);
   }
   // Similar lengths together: less padding in each batch.
   std::stable_sort(work.begin(), work.end(),
@@ -88,33 +155,9 @@ std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
   const std::size_t batches = (work.size() + batch_size - 1) / batch_size;
   auto run_batch = [&](std::size_t s) {
     const std::size_t n = std::min(work.size() - s, batch_size);
-    std::int64_t T = 1;
-    for (std::size_t k = 0; k < n; ++k)
-      T = std::max<std::int64_t>(T, static_cast<std::int64_t>(ids[work[s + k]].size()));
-    const std::int64_t B = static_cast<std::int64_t>(n);
-    Tensor src = full({B, T}, static_cast<double>(pad), DType::i64);
-    Tensor lens = Tensor::empty({B}, DType::i64);
-    for (std::int64_t b = 0; b < B; ++b) {
-      const auto& row = ids[work[s + static_cast<std::size_t>(b)]];
-      std::copy(row.begin(), row.end(), src.data<std::int64_t>() + b * T);
-      lens.data<std::int64_t>()[b] = static_cast<std::int64_t>(row.size());
-    }
-    const auto hyps = decode(net, src, lens, bos, eos, opts);
-    for (std::int64_t b = 0; b < B; ++b) {
-      const std::size_t i = work[s + static_cast<std::size_t>(b)];
-      out[i].clear();
-      for (const Hypothesis& h : hyps[static_cast<std::size_t>(b)]) {
-        TextTranslation t;
-        t.source = sentences[i];
-        t.source_ids = ids[i];
-        t.ids = h.ids;
-        t.text = tokenizer.decode(h.ids, data::Side::target);
-        t.log_prob = h.log_prob;
-        t.score = h.score;
-        t.eos = h.eos;
-        out[i].push_back(std::move(t));
-      }
-    }
+    const std::vector<std::size_t> rows(work.begin() + static_cast<std::ptrdiff_t>(s),
+                                        work.begin() + static_cast<std::ptrdiff_t>(s + n));
+    decode_batch(net, tokenizer, sentences, ids, rows, opts, out);
   };
   const int workers = net.concurrent_decoding() && !options.keep_attention
                           ? static_cast<int>(std::min<std::size_t>(

@@ -86,6 +86,44 @@ class TransformerEncoder : public Module {
   std::shared_ptr<Blocks<EncoderBlock>> blks;
 };
 
+// ---- Rows at different positions (continuous batching) ----
+//
+// A decoding batch whose sentences join and leave at any step
+// (seq2seq::DecodingBatch) feeds each row one token at the row's own
+// position, and keeps its caches in slots that it hands out itself:
+//   source slot e: per decoder layer, the cross-attention keys and values of
+//     one encoded source, its first `length` positions valid;
+//   cache row w: per decoder layer, self-attention keys and values by
+//     position (key p of a hypothesis at column p of some row).
+// A row reads its earlier keys through a table (key p in cache row
+// key_rows[r, p]), so the beams of a sentence share the cache of their common
+// prefix, as DecoderState::self_rows does for a batch that steps together.
+// Every row is computed as it would be alone, on the same kernels as step():
+// the decode attention kernel reads only a row's own keys, and the products
+// (batch-invariant inside an ops BatchInvariant scope: attn/ops/precision.h)
+// treat every row by itself. Shapes are in the heads layout of
+// ops/attention.h: (slots, positions, heads, d).
+struct SlotCache {
+  std::vector<Tensor> cross_k, cross_v;  // per layer (source slots, capacity, heads, d)
+  std::vector<Tensor> self_k, self_v;  // per layer (cache rows, capacity, heads, d)
+  // Memory held, in bytes (every buffer's capacity).
+  std::int64_t bytes() const;
+};
+
+// One step of R rows (TransformerDecoder::step_rows). All integer tensors
+// are i64 and contiguous.
+struct RowStep {
+  Tensor tokens;  // (R, 1): each row's input token
+  Tensor positions;  // (R): its position (0 for <bos>), below max_len
+  Tensor source_slots;  // (R): the source slot it attends to
+  Tensor source_lens;  // (R): that source's valid length, >= 1
+  // (R, P), P = max(positions) + 1: the cache row of the row's key at each
+  // position up to its own; entry (r, positions[r]) is write_rows[r], the
+  // rest of the row past it is ignored (any valid cache row).
+  Tensor key_rows;
+  Tensor write_rows;  // (R): the cache row that takes this step's key and value
+};
+
 class DecoderBlock : public Module {
  public:
   DecoderBlock(std::int64_t key_size, std::int64_t query_size, std::int64_t value_size,
@@ -99,6 +137,8 @@ class DecoderBlock : public Module {
   // cross_lens: the source's valid length of each row of X (the state's
   // enc_valid_lens read through its encoder_index).
   Tensor forward_cached(const Tensor& X, DecoderState& state, const Tensor& cross_lens);
+  // One token per row at the rows' own positions (TransformerDecoder::step_rows).
+  Tensor forward_rows(const Tensor& X, const RowStep& step, SlotCache& cache);
 
   std::int64_t i;
   std::shared_ptr<MultiHeadAttention> attention1, attention2;
@@ -119,6 +159,14 @@ class TransformerDecoder : public Module {
   // step()'s most likely tokens, i64 (B, t): the output layer through
   // linear_argmax (attn/ops/matmul.h), the same tokens as step()'s argmax.
   Tensor step_argmax(const Tensor& X, DecoderState& state);
+  // Rows at their own positions (SlotCache above): logits (R, 1, vocab), or
+  // with `argmax` each row's most likely token, i64 (R, 1). Writes each row's
+  // key and value at (write_rows[r], positions[r]) of every layer's cache,
+  // growing the cache rows and positions as needed; the source slots must
+  // hold the sources (encode_sources). For a row at position p whose earlier
+  // keys are those step() cached for the same tokens, the same numbers as
+  // step() (inference only, eval mode).
+  Tensor step_rows(const RowStep& step, SlotCache& cache, bool argmax = false);
   // [0][layer]: self-attention, [1][layer]: cross-attention weights of the
   // last call, each (B * heads, T_query, T_key).
   std::array<std::vector<Tensor>, 2> attention_weights() const;
@@ -151,6 +199,16 @@ class EncoderDecoder : public Seq2SeqModel {
   Tensor step(const Tensor& X, DecoderState& state) override;
   Tensor step_argmax(const Tensor& X, DecoderState& state) override;
   AttentionWeights attention_weights() const override;
+  // Encodes n sources of one length (src (n, Ts), no padding) and stores each
+  // decoder layer's cross-attention keys and values of source b in source
+  // slot slots[b] of `cache` (growing it), for step_rows. Each source is
+  // encoded as it would be alone: its rows never meet another's padding.
+  // (Virtual for tests that watch a model's work.)
+  virtual void encode_sources(const Tensor& src, const std::vector<std::int64_t>& slots,
+                              SlotCache& cache);
+  Tensor step_rows(const RowStep& step, SlotCache& cache, bool argmax = false) {
+    return decoder->step_rows(step, cache, argmax);
+  }
   std::string architecture() const override { return "transformer"; }
   std::int64_t tgt_vocab_size() const override { return config.tgt_vocab_size; }
   std::int64_t max_len() const override { return config.max_len; }

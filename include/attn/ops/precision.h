@@ -129,6 +129,36 @@ class PackAllRows {
   PackAllRows& operator=(const PackAllRows&) = delete;
 };
 
+// Rows computed as they would be alone (continuous batching: a sentence's
+// translation must not depend on the sentences that share its decoding
+// steps). While a BatchInvariant lives on a thread (guards nest), inside a
+// scope given frozen parameters:
+//   - every product with a frozen weight runs on attn's own kernel
+//     (f32_gemm, bf16_gemm, or the int8 kernel of a QuantizeScope), whose
+//     sums take each row alone, whatever the weight's size and the rows
+//     (as PackAllRows, and also the small products that otherwise keep the
+//     unpacked path, whose kernels choose by the number of rows); where the
+//     CPU has no f32 kernel (no AVX2, ATTN_ISA=portable), the kernel's plain
+//     reference, with the same bits; in bf16 without the bf16 kernel, the
+//     oneDNN primitive as before (no such promise there);
+//   - the decode attention kernel never splits one row's keys between
+//     threads (flash-decoding's split depends on the number of rows).
+// Everything else a decoding step runs is per row already (layer norm,
+// softmax, the decode kernel, element-wise ops). Only for frozen weights
+// (a PrecisionScope given the parameters, as every decoding command opens).
+class BatchInvariant {
+ public:
+  BatchInvariant();
+  ~BatchInvariant();
+  BatchInvariant(const BatchInvariant&) = delete;
+  BatchInvariant& operator=(const BatchInvariant&) = delete;
+
+ private:
+  PackAllRows pack_;
+};
+// True while a BatchInvariant lives on this thread.
+bool batch_invariant();
+
 // ---- bfloat16 numbers ----
 
 // f32 -> bf16 bits, round to nearest even; a NaN stays a (quiet) NaN of the

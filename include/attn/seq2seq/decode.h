@@ -50,6 +50,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "attn/nn/transformer.h"
@@ -110,5 +111,64 @@ std::int64_t max_decode_length(std::int64_t source_length, std::int64_t max_len,
 std::vector<std::vector<Hypothesis>> decode(nn::Seq2SeqModel& net, const Tensor& src,
                                             const Tensor& src_valid_lens, std::int64_t bos,
                                             std::int64_t eos, const DecodeOptions& options = {});
+
+// ---- Continuous batching ----
+//
+// DecodingBatch decodes sentences that join and leave at any step
+// (iteration-level scheduling, as LLM servers do): add() queues a source,
+// which is encoded and joins the batch at the next step(); a sentence leaves
+// when its search is done (that step returns its n-best list) or when
+// remove() drops it. Greedy and beam sentences mix, each with its own
+// DecodeOptions, under the rules above (t counts the sentence's own steps).
+//
+// A sentence's hypotheses do not depend on what else is in the batch, nor on
+// when it joined: its source is encoded without padding (together only with
+// sources of its length that join at the same step), its rows read only its
+// own keys (nn::TransformerDecoder::step_rows), and step() runs inside an
+// ops BatchInvariant scope (attn/ops/precision.h), where the products take
+// every row alone. That holds for a model whose weights are frozen (a
+// PrecisionScope given its parameters, as every decoding command opens);
+// then a sentence gets the same bits in any batch, and translate_texts,
+// which decodes through a DecodingBatch, gives what a server gets.
+//
+// Only the Transformer (nn::EncoderDecoder, else a ValueError); no
+// keep_attention. One owner: not for concurrent calls.
+class DecodingBatch {
+ public:
+  using Handle = std::uint64_t;
+  struct Done {
+    Handle handle;
+    std::vector<Hypothesis> hypotheses;  // at most n_best, best first (as decode())
+  };
+
+  // bos and eos are target ids. Puts the model in eval mode.
+  DecodingBatch(nn::Seq2SeqModel& net, std::int64_t bos, std::int64_t eos);
+  ~DecodingBatch();
+  DecodingBatch(const DecodingBatch&) = delete;
+  DecodingBatch& operator=(const DecodingBatch&) = delete;
+
+  // Queues one source: its ids as the encoder reads them (d2l's sources and
+  // the translator's count their <eos>), 1 to the model's max_len of them
+  // (else a ValueError). It joins at the next step().
+  Handle add(std::vector<std::int64_t> source, const DecodeOptions& options);
+  // Drops a sentence that has not finished, queued or decoding, and frees
+  // its rows; false when there is none with that handle.
+  bool remove(Handle handle);
+  // One decoding step: the queued sources are encoded and join, then every
+  // live row is fed its next token. Returns the sentences that finished.
+  std::vector<Done> step();
+
+  // Sentences added and neither finished nor removed (queued included).
+  std::int64_t sentences() const;
+  // Rows (live hypotheses) that the next step() feeds, the queued sources'
+  // first rows included.
+  std::int64_t rows() const;
+  // Bytes the caches hold now (released whenever the batch runs empty).
+  std::int64_t cache_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace attn::seq2seq

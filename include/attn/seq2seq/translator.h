@@ -53,6 +53,23 @@ DecodeOptions defaults_for(const ModelConfig& model);
 // reference.
 Quantization default_quantization(const ModelConfig& model);
 
+// The pieces of translate_texts, for callers that decode sentences their own
+// way (a server's DecodingBatch): the same ids, options and text.
+//
+// A sentence's source ids: the tokenizer's and <eos>; empty for a blank
+// sentence (spaces only: translated to the empty text without decoding).
+// ValueError "translate: sentence N is ..." (N = index + 1) for one longer
+// than max_len with its <eos>.
+std::vector<std::int64_t> sentence_ids(const data::Tokenizer& tokenizer,
+                                       const std::string& sentence, std::int64_t max_len,
+                                       std::size_t index = 0);
+// The options translate_texts decodes with: max_length 0 without a
+// max_length_factor means at most kSubwordLengthFactor x the source's ids.
+DecodeOptions text_decode_options(DecodeOptions options);
+// A hypothesis of `source` (whose ids were `source_ids`) as text.
+TextTranslation text_translation(const data::Tokenizer& tokenizer, const std::string& source,
+                                 const std::vector<std::int64_t>& source_ids, const Hypothesis& h);
+
 // How translate_texts runs its batches.
 struct BatchOptions {
   // At most this many sentences of similar length per decode() call
@@ -61,9 +78,12 @@ struct BatchOptions {
   // make bigger matrix products: with the tatoeba model and two batches side
   // by side, int8 beam 4 took 1.53 s with 128 sentences a batch, 1.2 s with
   // 32 and 0.98 s with 16; f32 beam 4 2.6 s with 32 and 2.7 s with 16
-  // (docs/design/decoding.md). The translations do not depend on it, except that a
-  // sentence's last bits may depend on its batch (the encoder pads to the
-  // batch's longest source).
+  // (docs/design/decoding.md). The translations do not depend on it: a
+  // Transformer's batches are decoded by a DecodingBatch (seq2seq/decode.h),
+  // where a sentence gets the same bits in any batch; other models'
+  // (Bahdanau) and keep_attention's by decode(), whose encoder pads each
+  // batch to its longest source, so that there a sentence's last bits may
+  // depend on it.
   std::size_t batch_size = 0;
   // Batches decoded side by side, each on one thread of an OpenMP team with
   // its ops on that thread alone, the longest batches first (CTranslate2's
@@ -95,7 +115,12 @@ std::size_t automatic_batch_size(std::int64_t beam_size);
 // than max_len. An empty sentence translates to an empty one. Returns per
 // sentence at most options.n_best translations, best first. The
 // translations do not depend on batching.workers (every product and kernel
-// splits its work the same way on one thread as on several).
+// splits its work the same way on one thread as on several). A
+// Transformer's batches (without keep_attention) run through a
+// DecodingBatch, all of a batch's sentences joining at its first step: with
+// the model's weights frozen (a PrecisionScope given its parameters), a
+// sentence's translation is then the same bits whatever the other sentences
+// (and so what `attn serve` answers for it).
 std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
                                                           const data::Tokenizer& tokenizer,
                                                           const std::vector<std::string>& sentences,
