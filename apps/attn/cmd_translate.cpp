@@ -102,7 +102,7 @@ int run_translate(const TranslateArgs& a) {
   // before its end. A chunk is sorted by length into batches of
   // --max-batch-size (32 or fewer): 1024 lines give batches of alike lengths, and
   // enough of them to keep the --inter-threads busy to the chunk's end.
-  constexpr std::size_t kBatch = 1024;
+  constexpr std::size_t kBatch = seq2seq::kTextChunk;
   io::LineReader lines(io::fd_source(STDIN_FILENO, "stdin"), "translate: stdin",
                        data::kMaxLineBytes);
   std::vector<std::string> batch;

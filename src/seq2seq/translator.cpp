@@ -82,6 +82,7 @@ std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
   // Batch k holds work[k * batch_size, ...): the longest sources last.
   const std::size_t batches = (work.size() + batch_size - 1) / batch_size;
   auto run_batch = [&](std::size_t s) {
+    if (batching.before_batch) batching.before_batch();
     const std::size_t n = std::min(work.size() - s, batch_size);
     std::int64_t T = 1;
     for (std::size_t k = 0; k < n; ++k)
