@@ -7,6 +7,8 @@ and message is the library's):
     X = np.random.rand(2, 2, 4).astype(np.float32)
     attn.ops.masked_softmax(X, [2, 3])          # d2l's valid-lengths rule
     mha = attn.nn.MultiHeadAttention(100, 100, 100, 100, num_heads=5, dropout=0.5)
+    tr = attn.Translator("out/model")           # a model written by `attn train`
+    tr.translate(["I'm home."])
 
 Arrays go in and out without copies: attn.Tensor(a) and attn.from_numpy(a)
 share a NumPy array's memory, np.asarray(t) shares a tensor's. Library
@@ -17,9 +19,13 @@ import sys as _sys
 
 from . import _core
 from ._core import (  # noqa: F401
+    Hypothesis,
+    PairScore,
     Tensor,
+    Translator,
     __version__,
     arange,
+    evaluate,
     from_numpy,
     get_num_threads,
     is_grad_enabled,
@@ -47,7 +53,7 @@ for _name in ("ops", "nn", "optim"):
 del _name
 
 __all__ = [
-    "Tensor", "__version__", "arange", "from_numpy", "get_num_threads", "is_grad_enabled",
-    "manual_seed", "nn", "no_grad", "normal", "ones", "ops", "optim", "rand", "randn",
-    "set_num_threads", "tensor", "version", "zeros",
+    "Hypothesis", "PairScore", "Tensor", "Translator", "__version__", "arange", "evaluate",
+    "from_numpy", "get_num_threads", "is_grad_enabled", "manual_seed", "nn", "no_grad", "normal",
+    "ones", "ops", "optim", "rand", "randn", "set_num_threads", "tensor", "version", "zeros",
 ]

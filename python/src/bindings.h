@@ -13,5 +13,6 @@ void bind_ops(py::module_& ops);  // ops.cpp: attn.ops
 void bind_nn(py::module_& nn);  // nn.cpp: attn.nn's module base, layers, attention
 void bind_nn_blocks(py::module_& nn);  // nn_blocks.cpp: Transformer blocks, NW, Bahdanau
 void bind_optim(py::module_& optim);  // nn.cpp: attn.optim
+void bind_translator(py::module_& m);  // translator_binding.cpp: Translator, evaluate
 
 }  // namespace attn::python

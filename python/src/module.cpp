@@ -56,4 +56,5 @@ PYBIND11_MODULE(_core, m) {
   bind_nn_blocks(nn);
   py::module_ optim = m.def_submodule("optim", "Optimizers over a module's parameters.");
   bind_optim(optim);
+  bind_translator(m);
 }

@@ -38,3 +38,11 @@ def _seeded():
     attn.manual_seed(0)
     np.random.seed(0)
     yield
+
+
+@pytest.fixture(scope="session")
+def models():
+    """Two small model directories trained by `attn train` (make_models.py):
+    {"word": d2l's word model, "spm": a SentencePiece translator}."""
+    import make_models
+    return make_models.make(CLI, WORK)

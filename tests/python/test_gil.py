@@ -78,3 +78,41 @@ CALLS = {
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_ops_and_modules_release_the_gil(name):
     assert another_thread_ran_during(CALLS[name])
+
+
+def test_translator_releases_the_gil(models):
+    sources = [f"I'm home {i}." for i in range(20)]
+    tr = attn.Translator(models["spm"])
+    assert another_thread_ran_during(lambda: tr.translate(sources))
+    assert another_thread_ran_during(lambda: tr.score(sources, sources))
+    assert another_thread_ran_during(lambda: tr.evaluate(split="test", pairs="1-5"))
+    assert another_thread_ran_during(lambda: attn.Translator(models["spm"]))
+
+
+def test_calls_from_several_threads_at_once(models):
+    """Threads sharing one Translator (calls take turns) and modules get the
+    results a single thread gets."""
+    sources = [f"He is {i} years old." for i in range(12)]
+    tr = attn.Translator(models["spm"])
+    want = tr.translate(sources)
+    x = big(2, 16, 64)
+    want_mha = np.asarray(mha(x, x, x)).copy()
+    results, errors = [], []
+
+    def work():
+        try:
+            for _ in range(3):
+                results.append((tr.translate(sources), np.asarray(mha(x, x, x)).copy()))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(results) == 9
+    for got, got_mha in results:
+        assert got == want
+        np.testing.assert_array_equal(got_mha, want_mha)

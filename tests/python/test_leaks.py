@@ -97,6 +97,19 @@ def test_no_memory_kept_per_call(call):
     assert min(grown) < LIMIT, f"{call.__name__}: {grown} bytes more after {CALLS} calls"
 
 
+def test_no_memory_kept_per_translation(models):
+    tr = attn.Translator(models["spm"], threads=1)
+    sources = ["I'm home.", "He's calm."]
+
+    def translate():
+        tr.translate(sources, beam_size=2, max_length=3)
+        tr.translate(sources[:1], beam_size=1, max_length=3, return_attention=True, n_best=1)
+        tr.score(sources, sources)
+
+    grown = growth_per_round(translate)
+    assert min(grown) < LIMIT, f"translate: {grown} bytes more after {CALLS} calls"
+
+
 def test_a_leak_is_seen():
     kept = []
     grown = growth_per_round(lambda: kept.append(bytearray(1024)))

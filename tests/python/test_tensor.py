@@ -198,6 +198,8 @@ def test_errors_are_python_exceptions_with_the_library_message():
         attn.tensor(np.ones(3), requires_grad=True).backward()
     with pytest.raises(ValueError, match="num_hiddens 30 is not divisible by num_heads 4"):
         attn.nn.MultiHeadAttention(30, 30, 30, 30, 4, 0.0)
+    with pytest.raises(RuntimeError, match="does not exist"):
+        attn.Translator("/nonexistent/model")
     with pytest.raises(ValueError, match="set_num_threads"):
         attn.set_num_threads(0)
 
