@@ -28,6 +28,7 @@ from ._core import (  # noqa: F401
     evaluate,
     from_numpy,
     get_num_threads,
+    hyperparameters,
     is_grad_enabled,
     manual_seed,
     no_grad,
@@ -37,6 +38,7 @@ from ._core import (  # noqa: F401
     randn,
     set_num_threads,
     tensor,
+    train,
     version,
     zeros,
 )
@@ -54,6 +56,7 @@ del _name
 
 __all__ = [
     "Hypothesis", "PairScore", "Tensor", "Translator", "__version__", "arange", "evaluate",
-    "from_numpy", "get_num_threads", "is_grad_enabled", "manual_seed", "nn", "no_grad", "normal",
-    "ones", "ops", "optim", "rand", "randn", "set_num_threads", "tensor", "version", "zeros",
+    "from_numpy", "get_num_threads", "hyperparameters", "is_grad_enabled", "manual_seed", "nn",
+    "no_grad", "normal", "ones", "ops", "optim", "rand", "randn", "set_num_threads", "tensor",
+    "train", "version", "zeros",
 ]

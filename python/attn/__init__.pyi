@@ -162,3 +162,10 @@ def evaluate(model_dir: str, *, data: str = ..., split: str = ..., num_examples:
              max_length_factor: float = ..., precision: str = ..., quantize: Optional[str] = ...,
              threads: int = ..., max_batch_size: int = ...,
              inter_threads: int = ...) -> dict[str, Any]: ...
+
+def train(preset: str = ..., out: str = ..., *, callback: Optional[Any] = ..., threads: int = ...,
+          overwrite: bool = ..., checkpoint_every: int = ...,
+          **flags: Union[int, float, str, bool]) -> dict[str, Any]:
+    """Trains as `attn train` does; every keyword is a flag of the one
+    hyperparameter table (attn.hyperparameters())."""
+def hyperparameters(preset: str = ...) -> dict[str, dict[str, str]]: ...

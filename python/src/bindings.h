@@ -14,5 +14,6 @@ void bind_nn(py::module_& nn);  // nn.cpp: attn.nn's module base, layers, attent
 void bind_nn_blocks(py::module_& nn);  // nn_blocks.cpp: Transformer blocks, NW, Bahdanau
 void bind_optim(py::module_& optim);  // nn.cpp: attn.optim
 void bind_translator(py::module_& m);  // translator_binding.cpp: Translator, evaluate
+void bind_train(py::module_& m);  // train.cpp: attn.train, attn.hyperparameters
 
 }  // namespace attn::python

@@ -57,4 +57,5 @@ PYBIND11_MODULE(_core, m) {
   py::module_ optim = m.def_submodule("optim", "Optimizers over a module's parameters.");
   bind_optim(optim);
   bind_translator(m);
+  bind_train(m);
 }
