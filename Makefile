@@ -82,12 +82,13 @@ test-subproject: deps
 # with DNNL_MAX_CPU_ISA), as on CPUs that have no more. The forced runs leave
 # out the long tests whose subject is not the instruction set (signals and
 # crashes, MPI, installing, the PyTorch import, the viewer, model
-# directories): they ran in the first pass, and every kernel is checked
-# against its reference by the unit tests in each pass.
+# directories, the Python module's GIL, memory and Ctrl-C): they ran in the
+# first pass, and every kernel is checked against its reference by the unit
+# tests in each pass.
 portable: deps $(PORTABLE_DIR)/build.ninja
 	cmake --build --preset portable --parallel $(JOBS)
 
-NOT_ISA_TESTS := ^(apps_interrupt|apps_resume_kill|apps_mpi_train|apps_model_dir|apps_cli_attention_viewer|consumer_install|interop_d2l_import)$$
+NOT_ISA_TESTS := ^(apps_interrupt|apps_resume_kill|apps_mpi_train|apps_model_dir|apps_cli_attention_viewer|consumer_install|interop_d2l_import|python_interrupt|python_install|python_gil|python_leaks)$$
 
 # On a CPU without AVX-512 the first pass already ran the AVX2 kernels, and
 # forcing AVX2 would repeat it as it was.
