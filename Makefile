@@ -83,14 +83,14 @@ test-subproject: deps
 # out the long tests whose subject is not the instruction set (signals and
 # crashes, MPI, installing, subprojects, the PyTorch import, the viewer,
 # model directories, output paths, a full disk, a swapped manifest, the
-# server's HTTP behaviour and its page): they ran in the first pass, and
-# every kernel is checked against its reference by the unit tests in each
-# pass. (serve_same_as_cli stays: a server's answer equal to the CLI's is a
-# matter of the kernels.)
+# server's HTTP behaviour and its page, the Python module's GIL, memory and
+# Ctrl-C): they ran in the first pass, and every kernel is checked against
+# its reference by the unit tests in each pass. (serve_same_as_cli stays: a
+# server's answer equal to the CLI's is a matter of the kernels.)
 portable: deps $(PORTABLE_DIR)/build.ninja
 	cmake --build --preset portable --parallel $(JOBS)
 
-NOT_ISA_TESTS := ^(apps_interrupt|apps_resume_kill|apps_mpi_train|apps_model_dir|apps_cli_attention_viewer|apps_cli_output_paths|apps_cli_overwrite_disk_full|apps_cli_manifest_swap|consumer_install|consumer_subproject_configure|interop_d2l_import|serve_hostile|serve_limits|serve_slow|serve_disconnect|serve_connections|serve_signals|serve_load|serve_page|apps_cli_translate_coprocess)$$
+NOT_ISA_TESTS := ^(apps_interrupt|apps_resume_kill|apps_mpi_train|apps_model_dir|apps_cli_attention_viewer|apps_cli_output_paths|apps_cli_overwrite_disk_full|apps_cli_manifest_swap|consumer_install|consumer_subproject_configure|interop_d2l_import|serve_hostile|serve_limits|serve_slow|serve_disconnect|serve_connections|serve_signals|serve_load|serve_page|apps_cli_translate_coprocess|python_interrupt|python_install|python_gil|python_leaks)$$
 
 # On a CPU without AVX-512 the first pass already ran the AVX2 kernels, and
 # forcing AVX2 would repeat it as it was.

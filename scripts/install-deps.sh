@@ -34,6 +34,13 @@ packages=(
   libomp-dev           # OpenMP for clang builds
   python3-torch        # the d2l import test: trains a d2l model with PyTorch (/usr/bin/python3)
   python3-sentencepiece # the translator's PyTorch peer (bench/peers/tatoeba_transformer.py)
+  pybind11-dev         # the Python module (python/): C++ side
+  python3-pybind11     # the Python module: pybind11's CMake config for /usr/bin/python3
+  python3-dev          # Python.h and libpython3.11 for the module
+  python3-numpy        # the Python module's arrays (buffer protocol) and its tests
+  python3-pytest       # the Python module's tests (ctest runs them)
+  python3-setuptools   # pip install . (setup.py drives the CMake build)
+  python3-pip          # pip install --no-build-isolation .
   doxygen              # the API reference (make docs)
   libopenmpi-dev       # data-parallel training: mpirun -np N attn train
   openmpi-bin          # mpirun (the MPI tests)

@@ -145,7 +145,7 @@ int run_translate(const TranslateArgs& a) {
   // From a pipe or a terminal (or with --stream) a chunk also ends whenever
   // the next read would wait: every line is answered as soon as it is
   // translated (AnswerBeforeWaiting).
-  constexpr std::size_t kBatch = 1024;
+  constexpr std::size_t kBatch = seq2seq::kTextChunk;
   std::vector<std::string> batch;
   std::size_t first = 0;
   auto flush_batch = [&] {

@@ -34,6 +34,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include <sys/mman.h>
@@ -195,7 +196,17 @@ Storage::Storage(std::size_t nbytes) : nbytes_(nbytes) {
   count_alloc(nbytes_);
 }
 
+Storage::Storage(void* data, std::size_t nbytes, std::function<void()> release)
+    : data_(data), nbytes_(nbytes), release_(std::move(release)) {
+  static const bool threads_ready = (init_threads_from_env(), true);
+  (void)threads_ready;
+}
+
 Storage::~Storage() {
+  if (release_) {
+    release_();
+    return;
+  }
   g_live_bytes.fetch_sub(nbytes_, std::memory_order_relaxed);
   const std::size_t size = capacity_;
   if (!kCaching) {

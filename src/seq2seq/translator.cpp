@@ -154,6 +154,7 @@ std::vector<std::vector<TextTranslation>> translate_texts(nn::Seq2SeqModel& net,
   // Batch k holds work[k * batch_size, ...): the longest sources last.
   const std::size_t batches = (work.size() + batch_size - 1) / batch_size;
   auto run_batch = [&](std::size_t s) {
+    if (batching.before_batch) batching.before_batch();
     const std::size_t n = std::min(work.size() - s, batch_size);
     const std::vector<std::size_t> rows(work.begin() + static_cast<std::ptrdiff_t>(s),
                                         work.begin() + static_cast<std::ptrdiff_t>(s + n));

@@ -104,3 +104,27 @@ TEST(StorageCache, LargeBlocksAreWholeHugePages) {
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(small.data()) % Storage::kAlignment, 0u);
 #endif
 }
+
+// Memory that belongs to someone else (a NumPy array): used in place, never
+// counted or freed, and handed back once, when the last view of it goes.
+TEST(StorageExternal, UsedInPlaceAndReleasedOnceByTheLastView) {
+  std::vector<float> buffer = {1, 2, 3, 4, 5, 6};
+  int released = 0;
+  const StorageStats before = storage_stats();
+  {
+    auto storage = std::make_shared<Storage>(buffer.data(), buffer.size() * sizeof(float),
+                                             [&released] { ++released; });
+    EXPECT_EQ(storage->data(), buffer.data());
+    EXPECT_EQ(storage->nbytes(), 24u);
+    Tensor t = Tensor::make_view(storage, {2, 3}, {3, 1}, 0, DType::f32);
+    storage.reset();
+    Tensor column = t.select(1, 1);  // a view: the same memory
+    EXPECT_EQ(to_vector<float>(column), (std::vector<float>{2, 5}));
+    fill_(column, 9);
+    EXPECT_EQ(buffer[4], 9.0f);
+    EXPECT_EQ(storage_stats().live_bytes, before.live_bytes);
+    t = Tensor();
+    EXPECT_EQ(released, 0);  // `column` still holds it
+  }
+  EXPECT_EQ(released, 1);
+}

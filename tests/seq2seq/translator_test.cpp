@@ -259,3 +259,28 @@ TEST(TranslateTexts, AutomaticBatchSize) {
 }
 
 }  // namespace
+
+// BatchOptions::before_batch runs before every batch, on the thread that
+// decodes it; what it throws ends translate_texts and is rethrown, one batch
+// at a time or side by side (the Python module stops a translation on
+// Ctrl-C so).
+TEST(TranslateTexts, BeforeBatchIsCalledForEveryBatchAndMayStopTheTranslation) {
+  const Corpus c = make_corpus(40);
+  auto net = make_transformer(*c.tokenizer);
+  for (int workers : {1, 2}) {
+    BatchOptions b;
+    b.batch_size = 4;
+    b.workers = workers;
+    std::atomic<int> calls{0};
+    b.before_batch = [&calls] { ++calls; };
+    const auto all = translate_texts(*net, *c.tokenizer, c.sentences, {}, b);
+    EXPECT_EQ(calls.load(), 10) << workers;  // 39 sentences with words, 4 a batch
+    calls = 0;
+    b.before_batch = [&calls] {
+      if (++calls == 3) throw ValueError("stop here");
+    };
+    expect_value_error([&] { (void)translate_texts(*net, *c.tokenizer, c.sentences, {}, b); },
+                       "stop here");
+    EXPECT_LT(calls.load(), 10) << workers;
+  }
+}

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 namespace attn {
@@ -12,6 +13,13 @@ class Storage {
 
   // Uninitialized buffer of `nbytes` bytes (at least one cache line).
   explicit Storage(std::size_t nbytes);
+  // The `nbytes` bytes at `data`, which belong to someone else (a NumPy
+  // array, through the Python module's buffer protocol): nothing is
+  // allocated or copied, and `release` is called once, when this Storage is
+  // destroyed, on whichever thread drops the last handle. `data` need only be
+  // aligned to its elements (ops read any layout). Not counted in
+  // storage_stats().
+  Storage(void* data, std::size_t nbytes, std::function<void()> release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -23,6 +31,7 @@ class Storage {
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
   std::size_t capacity_ = 0;  // the block's size in the allocator (>= nbytes_)
+  std::function<void()> release_;  // set for memory that belongs to someone else
 };
 
 // The bytes held by live Storage buffers (the sizes asked for; blocks kept

@@ -6,6 +6,7 @@
 // of long sources); both decode with seq2seq::decode.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -98,7 +99,19 @@ struct BatchOptions {
   // calling thread's precision and quantization scopes (ops/precision.h,
   // ops/quantize.h) and multiplies by the same kept copies of the weights.
   int workers = 0;
+  // Called before each batch, on the thread that decodes it: an exception
+  // from it ends translate_texts, which rethrows it once the batches already
+  // under way side by side have finished (a caller that can be interrupted,
+  // such as the Python module on Ctrl-C, checks its flag here). Empty: none.
+  std::function<void()> before_batch;
 };
+
+// How many sentences a caller that reads a stream hands translate_texts at
+// a time (`attn translate` reading stdin, the Python module's
+// Translator.translate): enough batches of alike lengths to keep the
+// threads busy to the chunk's end, in bounded memory. The translations of a
+// stream cut so are those of its chunks translated one after another.
+inline constexpr std::size_t kTextChunk = 1024;
 
 // The batch size of BatchOptions::batch_size 0 for decoding with
 // `beam_size` beams on this thread: 32 sentences; while this thread's
