@@ -10,6 +10,7 @@
 
 #include "attn/core/threads.h"
 #include "attn/ops/quantize.h"
+#include "attn/seq2seq/translator.h"
 #include "attn/serve/server.h"
 #include "commands.h"
 #include "model_args.h"
@@ -22,7 +23,7 @@ namespace {
 struct ServeArgs {
   std::vector<std::string> models, langs;
   serve::ServeOptions options;
-  std::string api_keys, precision = "f32", quantize = "none";
+  std::string api_keys, precision = "f32", quantize = "auto";
   int port = 5000;
   double grace = 10;
 };
@@ -56,13 +57,6 @@ int run_serve(ServeArgs& a) {
   serve::ServeOptions& o = a.options;
   o.port = static_cast<std::uint16_t>(a.port);
   o.precision = precision_for(a.precision, "decoding in f32");
-  o.int8 = a.quantize == "int8";
-  if (o.int8 && !int8_supported()) {
-    fmt::print(stderr,
-               "attn: warning: --quantize int8: this CPU has no AVX-512 VNNI; decoding in "
-               "f32\n");
-    o.int8 = false;
-  }
   if (!a.api_keys.empty()) o.api_keys = serve::read_api_keys(a.api_keys);
   o.max_connections = connection_cap(o.max_connections);
   // The decoding threads are not this one: they are told the count
@@ -72,22 +66,44 @@ int run_serve(ServeArgs& a) {
   for (std::size_t i = 0; i < a.models.size(); ++i) {
     serve::ServedModel m;
     m.dir = a.models[i];
-    // Until the model directory records its languages, --lang (en-fr by
-    // default) names them; serve::parse_language_pair is the one place.
-    try {
-      std::tie(m.source, m.target) =
-          serve::parse_language_pair(i < a.langs.size() ? a.langs[i] : "en-fr");
-    } catch (const ValueError& e) {
-      throw CLI::ValidationError("--lang", e.what());
-    }
     m.model = load_model_for_cli(m.dir);  // read once, checked against its manifest
+    // The languages the model directory records (config.json), unless
+    // --lang names them; serve::parse_language_pair reads --lang.
+    if (i < a.langs.size()) {
+      try {
+        std::tie(m.source, m.target) = serve::parse_language_pair(a.langs[i]);
+      } catch (const ValueError& e) {
+        throw CLI::ValidationError("--lang", e.what());
+      }
+    } else {
+      m.source = m.model.config.source_lang;
+      m.target = m.model.config.target_lang;
+      if (m.source.empty() || m.target.empty())
+        throw ErrorWithHint(fmt::format("model '{}' records no languages", m.dir),
+                            fmt::format("name them with --lang SRC-TGT (one per --model, in "
+                                        "order), or record them with 'attn convert "
+                                        "--source-lang SRC --target-lang TGT'"));
+    }
     models.push_back(std::move(m));
+  }
+  std::string pairs;
+  for (const serve::ServedModel& m : models)
+    pairs += (pairs.empty() ? "" : ", ") + m.source + "-" + m.target;
+  // --quantize auto: int8 where every model's own default is int8 (a
+  // subword model on a CPU with an int8 kernel), as attn translate decides.
+  o.int8 = a.quantize == "int8";
+  if (a.quantize == "auto") {
+    o.int8 = true;
+    for (const serve::ServedModel& m : models)
+      o.int8 = o.int8 && seq2seq::default_quantization(m.model.config) == Quantization::int8;
+  }
+  if (o.int8 && !int8_supported()) {
+    fmt::print(stderr, "attn: warning: --quantize int8: int8 products: {}; decoding in f32\n",
+               attn::int8_description());
+    o.int8 = false;
   }
   StopScope stop("\nattn serve: interrupted again; exiting now\n");
   serve::Server server(std::move(models), o);
-  std::string pairs;
-  for (std::size_t i = 0; i < a.models.size(); ++i)
-    pairs += (i ? ", " : "") + (i < a.langs.size() ? a.langs[i] : std::string("en-fr"));
   fmt::print("attn serve: listening on http://{}:{} ({})\n", o.host, server.port(), pairs);
   flush_stdout();
   // A signal asks to stop (signals.h: it is received by a thread of its
@@ -113,8 +129,8 @@ void setup_serve(CLI::App& parent, Context& ctx) {
   sub->add_option("--model", a->models, "Model directory (one language pair); repeat for more")
       ->required();
   sub->add_option("--lang", a->langs,
-                  "The language pair of each --model, in order, as SOURCE-TARGET (ISO 639-1; "
-                  "default en-fr)")
+                  "The language pair of each --model, in order, as SOURCE-TARGET (ISO 639-1); "
+                  "default: the languages its directory records")
       ->option_text("SRC-TGT");
   sub->add_option("--host", o.host, "Address to listen on")->capture_default_str();
   sub->add_option("--port", a->port, "Port; 0: a free one (printed)")
@@ -169,8 +185,9 @@ void setup_serve(CLI::App& parent, Context& ctx) {
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   sub->add_option("--quantize", a->quantize,
-                  "none, or int8: Linear weights in int8 (needs AVX-512 VNNI, else f32)")
-      ->check(CLI::IsMember({"none", "int8"}))
+                  "none (f32), int8 (Linear weights in int8, on AVX-512 VNNI or AVX2, else "
+                  "f32), or auto: int8 where the CPU runs it, as attn translate")
+      ->check(CLI::IsMember({"auto", "none", "int8"}))
       ->capture_default_str();
   sub->add_option("--grace", a->grace,
                   "Seconds that SIGTERM or Ctrl-C lets requests in flight finish")

@@ -109,6 +109,7 @@ RunData load_data(RunSpec& run, const TrainSetup& s, optim::Communicator* comm) 
     o.num_examples = run.data.num_examples;
     o.min_freq = run.data.min_freq;
     o.valid_fraction = run.data.valid_fraction;
+    o.reverse = run.data.reverse;
     d.nmt = data::load_data_nmt(run.data.path, o);
     seq2seq::check_training_data(d.nmt);
     fingerprint = seq2seq::data_fingerprint(d.nmt);

@@ -42,6 +42,10 @@ CLI::Validator check_of(const HParam& p) {
 void HParamFlags::add_to(CLI::App* sub, const seq2seq::RunSpec& defaults) {
   for (const HParam& p : seq2seq::hparams()) {
     if (p.flag != HFlag::command) continue;
+    if (p.type == HType::boolean) {  // --reverse: on when given
+      sub->add_flag(seq2seq::flag_of(p), switches_[std::string(p.name)], std::string(p.help));
+      continue;
+    }
     CLI::Option* o =
         sub->add_option(seq2seq::flag_of(p), text_[std::string(p.name)], std::string(p.help));
     o->check(check_of(p))->type_name(type_text(p.type));
@@ -63,6 +67,7 @@ void HParamFlags::collect(const CLI::App* sub, const CLI::App* parent) {
 }
 
 seq2seq::HValue HParamFlags::value(const HParam& p) const {
+  if (p.type == HType::boolean) return switches_.at(std::string(p.name));
   return seq2seq::parse_hvalue(p, text_.at(std::string(p.name)));
 }
 

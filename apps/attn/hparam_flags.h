@@ -30,6 +30,7 @@ class HParamFlags {
 
  private:
   std::map<std::string, std::string> text_;
+  std::map<std::string, bool> switches_;  // the boolean rows: flags without a value
   std::set<std::string> given_;
 };
 

@@ -78,6 +78,7 @@ NmtData make_data_nmt(std::string_view text, std::string_view what, const NmtOpt
   ATTN_CHECK(o.num_steps > 0, ValueError, "load_data_nmt: num_steps must be positive, got {}",
              o.num_steps);
   ParallelCorpus all = tokenize_checked(text, o.num_examples, what);
+  if (o.reverse) std::swap(all.source, all.target);  // the second column is the source
   std::size_t n = all.source.size();
   std::size_t n_valid =
       static_cast<std::size_t>(std::floor(static_cast<double>(n) * o.valid_fraction));

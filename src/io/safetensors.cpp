@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "attn/io/atomic_file.h"
 #include "attn/io/digest.h"
@@ -31,8 +33,17 @@ const char* dtype_tag(DType dt) {
   return "?";
 }
 
-bool parse_dtype(const std::string& tag, DType& dt) {
-  if (tag == "F32")
+const char* stored_tag(StoredAs as) { return as == StoredAs::bf16 ? "BF16" : "I8"; }
+std::size_t stored_size(StoredAs as) { return as == StoredAs::bf16 ? 2 : 1; }
+
+// A tag of the file: a dtype in memory, and how it is stored where it is
+// narrower (BF16 and I8 are f32 tensors in memory).
+bool parse_dtype(const std::string& tag, DType& dt, std::optional<StoredAs>& stored) {
+  stored.reset();
+  if (tag == "BF16" || tag == "I8") {
+    dt = DType::f32;
+    stored = tag == "I8" ? StoredAs::i8 : StoredAs::bf16;
+  } else if (tag == "F32")
     dt = DType::f32;
   else if (tag == "F64")
     dt = DType::f64;
@@ -55,6 +66,9 @@ struct Entry {
   DType dtype;
   Shape shape;
   std::uint64_t begin, end;
+  std::optional<StoredAs> stored;  // BF16 or I8 in the file, f32 in memory
+  const char* tag() const { return stored ? stored_tag(*stored) : dtype_tag(dtype); }
+  std::size_t element_size() const { return stored ? stored_size(*stored) : dtype_size(dtype); }
 };
 
 // The digest of a file's content as attn defines it (see the header):
@@ -70,10 +84,10 @@ class ContentDigest {
         field(v);
       }
   }
-  void tensor(const std::string& name, DType dtype, const Shape& shape, const void* data,
+  void tensor(const std::string& name, std::string_view tag, const Shape& shape, const void* data,
               std::size_t bytes) {
     field(name);
-    field(dtype_tag(dtype));
+    field(tag);
     std::uint64_t rank = shape.size();
     h_.update(&rank, sizeof rank);
     for (std::int64_t d : shape) h_.update(&d, sizeof d);
@@ -154,11 +168,12 @@ std::vector<Entry> parse_header(std::string_view json_text, std::uint64_t data_s
     ATTN_CHECK(info.is_object() && info.contains("dtype") && info.contains("shape") &&
                    info.contains("data_offsets"),
                IOError, "'{}': tensor '{}' needs dtype, shape and data_offsets", what, tensor);
-    Entry e{name, DType::f32, {}, 0, 0};
+    Entry e{name, DType::f32, {}, 0, 0, {}};
     const auto& dt = info["dtype"];
-    ATTN_CHECK(dt.is_string() && parse_dtype(dt.get<std::string>(), e.dtype), IOError,
-               "'{}': tensor '{}' has unsupported dtype {} (attn reads F32, F64, I32, I64)", what,
-               tensor, describe_json(dt));
+    ATTN_CHECK(dt.is_string() && parse_dtype(dt.get<std::string>(), e.dtype, e.stored), IOError,
+               "'{}': tensor '{}' has unsupported dtype {} (attn reads F32, F64, I32, I64, BF16, "
+               "I8)",
+               what, tensor, describe_json(dt));
     const auto& shape = info["shape"];
     ATTN_CHECK(shape.is_array(), IOError, "'{}': tensor '{}' has a shape that is not a list", what,
                tensor);
@@ -185,9 +200,9 @@ std::vector<Entry> parse_header(std::string_view json_text, std::uint64_t data_s
     ATTN_CHECK(e.begin <= e.end && e.end <= data_size, IOError,
                "'{}': tensor '{}' claims bytes [{}, {}) but the data section has {} bytes", what,
                tensor, e.begin, e.end, data_size);
-    ATTN_CHECK(e.end - e.begin == numel * dtype_size(e.dtype), IOError,
+    ATTN_CHECK(e.end - e.begin == numel * e.element_size(), IOError,
                "'{}': tensor '{}' of shape {} and dtype {} needs {} bytes but data_offsets give {}",
-               what, tensor, shape_str(e.shape), dtype_tag(e.dtype), numel * dtype_size(e.dtype),
+               what, tensor, shape_str(e.shape), e.tag(), numel * e.element_size(),
                e.end - e.begin);
     entries.push_back(std::move(e));
   }
@@ -211,24 +226,78 @@ std::vector<Entry> parse_header(std::string_view json_text, std::uint64_t data_s
   return entries;
 }
 
+// BF16 or I8 bytes as f32 values, exactly.
+void widen(StoredAs as, const std::string& bytes, float* out) {
+  if (as == StoredAs::i8) {
+    for (std::size_t i = 0; i < bytes.size(); ++i)
+      out[i] = static_cast<float>(static_cast<std::int8_t>(bytes[i]));
+    return;
+  }
+  for (std::size_t i = 0; i < bytes.size() / 2; ++i) {
+    std::uint16_t b = 0;
+    std::memcpy(&b, bytes.data() + 2 * i, 2);
+    out[i] = std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+  }
+}
+
+// f32 values as BF16 (nearest, ties to even; a NaN stays a NaN) or I8
+// (ValueError for a value that is not a whole number in [-128, 127]).
+std::string narrow_bytes(StoredAs as, const Tensor& t, const std::string& name) {
+  const float* x = t.data<float>();
+  const auto n = static_cast<std::size_t>(t.numel());
+  std::string out(n * stored_size(as), '\0');
+  for (std::size_t i = 0; i < n; ++i) {
+    if (as == StoredAs::i8) {
+      ATTN_CHECK(x[i] >= -128.0f && x[i] <= 127.0f && x[i] == std::nearbyint(x[i]), ValueError,
+                 "save_safetensors: tensor '{}' holds {} at {}, not a whole number in [-128, 127] "
+                 "as I8 needs",
+                 excerpt(name), x[i], i);
+      out[i] = static_cast<char>(static_cast<std::int8_t>(x[i]));
+      continue;
+    }
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(x[i]);
+    std::uint16_t b;
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+      b = static_cast<std::uint16_t>((u >> 16) | 0x40);  // a NaN, kept quiet
+    else
+      b = static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    std::memcpy(out.data() + 2 * i, &b, 2);
+  }
+  return out;
+}
+
 // The tensors of `entries`, their bytes read by `read(begin, dst, n)`;
 // checks the content digest when the metadata holds one.
 template <class Read>
 TensorMap materialize(const std::vector<Entry>& entries, const Metadata& metadata,
-                      const std::string& what, Read&& read) {
+                      const std::string& what, StoredTypes* stored, Read&& read) {
   TensorMap out;
-  for (const auto& e : entries) {
-    Tensor t = Tensor::empty(e.shape, e.dtype);
-    if (e.end > e.begin) read(e.begin, t.raw_data(), static_cast<std::size_t>(e.end - e.begin));
-    out.emplace(e.name, t);
-  }
   auto digest = metadata.find(kDigestKey);
-  if (digest != metadata.end()) {
-    ContentDigest h(metadata);
-    for (const auto& [name, t] : out)
-      h.tensor(name, t.dtype(), t.shape(), t.raw_data(),
-               static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype()));
-    ATTN_CHECK(h.hex() == digest->second, IOError,
+  std::optional<ContentDigest> h;
+  if (digest != metadata.end()) h.emplace(metadata);
+  // Name order, as the digest takes the tensors.
+  std::vector<const Entry*> order;
+  for (const auto& e : entries) order.push_back(&e);
+  std::sort(order.begin(), order.end(),
+            [](const Entry* a, const Entry* b) { return a->name < b->name; });
+  std::string narrow;
+  for (const Entry* e : order) {
+    Tensor t = Tensor::empty(e->shape, e->dtype);
+    const auto bytes = static_cast<std::size_t>(e->end - e->begin);
+    if (!e->stored) {
+      if (bytes > 0) read(e->begin, t.raw_data(), bytes);
+      if (h) h->tensor(e->name, e->tag(), e->shape, t.raw_data(), bytes);
+    } else {
+      narrow.resize(bytes);
+      if (bytes > 0) read(e->begin, narrow.data(), bytes);
+      if (h) h->tensor(e->name, e->tag(), e->shape, narrow.data(), bytes);
+      widen(*e->stored, narrow, t.data<float>());
+      if (stored) (*stored)[e->name] = *e->stored;
+    }
+    out.emplace(e->name, t);
+  }
+  if (h) {
+    ATTN_CHECK(h->hex() == digest->second, IOError,
                "'{}': the content does not match the sha256 in its metadata: the file was edited "
                "or damaged",
                what);
@@ -242,36 +311,66 @@ namespace {
 
 // A file's header (the length and the JSON) and its tensors, contiguous, in
 // name order: what is written after the header, one after another.
-struct Layout {
-  std::string head;
-  std::vector<Tensor> data;
+// One tensor's bytes in the file: its own memory (as F32, F64, I32, I64),
+// or narrowed into `narrow` (BF16, I8).
+struct Chunk {
+  Tensor tensor;
+  std::string narrow;
+  const char* tag;
+  std::string_view bytes() const {
+    if (!narrow.empty() || tensor.numel() == 0) return narrow;
+    return {static_cast<const char*>(tensor.raw_data()),
+            static_cast<std::size_t>(tensor.numel()) * dtype_size(tensor.dtype())};
+  }
 };
 
-Layout layout(const TensorMap& tensors, const Metadata& metadata, bool with_digest) {
+struct Layout {
+  std::string head;
+  std::vector<Chunk> data;
+};
+
+Layout layout(const TensorMap& tensors, const Metadata& metadata, bool with_digest,
+              const StoredTypes& narrow) {
   ATTN_CHECK(!metadata.count(kDigestKey), ValueError,
              "save_safetensors: metadata key '{}' is reserved for the content digest", kDigestKey);
+  for (const auto& [name, as] : narrow) {
+    auto it = tensors.find(name);
+    ATTN_CHECK(it != tensors.end(), ValueError,
+               "save_safetensors: tensor '{}' to store as {} is not among the tensors",
+               excerpt(name), stored_tag(as));
+    ATTN_CHECK(it->second.dtype() == DType::f32, ValueError,
+               "save_safetensors: tensor '{}' is {}, and only f32 tensors are stored as {}",
+               excerpt(name), dtype_name(it->second.dtype()), stored_tag(as));
+  }
   Metadata meta = metadata;
-  std::vector<std::pair<const std::string*, Tensor>> order;
+  std::vector<std::pair<const std::string*, Chunk>> order;
   for (const auto& [name, t] : tensors) {
     ATTN_CHECK(!name.empty() && name != "__metadata__", ValueError,
                "save_safetensors: invalid tensor name '{}'", excerpt(name));
-    order.emplace_back(&name, t.contiguous());
+    Chunk c{t.contiguous(), {}, dtype_tag(t.dtype())};
+    if (auto as = narrow.find(name); as != narrow.end()) {
+      c.narrow = narrow_bytes(as->second, c.tensor, name);
+      c.tag = stored_tag(as->second);
+      c.tensor = Tensor();
+    }
+    order.emplace_back(&name, std::move(c));
   }
+  auto shape_of = [&](const std::string& name) { return tensors.at(name).shape(); };
   if (with_digest) {
     ContentDigest h(metadata);
-    for (const auto& [name, c] : order)
-      h.tensor(*name, c.dtype(), c.shape(), c.raw_data(),
-               static_cast<std::size_t>(c.numel()) * dtype_size(c.dtype()));
+    for (const auto& [name, c] : order) {
+      const std::string_view b = c.bytes();
+      h.tensor(*name, c.tag, shape_of(*name), b.data(), b.size());
+    }
     meta[kDigestKey] = h.hex();
   }
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!meta.empty()) header["__metadata__"] = meta;
   std::uint64_t offset = 0;
   for (const auto& [name, c] : order) {
-    std::uint64_t nbytes = static_cast<std::uint64_t>(c.numel()) * dtype_size(c.dtype());
-    header[*name] = {{"dtype", dtype_tag(c.dtype())},
-                     {"shape", c.shape()},
-                     {"data_offsets", {offset, offset + nbytes}}};
+    std::uint64_t nbytes = c.bytes().size();
+    header[*name] = {
+        {"dtype", c.tag}, {"shape", shape_of(*name)}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }
   std::string json = header.dump();
@@ -285,34 +384,29 @@ Layout layout(const TensorMap& tensors, const Metadata& metadata, bool with_dige
   return out;
 }
 
-std::string_view bytes_of(const Tensor& c) {
-  return {static_cast<const char*>(c.raw_data()),
-          static_cast<std::size_t>(c.numel()) * dtype_size(c.dtype())};
-}
-
 }  // namespace
 
 std::string serialize_safetensors(const TensorMap& tensors, const Metadata& metadata,
-                                  bool with_digest) {
-  Layout l = layout(tensors, metadata, with_digest);
+                                  bool with_digest, const StoredTypes& narrow) {
+  Layout l = layout(tensors, metadata, with_digest, narrow);
   std::size_t size = l.head.size();
-  for (const Tensor& c : l.data) size += bytes_of(c).size();
+  for (const Chunk& c : l.data) size += c.bytes().size();
   std::string out = std::move(l.head);
   out.reserve(size);
-  for (const Tensor& c : l.data) out += bytes_of(c);
+  for (const Chunk& c : l.data) out += c.bytes();
   return out;
 }
 
 void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata,
-                      bool with_digest) {
+                      bool with_digest, const StoredTypes& narrow) {
   // Streamed from the tensors: no copy of the whole file in memory. Small
   // tensors are gathered into writes of up to 1 MiB (a model has hundreds).
   constexpr std::size_t kGather = std::size_t(1) << 20;
-  Layout l = layout(tensors, metadata, with_digest);
+  Layout l = layout(tensors, metadata, with_digest, narrow);
   AtomicFile f(path);
   std::string gathered = std::move(l.head);
-  for (const Tensor& c : l.data) {
-    const std::string_view b = bytes_of(c);
+  for (const Chunk& c : l.data) {
+    const std::string_view b = c.bytes();
     if (gathered.size() + b.size() > kGather && !gathered.empty()) {
       f.write(gathered);
       gathered.clear();
@@ -327,20 +421,21 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
   f.commit();
 }
 
-TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Metadata* metadata) {
+TensorMap parse_safetensors(std::string_view bytes, const std::string& what, Metadata* metadata,
+                            StoredTypes* stored) {
   const std::uint64_t n = read_header_length(
       bytes.substr(0, std::min<std::size_t>(8, bytes.size())), bytes.size(), what);
   std::string_view data = bytes.substr(8 + n);
   Metadata meta;
   std::vector<Entry> entries = parse_header(bytes.substr(8, n), data.size(), what, meta);
-  TensorMap out = materialize(entries, meta, what, [&](std::uint64_t at, void* dst, std::size_t k) {
-    std::memcpy(dst, data.data() + at, k);
-  });
+  TensorMap out = materialize(
+      entries, meta, what, stored,
+      [&](std::uint64_t at, void* dst, std::size_t k) { std::memcpy(dst, data.data() + at, k); });
   if (metadata) *metadata = std::move(meta);
   return out;
 }
 
-TensorMap load_safetensors(const InputFile& file, Metadata* metadata) {
+TensorMap load_safetensors(const InputFile& file, Metadata* metadata, StoredTypes* stored) {
   const std::string& what = file.path();
   char first8[8] = {};
   if (file.size() >= 8) file.read_at(0, first8, 8);
@@ -351,15 +446,15 @@ TensorMap load_safetensors(const InputFile& file, Metadata* metadata) {
   std::vector<Entry> entries = parse_header(json, file.size() - 8 - n, what, meta);
   // Only now, with every size checked against the file, is memory allocated
   // for the tensors; their bytes are read straight into them.
-  TensorMap out = materialize(entries, meta, what, [&](std::uint64_t at, void* dst, std::size_t k) {
-    file.read_at(8 + n + at, dst, k);
-  });
+  TensorMap out = materialize(
+      entries, meta, what, stored,
+      [&](std::uint64_t at, void* dst, std::size_t k) { file.read_at(8 + n + at, dst, k); });
   if (metadata) *metadata = std::move(meta);
   return out;
 }
 
-TensorMap load_safetensors(const std::string& path, Metadata* metadata) {
-  return load_safetensors(InputFile(path), metadata);
+TensorMap load_safetensors(const std::string& path, Metadata* metadata, StoredTypes* stored) {
+  return load_safetensors(InputFile(path), metadata, stored);
 }
 
 }  // namespace attn::io

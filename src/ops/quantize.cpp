@@ -86,8 +86,7 @@ Int8Kernel choose_int8_kernel() {
   const std::optional<std::string> isa = isa_cap();
   const bool any = !isa || *isa == "avx512";
   if (any && !env_flag(EnvVar::no_vnni) && cpu_has_vnni()) return Int8Kernel::avx512_vnni;
-  if ((any || *isa == "avx2") && detail::int8_gemm_avx2_cpu())
-    return Int8Kernel::avx2;
+  if ((any || *isa == "avx2") && detail::int8_gemm_avx2_cpu()) return Int8Kernel::avx2;
   return Int8Kernel::none;
 }
 
@@ -353,6 +352,27 @@ std::string int8_description() {
   if (const std::optional<std::string> isa = isa_cap(); isa && detail::int8_gemm_avx2_cpu())
     return fmt::format("none (ATTN_ISA={})", *isa);
   return "none (no AVX2)";
+}
+
+QuantizedRows quantize_rows_int8(const Tensor& weight, const std::string& name) {
+  ATTN_CHECK(weight.dtype() == DType::f32 && weight.dim() == 2, ValueError,
+             "quantize_rows_int8: '{}' is {} of shape {}, not an f32 matrix", name,
+             dtype_name(weight.dtype()), shape_str(weight.shape()));
+  const Tensor w = weight.contiguous();
+  const std::int64_t N = w.size(0), K = w.size(1);
+  QuantizedRows q{Tensor::empty({N, K}, DType::f32), Tensor::empty({N}, DType::f32)};
+  const float* x = w.data<float>();
+  float* v = q.values.data<float>();
+  float* s = q.scales.data<float>();
+  for (std::int64_t n = 0; n < N; ++n) {
+    const RowScale r = row_scale_reference(x + n * K, K);
+    ATTN_CHECK(r.finite, ValueError, "quantize_rows_int8: '{}' row {} holds a NaN or an infinity",
+               name, n);
+    s[n] = r.scale;
+    for (std::int64_t k = 0; k < K; ++k)
+      v[n * K + k] = static_cast<float>(quantize_reference(x[n * K + k], r.inv));
+  }
+  return q;
 }
 
 QuantizeScope::QuantizeScope(const std::vector<Tensor>& frozen) : previous_(t_cache) {

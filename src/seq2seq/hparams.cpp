@@ -116,6 +116,12 @@ constexpr HParam kRows[] = {
      "word: d2l's lowercased word vocabularies; spm: a SentencePiece model of --vocab-size "
      "pieces, trained on the training pairs, text kept as written", "--vocab", "word|spm",
      ATTN_MEMBER(&R::model, &M::tokenizer)},
+    {"source_lang", HGroup::model, HType::text, 0, 0, OnResume::fixed, HFlag::command,
+     "The language the model reads, an ISO 639-1 code (en for the bundled corpus, fr with "
+     "--reverse; \"\": not recorded)", {}, "*", ATTN_MEMBER(&R::model, &M::source_lang)},
+    {"target_lang", HGroup::model, HType::text, 0, 0, OnResume::fixed, HFlag::command,
+     "The language the model writes, an ISO 639-1 code (fr for the bundled corpus, en with "
+     "--reverse; \"\": not recorded)", {}, "*", ATTN_MEMBER(&R::model, &M::target_lang)},
     // ---- the data: the checkpoint ----
     {"path", HGroup::data, HType::text, 0, 0, OnResume::may_change, HFlag::command,
      "Parallel corpus, 'english<TAB>french' per line, plain or gzip", "--data", {},
@@ -155,6 +161,10 @@ constexpr HParam kRows[] = {
     {"batch_tokens", HGroup::data, HType::integer, 0, 1 << 20, OnResume::fixed, HFlag::command,
      "Tokens a batch holds, padding included, pairs of similar length together (0: "
      "--batch-size pairs, d2l's way)", {}, {}, ATTN_MEMBER(&R::data, &D::batch_tokens)},
+    {"reverse", HGroup::data, HType::boolean, 0, 0, OnResume::fixed, HFlag::command,
+     "Translate the corpus's second column into its first (French to English on the bundled "
+     "corpus); --valid-data and --test-data are read the same way", {}, {},
+     ATTN_MEMBER(&R::data, &D::reverse)},
     // ---- training: the checkpoint ----
     {"num_epochs", HGroup::train, HType::integer, 1, 1e6, OnResume::may_change, HFlag::command,
      "Passes over the data (with --resume: to train longer)", "--epochs", {},
@@ -374,6 +384,13 @@ HValue parse_hvalue(const HParam& p, const std::string& text) {
 
 void validate_model(const ModelConfig& m) {
   const nn::TransformerConfig& t = m.transformer;
+  for (const std::string* lang : {&m.source_lang, &m.target_lang})
+    ATTN_CHECK(lang->empty() || is_language_code(*lang), ValueError,
+               "{} '{}' is not an ISO 639-1 code (two lowercase letters, as en or fr)",
+               lang == &m.source_lang ? "source_lang" : "target_lang",
+               data::printable_excerpt(*lang));
+  ATTN_CHECK(m.source_lang.empty() || m.source_lang != m.target_lang, ValueError,
+             "source_lang and target_lang are both '{}'", m.source_lang);
   ATTN_CHECK(m.architecture != "transformer" || t.num_hiddens % t.num_heads == 0, ValueError,
              "num_hiddens {} is not divisible by num_heads {}", t.num_hiddens, t.num_heads);
   ATTN_CHECK(m.num_steps <= t.max_len, ValueError,
@@ -383,6 +400,10 @@ void validate_model(const ModelConfig& m) {
              "max_len x num_hiddens = {} x {} positional-encoding entries, more than the limit of "
              "{}",
              t.max_len, t.num_hiddens, kMaxPositionalEntries);
+}
+
+bool is_language_code(std::string_view code) {
+  return code.size() == 2 && code[0] >= 'a' && code[0] <= 'z' && code[1] >= 'a' && code[1] <= 'z';
 }
 
 void validate(const RunSpec& run) {
@@ -412,6 +433,9 @@ void hparams_from_json(const io::JsonObject& o, HGroup group, RunSpec& run) {
     // Added later still: a checkpoint without it started as d2l's did.
     if (key == "embedding_init" && !o.has(key)) continue;
     if (key == "precision" && !o.has(key)) continue;  // f32, as every run before bf16
+    // Added with the languages: a file without them records none, and read
+    // its corpus as written.
+    if ((key == "source_lang" || key == "target_lang" || key == "reverse") && !o.has(key)) continue;
     HValue v;
     switch (p.type) {
       case HType::integer:

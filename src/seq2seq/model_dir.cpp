@@ -17,6 +17,7 @@
 #include "attn/io/json.h"
 #include "attn/io/safetensors.h"
 #include "attn/nn/init.h"
+#include "attn/ops/quantize.h"
 #include "attn/seq2seq/hparams.h"
 
 namespace attn::seq2seq {
@@ -104,6 +105,88 @@ std::int64_t min_num_parameters(const nn::TransformerConfig& c) {
   return (c.src_vocab_size + 2 * c.tgt_vocab_size) * H + L * (12 * H * H + 4 * H * F);
 }
 
+const char* weights_dtype_name(WeightsDType dtype) {
+  switch (dtype) {
+    case WeightsDType::f32: return "f32";
+    case WeightsDType::bf16: return "bf16";
+    case WeightsDType::int8: return "int8";
+  }
+  return "f32";
+}
+
+WeightsDType parse_weights_dtype(const std::string& text) {
+  for (WeightsDType d : {WeightsDType::f32, WeightsDType::bf16, WeightsDType::int8})
+    if (text == weights_dtype_name(d)) return d;
+  throw ValueError(fmt::format("unknown weights dtype '{}' (choices: f32, bf16, int8)",
+                               data::printable_excerpt(text)));
+}
+
+namespace {
+
+// The tensors to store narrower than F32 for `dtype`; for int8, each matrix
+// is replaced by its whole-number values and its ".scale" tensor is added.
+io::StoredTypes narrow_weights(io::TensorMap& tensors, WeightsDType dtype) {
+  io::StoredTypes narrow;
+  if (dtype == WeightsDType::f32) return narrow;
+  std::vector<std::string> matrices;
+  for (const auto& [name, t] : tensors)
+    if (t.dtype() == DType::f32 && t.dim() >= 2) matrices.push_back(name);
+  for (const std::string& name : matrices) {
+    if (dtype == WeightsDType::bf16) {
+      narrow[name] = io::StoredAs::bf16;
+      continue;
+    }
+    if (tensors.at(name).dim() != 2) continue;
+    const std::string scale = name + kScaleSuffix;
+    ATTN_CHECK(!tensors.count(scale), ValueError,
+               "save_model: tensor '{}' is named as the scales of '{}' would be", scale, name);
+    QuantizedRows q = quantize_rows_int8(tensors.at(name), name);
+    tensors[name] = q.values;
+    tensors.emplace(scale, q.scales);
+    narrow[name] = io::StoredAs::i8;
+  }
+  return narrow;
+}
+
+// The weights as f32 again: each I8 tensor times its ".scale" per row, the
+// scale tensors removed. IOError (naming `what`) for an I8 tensor without
+// its scales, or scales of the wrong shape or not finite and positive.
+WeightsDType restore_weights(io::TensorMap& tensors, const io::StoredTypes& stored,
+                             const std::string& what) {
+  WeightsDType dtype = WeightsDType::f32;
+  for (const auto& [name, as] : stored) {
+    if (as == io::StoredAs::bf16) {
+      if (dtype == WeightsDType::f32) dtype = WeightsDType::bf16;
+      continue;
+    }
+    dtype = WeightsDType::int8;
+    const std::string excerpt = data::printable_excerpt(name);
+    Tensor& w = tensors.at(name);
+    auto it = tensors.find(name + kScaleSuffix);
+    ATTN_CHECK(it != tensors.end(), IOError,
+               "'{}': tensor '{}' is stored as I8 but '{}{}' (its scales) is missing", what,
+               excerpt, excerpt, kScaleSuffix);
+    const Tensor scales = it->second.contiguous();
+    ATTN_CHECK(w.dim() == 2 && scales.dtype() == DType::f32 && !stored.count(it->first) &&
+                   scales.shape() == Shape{w.size(0)},
+               IOError, "'{}': tensor '{}{}' must be F32 of shape [{}] (one scale a row of '{}')",
+               what, excerpt, kScaleSuffix, w.dim() == 2 ? w.size(0) : 0, excerpt);
+    const float* s = scales.data<float>();
+    float* x = w.data<float>();
+    const std::int64_t N = w.size(0), K = w.size(1);
+    for (std::int64_t n = 0; n < N; ++n) {
+      ATTN_CHECK(std::isfinite(s[n]) && s[n] > 0, IOError,
+                 "'{}': tensor '{}{}' holds {} at row {}: a scale must be finite and positive",
+                 what, excerpt, kScaleSuffix, s[n], n);
+      for (std::int64_t k = 0; k < K; ++k) x[n * K + k] *= s[n];
+    }
+    tensors.erase(it);
+  }
+  return dtype;
+}
+
+}  // namespace
+
 void save_model(const std::string& dir, const nn::Seq2SeqModel& net, const ModelConfig& config,
                 const data::Vocab& src_vocab, const data::Vocab& tgt_vocab,
                 const ModelExtras& extras) {
@@ -118,9 +201,10 @@ void save_model(const std::string& dir, const nn::Seq2SeqModel& net, const Model
     for (auto& [name, p] : net.named_parameters()) tensors.emplace(name, p.detach());
     io::Metadata metadata = {{"format", "pt"}};
     if (!extras.run_id.empty()) metadata.emplace(kRunIdKey, extras.run_id);
+    const io::StoredTypes narrow = narrow_weights(tensors, extras.weights);
     std::vector<std::pair<std::string, std::string>> files = {
         {"config.json", config_to_json(config)},
-        {kWeightsFile, io::serialize_safetensors(tensors, metadata)},
+        {kWeightsFile, io::serialize_safetensors(tensors, metadata, false, narrow)},
         {"src_vocab.txt", src_vocab.to_text()},
         {"tgt_vocab.txt", tgt_vocab.to_text()}};
     ATTN_CHECK((config.tokenizer == "spm") == !extras.spm_model.empty(), ValueError,
@@ -230,7 +314,8 @@ LoadedModel load_model_files(Open&& open) {
   if (m.config.tokenizer == "spm") {
     const io::InputFile& f = open(kSpmFile);
     const std::string what = data::quote_path(f.path());
-    m.tokenizer = data::sentencepiece_tokenizer(f.read_all(kMaxSpmBytes), what);
+    m.spm_model = f.read_all(kMaxSpmBytes);
+    m.tokenizer = data::sentencepiece_tokenizer(m.spm_model, what);
     const auto& pieces = m.tokenizer->vocab(data::Side::source).tokens();
     ATTN_CHECK(pieces == m.src_vocab.tokens() && pieces == m.tgt_vocab.tokens(), IOError,
                "{}: its pieces are not those of src_vocab.txt and tgt_vocab.txt", what);
@@ -240,8 +325,10 @@ LoadedModel load_model_files(Open&& open) {
 
   const io::InputFile& weights = open(kWeightsFile);
   io::Metadata metadata;
-  io::TensorMap tensors = io::load_safetensors(weights, &metadata);
+  io::StoredTypes stored;
+  io::TensorMap tensors = io::load_safetensors(weights, &metadata, &stored);
   if (auto it = metadata.find(kRunIdKey); it != metadata.end()) m.run_id = it->second;
+  m.weights = restore_weights(tensors, stored, weights.path());
   check_weights(m.config, tensors, weights.path());
   try {
     {
@@ -289,8 +376,11 @@ void check_is_directory(const fs::path& d) {
 LoadedModel load_model(const std::string& dir) {
   check_is_directory(dir);
   io::FileSet set(dir, kModelKind);
-  return load_model_files(
+  LoadedModel m = load_model_files(
       [&](const std::string& name) -> const io::InputFile& { return set.file(name); });
+  if (set.contains(kTrainingFile))
+    m.training_json = set.file(kTrainingFile).read_all(kMaxConfigBytes);
+  return m;
 }
 
 void write_model_manifest(const std::string& dir) {

@@ -44,12 +44,20 @@ struct Fnv1a {
 TranslationData prepare_translation_data(const RunSpec& run, const std::string* spm_model) {
   const DataSpec& d = run.data;
   TranslationData out;
+  // --reverse: every corpus read with its columns swapped, before anything
+  // is split or counted, so the model's source is the second column.
+  auto read = [&](const std::string& path, std::size_t max_pairs) {
+    std::vector<data::SentencePair> pairs = data::read_pairs(path, max_pairs);
+    if (d.reverse)
+      for (data::SentencePair& p : pairs) std::swap(p.source, p.target);
+    return pairs;
+  };
   std::vector<data::SentencePair> pairs =
-      data::read_pairs(d.path, d.num_examples > 0 ? static_cast<std::size_t>(d.num_examples) : 0);
+      read(d.path, d.num_examples > 0 ? static_cast<std::size_t>(d.num_examples) : 0);
   out.split = data::split_by_source(pairs, d.valid_data.empty() ? d.valid_size : 0,
                                     d.test_data.empty() ? d.test_size : 0, run.train.seed);
-  if (!d.valid_data.empty()) out.split.valid = data::read_pairs(d.valid_data);
-  if (!d.test_data.empty()) out.split.test = data::read_pairs(d.test_data);
+  if (!d.valid_data.empty()) out.split.valid = read(d.valid_data, 0);
+  if (!d.test_data.empty()) out.split.test = read(d.test_data, 0);
 
   if (run.model.tokenizer == "spm") {
     if (spm_model) {

@@ -203,3 +203,76 @@ TEST(Safetensors, LoadNamesTheFileForEveryReadError) {
               "'" + empty + "': not a safetensors file (0 bytes, too short for the header length)");
   }
 }
+
+// f32 tensors stored as BF16 (rounded to the nearest, ties to even) and I8
+// (whole numbers only) come back as f32, exactly the stored values; the
+// reader names them; a digest covers the stored bytes.
+TEST(Safetensors, Bf16AndI8StorageRoundTrip) {
+  TensorMap m;
+  // 1 + 2^-8 is a tie between bfloat16's 1 and 1 + 2^-7: to even, 1.
+  // 1 + 3 x 2^-8 ties between 1 + 2^-7 and 1 + 2^-6: to even, 1 + 2^-6.
+  m["w"] = from_vector(
+      std::vector<float>{1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -2.5f, 0.0f, 1e-3f, 3.0e38f},
+      {2, 3});
+  m["q"] = from_vector(std::vector<float>{-128, 127, 0, -1, 5, 64}, {3, 2});
+  m["kept"] = from_vector(std::vector<float>{0.1f, 0.2f});
+  const StoredTypes narrow = {{"w", StoredAs::bf16}, {"q", StoredAs::i8}};
+  for (bool digest : {false, true}) {
+    const std::string bytes = serialize_safetensors(m, {}, digest, narrow);
+    // 6 x 2 + 6 x 1 + 2 x 4 bytes of data after the header.
+    std::uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    EXPECT_EQ(bytes.size() - 8 - n, 26u);
+    StoredTypes stored;
+    TensorMap r = parse_safetensors(bytes, "n.safetensors", nullptr, &stored);
+    EXPECT_EQ(stored, narrow);
+    EXPECT_EQ(r["w"].dtype(), DType::f32);
+    const std::vector<float> w = to_vector<float>(r["w"]);
+    EXPECT_EQ(w[0], 1.0f);
+    EXPECT_EQ(w[1], 1.0f + 1.0f / 64);
+    EXPECT_EQ(w[2], -2.5f);
+    EXPECT_EQ(w[3], 0.0f);
+    EXPECT_NEAR(w[4], 1e-3f, 1e-3f / 128);
+    EXPECT_NEAR(w[5], 3.0e38f, 3.0e38f / 128);
+    EXPECT_EQ(to_vector<float>(r["q"]), to_vector<float>(m["q"]));
+    EXPECT_EQ(to_vector<float>(r["kept"]), to_vector<float>(m["kept"]));
+    EXPECT_EQ(stored.count("kept"), 0u);
+  }
+  // The digest is over the stored bytes: one flipped I8 value is refused.
+  std::string bytes = serialize_safetensors(m, {}, true, narrow);
+  std::uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  bytes[8 + n + 2 * 4 + 3] ^= 1;  // "kept" (8 bytes) sorts first, then "q"
+  try {
+    parse_safetensors(bytes, "n.safetensors");
+    ADD_FAILURE() << "a changed I8 value was read";
+  } catch (const IOError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("does not match the sha256"));
+  }
+}
+
+TEST(Safetensors, NarrowStorageRefusesWhatItCannotHold) {
+  TensorMap m;
+  m["f"] = from_vector(std::vector<float>{1.5f, 2.0f});
+  m["big"] = from_vector(std::vector<float>{128.0f});
+  m["d"] = full({2}, 1.0, DType::f64);
+  auto error = [&](const StoredTypes& narrow) -> std::string {
+    try {
+      serialize_safetensors(m, {}, false, narrow);
+    } catch (const ValueError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_THAT(error({{"f", StoredAs::i8}}),
+              ::testing::HasSubstr("tensor 'f' holds 1.5 at 0, not a whole number in [-128, 127]"));
+  EXPECT_THAT(error({{"big", StoredAs::i8}}), ::testing::HasSubstr("holds 128 at 0"));
+  EXPECT_THAT(error({{"d", StoredAs::bf16}}),
+              ::testing::HasSubstr("tensor 'd' is f64, and only f32 tensors are stored as BF16"));
+  EXPECT_THAT(error({{"none", StoredAs::bf16}}),
+              ::testing::HasSubstr("tensor 'none' to store as BF16 is not among the tensors"));
+  // A file whose BF16 tensor has the bytes of an F32 one is a lie, named.
+  const std::string json = R"({"x":{"dtype":"BF16","shape":[2],"data_offsets":[0,8]}})";
+  EXPECT_THAT(error_of(bytes_with_header(json, std::string(8, '\0'))),
+              ::testing::HasSubstr("dtype BF16 needs 4 bytes but data_offsets give 8"));
+}

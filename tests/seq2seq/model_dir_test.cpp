@@ -8,8 +8,11 @@
 #include <fstream>
 #include <functional>
 
+#include <nlohmann/json.hpp>
 #include "attn/autograd/node.h"
 #include "attn/data/nmt.h"
+#include "attn/io/safetensors.h"
+#include "attn/ops/quantize.h"
 #include "testing.h"
 
 using namespace attn;
@@ -440,4 +443,112 @@ TEST_F(ModelDirFiles, FilesThatDoNotBelongTogetherAreRefused) {
   fs::remove(d / "manifest.json");
   EXPECT_THROW(write_model_manifest(dir), IOError);
   EXPECT_FALSE(fs::exists(d / "manifest.json"));
+}
+
+// attn convert's storage: bf16 and int8 weights are read back as f32, the
+// int8 ones equal to the quantized values times their row scales, and a
+// model so stored records what it was; the languages round-trip.
+TEST(ModelDir, WeightsStoredInBf16AndInt8ReadBackAsF32) {
+  Fixture f;
+  f.config.source_lang = "en";
+  f.config.target_lang = "fr";
+  std::map<std::string, Tensor> params;
+  for (auto& [name, p] : f.net->named_parameters()) params.emplace(name, p.detach());
+  for (WeightsDType dtype : {WeightsDType::f32, WeightsDType::bf16, WeightsDType::int8}) {
+    const std::string dir = fresh_dir(std::string("model_") + weights_dtype_name(dtype));
+    ModelExtras extras;
+    extras.weights = dtype;
+    save_model(dir, *f.net, f.config, f.src, f.tgt, extras);
+    LoadedModel m = load_model(dir);
+    EXPECT_EQ(m.weights, dtype);
+    EXPECT_EQ(m.config.source_lang, "en");
+    EXPECT_EQ(m.config.target_lang, "fr");
+    for (auto& [name, p] : m.net->named_parameters()) {
+      const Tensor& want = params.at(name);
+      const std::vector<float> got = to_vector<float>(p), orig = to_vector<float>(want);
+      if (dtype == WeightsDType::f32 || want.dim() < 2) {
+        EXPECT_EQ(got, orig) << name;
+        continue;
+      }
+      if (dtype == WeightsDType::bf16) {
+        for (std::size_t i = 0; i < got.size(); ++i)
+          EXPECT_NEAR(got[i], orig[i], std::fabs(orig[i]) / 256) << name << " " << i;
+        continue;
+      }
+      const QuantizedRows q = quantize_rows_int8(want, name);
+      const std::vector<float> v = to_vector<float>(q.values), s = to_vector<float>(q.scales);
+      const std::int64_t K = want.size(1);
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i], v[i] * s[i / K]) << name << " " << i;
+        EXPECT_LE(std::fabs(got[i] - orig[i]), s[i / K] / 2 * 1.0001f) << name << " " << i;
+      }
+    }
+  }
+  // A quarter of the f32 bytes in int8, about half in bf16.
+  const auto size = [](const char* d) {
+    return fs::file_size(fs::path(::testing::TempDir()) / d / kWeightsFile);
+  };
+  EXPECT_LT(size("model_int8"), size("model_f32") / 3);
+  EXPECT_LT(size("model_bf16"), size("model_f32") * 6 / 10);
+}
+
+// An int8 matrix without its scales, or scales that cannot be, are named.
+TEST(ModelDir, Int8WeightsWithoutTheirScalesAreRefused) {
+  Fixture f;
+  const std::string dir = fresh_dir("model_int8_bad");
+  ModelExtras extras;
+  extras.weights = WeightsDType::int8;
+  save_model(dir, *f.net, f.config, f.src, f.tgt, extras);
+  const fs::path weights = fs::path(dir) / kWeightsFile;
+  io::StoredTypes stored;
+  io::TensorMap t = io::load_safetensors(weights.string(), nullptr, &stored);
+  auto rewrite_and_load = [&](io::TensorMap tensors) -> std::string {
+    io::save_safetensors(weights.string(), tensors, {{"format", "pt"}}, false, stored);
+    seq2seq::write_model_manifest(dir);
+    try {
+      load_model(dir);
+    } catch (const IOError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  io::TensorMap missing = t;
+  missing.erase(std::string("decoder.dense.weight") + kScaleSuffix);
+  EXPECT_THAT(rewrite_and_load(missing),
+              ::testing::HasSubstr("tensor 'decoder.dense.weight' is stored as I8 but "
+                                   "'decoder.dense.weight.scale' (its scales) is missing"));
+  io::TensorMap negative = t;
+  negative[std::string("decoder.dense.weight") + kScaleSuffix] =
+      full({f.config.transformer.tgt_vocab_size}, -1.0, DType::f32);
+  EXPECT_THAT(rewrite_and_load(negative),
+              ::testing::HasSubstr("holds -1 at row 0: a scale must be finite and positive"));
+}
+
+TEST(ModelConfigJson, LanguagesAreIsoCodesAndOptional) {
+  ModelConfig c;
+  c.source_lang = "en";
+  c.target_lang = "fr";
+  const std::string text = config_to_json(c);
+  EXPECT_EQ(config_from_json(text, "c.json").source_lang, "en");
+  nlohmann::json j = nlohmann::json::parse(text);
+  j.erase("source_lang");
+  j.erase("target_lang");
+  EXPECT_EQ(config_from_json(j.dump(), "c.json").source_lang, "");  // an older model's
+  for (const char* bad : {"EN", "eng", "e"}) {
+    j["source_lang"] = bad;
+    j["target_lang"] = "fr";
+    try {
+      config_from_json(j.dump(), "c.json");
+      ADD_FAILURE() << bad;
+    } catch (const IOError& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("is not an ISO 639-1 code")) << bad;
+    }
+  }
+  j["source_lang"] = "fr";
+  try {
+    config_from_json(j.dump(), "c.json");
+    ADD_FAILURE() << "equal languages";
+  } catch (const IOError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("source_lang and target_lang are both 'fr'"));
+  }
 }

@@ -40,6 +40,7 @@ struct NmtOptions {
   long num_examples = 600;  // d2l's default; <= 0 for the whole corpus
   int min_freq = 2;
   double valid_fraction = 0.0;  // the last fraction of the pairs, kept for evaluation
+  bool reverse = false;  // translate the second column into the first
 };
 
 struct NmtData {

@@ -5,7 +5,8 @@
 //   {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...,
 //    "__metadata__": {"key": "value"}}
 // then the data, each tensor row-major little-endian at [begin, end) of the
-// data section. attn reads and writes F32, F64, I32 and I64.
+// data section. attn reads and writes F32, F64, I32 and I64, and stores f32
+// tensors as BF16 or I8 where asked (StoredAs, below).
 //
 // The reader trusts nothing: the header length is bounded and must fit the
 // file, the JSON must be well-formed with unique names, every dtype known,
@@ -43,22 +44,35 @@ using Metadata = std::map<std::string, std::string>;
 // The metadata key of the content digest.
 inline constexpr const char* kDigestKey = "sha256";
 
-// The file's bytes: tensors in name order, the data 8-byte aligned.
+// How an f32 tensor is stored where not as F32: BF16 (each value rounded to
+// the nearest bfloat16, ties to even) or I8 (its values must be whole
+// numbers in [-128, 127]; the caller keeps any scale beside it). Read back,
+// both are f32 tensors again, widened exactly; the reader names them.
+enum class StoredAs { bf16, i8 };
+using StoredTypes = std::map<std::string, StoredAs>;
+
+// The file's bytes: tensors in name order, the data 8-byte aligned. The
+// tensors named in `narrow` (f32 ones) are stored as it says; ValueError for
+// a name it does not hold, a tensor that is not f32, or an I8 value out of
+// range.
 std::string serialize_safetensors(const TensorMap& tensors, const Metadata& metadata = {},
-                                  bool with_digest = false);
+                                  bool with_digest = false, const StoredTypes& narrow = {});
 
 // The bytes serialize_safetensors makes, written atomically, streamed from
 // the tensors (no copy of the whole file in memory).
 void save_safetensors(const std::string& path, const TensorMap& tensors,
-                      const Metadata& metadata = {}, bool with_digest = false);
+                      const Metadata& metadata = {}, bool with_digest = false,
+                      const StoredTypes& narrow = {});
 
 // Reads and checks a file (see the top of this header); `metadata` receives
-// its __metadata__.
-TensorMap load_safetensors(const std::string& path, Metadata* metadata = nullptr);
-TensorMap load_safetensors(const InputFile& file, Metadata* metadata = nullptr);
+// its __metadata__, `stored` the tensors that were BF16 or I8 (now f32).
+TensorMap load_safetensors(const std::string& path, Metadata* metadata = nullptr,
+                           StoredTypes* stored = nullptr);
+TensorMap load_safetensors(const InputFile& file, Metadata* metadata = nullptr,
+                           StoredTypes* stored = nullptr);
 
 // The same, from bytes already in memory (`what` names them in errors).
 TensorMap parse_safetensors(std::string_view bytes, const std::string& what,
-                            Metadata* metadata = nullptr);
+                            Metadata* metadata = nullptr, StoredTypes* stored = nullptr);
 
 }  // namespace attn::io

@@ -136,4 +136,16 @@ Tensor linear_int8(const Tensor& x, const Tensor& weight, const Tensor& bias = T
 // linear_int8 bit for bit.
 Tensor linear_int8_reference(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
+// A weight (N, K) quantized as the products above quantize it, for storing
+// (a model directory in int8): values = round(W[n,:] / scales[n]) to nearest
+// even, whole numbers in [-127, 127] held as f32, scales[n] = max|W[n,:]| /
+// 127 (1 for a row of zeros). values x scales per row gives the weight back
+// within half a step; quantized again, it gives the same values.
+// ValueError for a weight that is not f32 and 2-D, or holds a NaN or an
+// infinity (naming `name`).
+struct QuantizedRows {
+  Tensor values, scales;
+};
+QuantizedRows quantize_rows_int8(const Tensor& weight, const std::string& name);
+
 }  // namespace attn

@@ -40,6 +40,7 @@ struct DataSpec {
   std::string spm_type = "unigram";  // or "bpe"
   std::int64_t max_length = 128;  // tokens a side (with <eos>); longer pairs are dropped
   std::int64_t batch_tokens = 0;  // tokens a batch (0: batch_size pairs, d2l's way)
+  bool reverse = false;  // train the corpus's second column into its first
 };
 
 // What stays the same for a whole run.
@@ -98,6 +99,8 @@ enum class HP : std::size_t {
   embed_size,
   num_steps,
   tokenizer,
+  source_lang,
+  target_lang,
   path,
   num_examples,
   min_freq,
@@ -111,6 +114,7 @@ enum class HP : std::size_t {
   spm_type,
   max_length,
   batch_tokens,
+  reverse,
   num_epochs,
   lr,
   batch_size,
@@ -157,6 +161,8 @@ void check_hvalue(const HParam& p, const HValue& value);
 // where they are read from a file).
 void validate(const RunSpec& run);
 void validate_model(const ModelConfig& model);
+// An ISO 639-1 code as a model records its languages: two lowercase letters.
+bool is_language_code(std::string_view code);
 
 // One group as a JSON object (in table order), and back: every row of the
 // group read from `object` (typed, range-checked, errors naming the key as

@@ -36,6 +36,10 @@ struct ModelConfig {
   // with additive attention).
   std::string architecture = "transformer";
   std::int64_t embed_size = 32;  // the Bahdanau model's embeddings
+  // The languages it translates from and into, ISO 639-1 codes ("en",
+  // "fr"); "" where not recorded (a model of an older attn, or of a corpus
+  // whose languages were not given).
+  std::string source_lang, target_lang;
 
   nn::BahdanauConfig bahdanau() const;
 };
@@ -67,6 +71,18 @@ inline constexpr std::uint64_t kMaxSpmBytes = 64 << 20;
 // hashes each from one read, in memory).
 inline constexpr std::uint64_t kMaxModelFileBytes = std::uint64_t{1} << 36;
 
+// How model.safetensors stores the weights (attn convert --dtype):
+//   f32   every tensor F32, as attn train writes them;
+//   bf16  every tensor of 2 or more dimensions BF16 (rounded to the nearest);
+//   int8  every matrix I8 with one F32 scale per row beside it, "NAME" and
+//         "NAME.scale" (kScaleSuffix): NAME = I8 x scale, quantized as int8
+//         products quantize a weight (ops/quantize.h: quantize_rows_int8).
+// Read back, the weights are f32 again: the model computes as any other.
+enum class WeightsDType { f32, bf16, int8 };
+inline constexpr const char* kScaleSuffix = ".scale";
+const char* weights_dtype_name(WeightsDType dtype);
+WeightsDType parse_weights_dtype(const std::string& text);  // ValueError: not f32|bf16|int8
+
 struct LoadedModel {
   ModelConfig config;
   std::shared_ptr<nn::Seq2SeqModel> net;
@@ -75,6 +91,9 @@ struct LoadedModel {
   // model (spm.model).
   std::shared_ptr<data::Tokenizer> tokenizer;
   std::string run_id;  // the run that saved the weights (kRunIdKey); "" if not known
+  WeightsDType weights = WeightsDType::f32;  // as model.safetensors stores them
+  std::string spm_model;  // spm.model's bytes ("" for word vocabularies)
+  std::string training_json;  // training.json ("" for none)
 };
 
 // What a model directory holds besides the config and the weights: the
@@ -85,6 +104,7 @@ struct ModelExtras {
   std::string spm_model;  // "" for word vocabularies
   std::string training_json;  // "" for none
   std::string run_id;  // the training run (RunSpec::run_id), kept in the weights' metadata
+  WeightsDType weights = WeightsDType::f32;  // how model.safetensors stores them
 };
 
 // Writes the four files and the manifest as one file set, creating `dir` if
@@ -106,10 +126,10 @@ void save_model(const std::string& dir, const nn::Seq2SeqModel& net, const Model
 //   - a vocabulary: as data::Vocab::load ("<unk>" at any index), a token of
 //     data::kSourceTokens / kTargetTokens missing, a size other than
 //     config.json's;
-//   - model.safetensors: as io::parse_safetensors; a tensor that is not F32 or
-//     F64 or holds a NaN or infinity; a tensor missing, extra or of a shape
-//     other than config.json implies (named; checked before anything of the
-//     config's sizes is allocated).
+//   - model.safetensors: as io::parse_safetensors; a tensor that is not F32,
+//     F64, BF16 or I8 (with its F32 scales) or holds a NaN or infinity; a tensor missing, extra or
+//     of a shape other than config.json implies (named; checked before anything of the config's
+//     sizes is allocated).
 LoadedModel load_model(const std::string& dir);
 
 // Writes `dir`'s manifest.json for the four files as they are, after every
