@@ -135,9 +135,10 @@ int run_attention(const AttentionBenchOptions& o) {
     fmt::print("{}\n", j.dump());
     return 0;
   }
-  fmt::print("attention ({}, {}): batch {}, {} heads, length {}, head dim {}, {}, {} threads\n",
+  fmt::print("attention ({}, {}): batch {}, {}, length {}, head dim {}, {}, {}\n",
              o.reference ? "materialized reference" : "fused", precision_name(precision), o.batch,
-             o.heads, o.len, o.dim, o.causal ? "causal" : "no mask", get_num_threads());
+             count_of(o.heads, "head"), o.len, o.dim, o.causal ? "causal" : "no mask",
+             count_of(get_num_threads(), "thread"));
   fmt::print("kernels: {}, small path {}\n", kernels.isa, kernels.small_path ? "on" : "off");
   fmt::print("forward           {:10.3f} ms  {:8.1f} GFLOP/s  (median of {})\n", fwd_ms, gflops,
              o.repeats);

@@ -1,4 +1,5 @@
 // attn manifest DIR — vouch for a model directory written by another tool.
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -13,6 +14,12 @@ seq2seq::LoadedModel load_model_for_cli(const std::string& dir) {
   try {
     return seq2seq::load_model(dir);
   } catch (const io::MissingManifestError& e) {
+    // A directory without the model's files (pictures, a log) is not one
+    // that needs a manifest: say what it lacks instead.
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::path(dir) / "config.json", ec))
+      throw ErrorWithHint(fmt::format("'{}' holds no model (no config.json)", dir),
+                          "a model directory is what 'attn train --out DIR' writes");
     throw ErrorWithHint(e.what(),
                         fmt::format("a model written by PyTorch or an older attn: check it and "
                                     "write its manifest with 'attn manifest {}'",

@@ -179,15 +179,15 @@ void print_start(const TrainSetup& s, const RunData& d, const Model& m, TrainLog
                            run.train.num_epochs, st.batch, num_batches));
     if (s.checkpoint->run.threads != run.threads)
       log.line(fmt::format(
-          "train: note: the checkpoint was written with {} threads, this run has {}; only the "
+          "train: note: the checkpoint was written with {}, this run has {}; only the "
           "same thread count gives losses bit-identical to a run that never stopped",
-          s.checkpoint->run.threads, run.threads));
+          count_of(s.checkpoint->run.threads, "thread"), run.threads));
   }
   const auto& c = run.model.transformer;
   log.line(
-      fmt::format("train: {} pairs from {} (vocab {} -> {}), {} parameters, {} threads, seed {}",
+      fmt::format("train: {} pairs from {} (vocab {} -> {}), {} parameters, {}, seed {}",
                   run.data.num_pairs, run.data.path, c.src_vocab_size, c.tgt_vocab_size,
-                  m.net->num_parameters(), run.threads, run.train.seed));
+                  m.net->num_parameters(), count_of(run.threads, "thread"), run.train.seed));
   if (d.tr)
     log.line(fmt::format(
         "train: {} tokenizer; {} validation and {} test pairs held out (no source sentence of "
@@ -340,9 +340,9 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   print_start(s, d, m, log);
   if (comm)
     log.line(
-        fmt::format("train: {} processes (mpirun), {} threads each; each batch is split "
+        fmt::format("train: {} processes (mpirun), {} each; each batch is split "
                     "between them by rows and the gradients summed (MPI_Allreduce)",
-                    comm->size(), run.threads));
+                    comm->size(), count_of(run.threads, "thread")));
   const std::string checkpoint_path = (fs::path(s.out) / seq2seq::kCheckpointFile).string();
   const data::Vocab &sv = d.vocab(data::Side::source), &tv = d.vocab(data::Side::target);
   auto save = [&] {

@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "attn/core/error.h"
@@ -103,6 +104,11 @@ CLI::Validator in_range(T lo, T hi) {
 // is an IOError ("write error: No space left on device"), so that a command
 // stops instead of computing for nothing.
 void flush_stdout();
+
+// "1 thread", "2 threads": a count and its noun, singular for one.
+inline std::string count_of(std::int64_t n, std::string_view noun) {
+  return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
+}
 
 // A runtime failure with a suggestion for the user: main prints
 // "attn: error: <message>" and then "hint: <hint>".
