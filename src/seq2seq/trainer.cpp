@@ -146,6 +146,355 @@ TrainResult train_seq2seq(nn::Seq2SeqModel& net, const data::NmtData& data, cons
   return train_seq2seq(net, batches, o, hooks, resume);
 }
 
+namespace {
+
+// The data-parallel part of training (TrainHooks::comm), in one place: which
+// rows of a batch this process computes, the sums over the processes, and
+// the decisions all take together. With one process each is what a single
+// process does on its own.
+class DataParallel {
+ public:
+  explicit DataParallel(optim::Communicator* comm)
+      : comm_(comm && comm->size() > 1 ? comm : nullptr) {}
+
+  // The parameters start as process 0's.
+  void broadcast(const std::vector<Tensor>& params) {
+    if (comm_) optim::broadcast_parameters(*comm_, params);
+  }
+
+  // Whether any process says yes (all get the same answer).
+  bool any(bool yes) {
+    if (!comm_) return yes;
+    double v = yes ? 1.0 : 0.0;
+    comm_->allreduce_sum(std::span<double>(&v, 1));
+    return v > 0;
+  }
+
+  // This process's rows of a batch of n; with several processes, `shard`
+  // makes the dropout generator draw those rows' part of the whole batch's
+  // numbers.
+  optim::RowRange rows(std::int64_t n, std::optional<RowShardScope>& shard) const {
+    if (!comm_) return {0, n};
+    const optim::RowRange r = optim::shard_rows(n, comm_->rank(), comm_->size());
+    if (r.count > 0)
+      shard.emplace(default_generator(), Generator::RowShard{static_cast<std::uint64_t>(r.first),
+                                                             static_cast<std::uint64_t>(r.count),
+                                                             static_cast<std::uint64_t>(n)});
+    return r;
+  }
+
+  // The gradients and `loss` summed over the processes, and the dropout
+  // generator's offset from a process that drew (one with no rows did not);
+  // the time spent waiting and summing is added to `seconds`.
+  void reduce(const std::vector<Tensor>& params, double& loss, bool drew, double& seconds) {
+    if (!comm_) return;
+    std::array<double, 3> extra = {
+        loss, drew ? static_cast<double>(default_generator().offset()) : 0.0, drew ? 1.0 : 0.0};
+    const auto t0 = std::chrono::steady_clock::now();
+    optim::allreduce_gradients(*comm_, params, extra, buffer_);
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    loss = extra[0];
+    default_generator().set_offset(static_cast<std::uint64_t>(extra[1] / extra[2]));
+  }
+
+  // Whether this process's clock counts for the time limit (the first's).
+  bool keeps_time() const { return !comm_ || comm_->rank() == 0; }
+
+  // {over time on the first process, stop asked on any}.
+  std::pair<bool, bool> decide(bool over_time, const std::function<bool()>& should_stop) {
+    const bool stop = should_stop && should_stop();
+    if (!comm_) return {over_time, stop};
+    std::array<double, 2> flags = {over_time ? 1.0 : 0.0, stop ? 1.0 : 0.0};
+    comm_->allreduce_sum(flags);
+    return {flags[0] > 0, flags[1] > 0};
+  }
+
+ private:
+  optim::Communicator* comm_;
+  std::vector<float> buffer_;
+};
+
+// One run of train_seq2seq: the state it carries from step to step, and the
+// steps it takes, each a method of its own.
+class Training {
+ public:
+  Training(nn::Seq2SeqModel& net, const BatchSource& source, const TrainOptions& o,
+           const TrainHooks& hooks, const TrainState* resume)
+      : net_(net),
+        source_(source),
+        o_(o),
+        hooks_(hooks),
+        resume_(resume),
+        schedule_(optim::parse_lr_schedule(o.lr_schedule)),
+        adam_(net.parameters(), o.lr, o.adam_beta1, o.adam_beta2, o.adam_eps),
+        bos_(source.bos()),
+        num_batches_(source.num_batches()),
+        shuffle_(o.seed ^ 0x5eed5eedULL),
+        dp_(hooks.comm) {}
+
+  TrainResult run();
+
+ private:
+  void restore();
+  void replay_records();
+  double elapsed() const {
+    return seconds_before_ +
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  void checkpoint(bool last);
+  bool validate();
+  double forward_backward(const data::PairBatch& b, double step_tokens);
+  void step(const data::PairBatch& whole);
+  void end_epoch();
+  void after_step();
+  void finish(std::int64_t first_step);
+
+  nn::Seq2SeqModel& net_;
+  const BatchSource& source_;
+  const TrainOptions& o_;
+  const TrainHooks& hooks_;
+  const TrainState* resume_;
+  const optim::LrSchedule schedule_;
+  optim::Adam adam_;
+  const std::int64_t bos_, num_batches_;
+  Generator shuffle_;
+  DataParallel dp_;
+  Precision precision_ = Precision::f32;
+  std::vector<Tensor> frozen_;  // the parameters, for bf16 copies made once a step
+
+  TrainState state_;  // the live state: Adam's own moments, the records so far
+  TrainResult result_;
+  // This epoch's sums so far (whole epochs are in result_).
+  double loss_sum_ = 0, tokens_ = 0;
+  Progress p_;
+  double seconds_before_ = 0;
+  std::chrono::steady_clock::time_point start_;
+  bool stop_ = false, finished_ = false, epoch_done_ = false;
+};
+
+// The state to start from: the checkpoint's (checked, Adam's moments and the
+// dropout generator restored), or a fresh one.
+void Training::restore() {
+  if (resume_) {
+    check_resume_state(*resume_, o_, adam_.params(), num_batches_);
+    state_ = *resume_;
+    for (std::size_t k = 0; k < adam_.params().size(); ++k) {
+      copy_(adam_.exp_avg()[k], resume_->exp_avg[k]);
+      copy_(adam_.exp_avg_sq()[k], resume_->exp_avg_sq[k]);
+    }
+    adam_.set_steps(resume_->adam_steps);
+    default_generator().manual_seed(resume_->rng_seed);
+    default_generator().set_offset(resume_->rng_offset);
+  } else {
+    state_.shuffle_offset = shuffle_.offset();
+  }
+  ATTN_CHECK(state_.num_batches == 0 || state_.num_batches == num_batches_, ValueError,
+             "train: the checkpoint's epochs have {} batches, the data makes {}",
+             state_.num_batches, num_batches_);
+  state_.num_batches = num_batches_;
+  dp_.broadcast(adam_.params());
+  state_.exp_avg = adam_.exp_avg();
+  state_.exp_avg_sq = adam_.exp_avg_sq();
+}
+
+// What the run computed before the state: whole epochs' losses summed step
+// by step in the order it took them, and this epoch's partial sums.
+void Training::replay_records() {
+  for (std::int64_t s = 0; s < state_.step; ++s) {
+    loss_sum_ += state_.step_loss[s];
+    tokens_ += state_.step_tokens[s];
+    result_.step_losses.push_back(per_token(state_.step_loss[s], state_.step_tokens[s]));
+    if ((s + 1) % num_batches_ == 0) {
+      result_.tokens += tokens_;
+      result_.epoch_losses.push_back(loss_sum_ / tokens_);
+      loss_sum_ = tokens_ = 0;
+    }
+  }
+}
+
+void Training::checkpoint(bool last) {
+  if (!hooks_.on_checkpoint) return;
+  state_.rng_seed = default_generator().seed();
+  state_.rng_offset = default_generator().offset();
+  state_.adam_steps = adam_.steps();
+  state_.seconds = elapsed();
+  hooks_.on_checkpoint(state_, last);
+}
+
+// A validation at the current step; true when training should stop early.
+bool Training::validate() {
+  if (!hooks_.validate) return false;
+  net_.eval();
+  Validation v;
+  {
+    autograd::NoGradGuard no_grad;
+    v = hooks_.validate(net_);
+  }
+  net_.train();
+  v.step = state_.step;
+  v.seconds = elapsed();
+  state_.validations.push_back(v);
+  const bool best =
+      state_.best < 0 || better_validation(v, state_.validations[state_.best], o_.valid_metric);
+  if (best) {
+    state_.best = static_cast<std::int64_t>(state_.validations.size()) - 1;
+    state_.stalls = 0;
+  } else {
+    ++state_.stalls;
+  }
+  if (hooks_.on_validation) hooks_.on_validation(v, best);
+  if (best && hooks_.on_best) hooks_.on_best(state_);
+  return o_.early_stopping > 0 && state_.stalls >= o_.early_stopping;
+}
+
+// The loss of this process's rows `b` (summed over their tokens), its
+// gradients accumulated.
+double Training::forward_backward(const data::PairBatch& b, double step_tokens) {
+  PrecisionScope step_precision(precision_, frozen_);
+  Tensor Y_hat = net_.forward(b.src, teacher_forcing_input(b.tgt, bos_), b.src_len);
+  if (o_.loss == "d2l") {
+    Tensor l = sum(masked_ce_loss(Y_hat, b.tgt, b.tgt_len));
+    l.backward();
+    return l.item<double>();
+  }
+  Tensor mask = sequence_mask(b.tgt_len, b.tgt.size(1), Y_hat.dtype());
+  Tensor nll;
+  Tensor l = cross_entropy(Y_hat, b.tgt, mask, Reduction::sum, o_.label_smoothing, &nll);
+  if (step_tokens > 0) div(l, step_tokens).backward();
+  return sum(mul(nll, mask)).item<double>();
+}
+
+// One optimizer step on the batch `whole`, and its records.
+void Training::step(const data::PairBatch& whole) {
+  const double step_tokens = sum(whole.tgt_len.to(DType::f64)).item<double>();
+  std::optional<RowShardScope> shard;
+  const optim::RowRange rows = dp_.rows(whole.src.size(0), shard);
+  adam_.zero_grad();
+  double step_loss = 0;
+  if (rows.count > 0)
+    step_loss = forward_backward(
+        rows.count == whole.src.size(0) && rows.first == 0 ? whole : rows_of(whole, rows),
+        step_tokens);
+  shard.reset();
+  dp_.reduce(adam_.params(), step_loss, /*drew=*/rows.count > 0, result_.allreduce_seconds);
+  // Clipping fused into the update: the same bits as clip_grad_norm, then step.
+  const double norm = optim::grad_norm(adam_.params());
+  adam_.set_lr(optim::scheduled_lr(o_.lr, state_.step + 1, o_.lr_warmup, schedule_));
+  adam_.step_scaled(norm > o_.grad_clip ? o_.grad_clip / norm : 1.0);
+  ATTN_CHECK(std::isfinite(step_loss), Error,
+             "train: the loss became {} in epoch {}, step {}; try a smaller --lr", step_loss,
+             p_.epoch, state_.step + 1);
+  loss_sum_ += step_loss;
+  tokens_ += step_tokens;
+  state_.step_loss.push_back(step_loss);
+  state_.step_tokens.push_back(step_tokens);
+  result_.step_losses.push_back(per_token(step_loss, step_tokens));
+  ++state_.step;
+  ++state_.batch;
+  p_.batch = state_.batch;
+  p_.step = state_.step;
+  p_.epoch_loss = per_token(loss_sum_, tokens_);
+  p_.step_loss = result_.step_losses.back();
+  p_.lr = adam_.lr();
+  p_.tokens = result_.tokens + tokens_;
+  p_.seconds = elapsed();
+  if (hooks_.on_batch) hooks_.on_batch(p_);
+}
+
+void Training::end_epoch() {
+  epoch_done_ = true;
+  result_.tokens += tokens_;
+  result_.epoch_losses.push_back(loss_sum_ / tokens_);
+  ATTN_CHECK(std::isfinite(result_.epoch_losses.back()), Error,
+             "train: the loss became {} in epoch {}; try a smaller --lr",
+             result_.epoch_losses.back(), p_.epoch);
+  loss_sum_ = tokens_ = 0;
+  ++state_.epoch;
+  state_.batch = 0;
+  state_.shuffle_offset = shuffle_.offset();
+  if (hooks_.on_epoch) hooks_.on_epoch(p_);
+}
+
+// After a step: the validation due, the time limit, a stop asked for, and
+// the checkpoint they call for.
+void Training::after_step() {
+  const bool last = state_.epoch == o_.num_epochs;
+  if (o_.valid_freq > 0 && state_.step % o_.valid_freq == 0 && validate())
+    result_.early_stopped = finished_ = true;
+  const bool over_time = o_.time_limit > 0 && dp_.keeps_time() && elapsed() >= 60.0 * o_.time_limit;
+  const auto [time_up, stop] = dp_.decide(over_time, hooks_.should_stop);
+  if (time_up) result_.time_limit_reached = finished_ = true;
+  stop_ = stop;
+  if (stop_ || last || finished_)
+    checkpoint(true);  // the loop ends here
+  else if (hooks_.checkpoint_every > 0 && state_.step % hooks_.checkpoint_every == 0)
+    checkpoint(false);
+}
+
+// The end: a last validation unless the last step had one, a checkpoint
+// for a resumed run stopped before its first step, and the result.
+void Training::finish(std::int64_t first_step) {
+  if (!stop_ && o_.valid_freq > 0 && hooks_.validate &&
+      (state_.validations.empty() || state_.validations.back().step != state_.step)) {
+    if (validate()) result_.early_stopped = true;
+    checkpoint(true);
+  }
+  if (stop_ && !finished_ && state_.epoch < o_.num_epochs) {
+    result_.stopped = true;
+    if (resume_ && state_.step == first_step) checkpoint(true);  // stopped before any step
+  }
+  result_.tokens += tokens_;  // of an epoch cut short
+  result_.seconds = elapsed();
+  result_.steps = state_.step;
+  result_.epochs = state_.epoch;
+  result_.final_loss = !result_.epoch_losses.empty() ? result_.epoch_losses.back()
+                       : tokens_ > 0                 ? loss_sum_ / tokens_
+                                                     : 0.0;
+  result_.tokens_per_s = result_.tokens / std::max(result_.seconds, 1e-9);
+  result_.validations = state_.validations;
+  result_.best = state_.best;
+}
+
+TrainResult Training::run() {
+  restore();
+  replay_records();
+  net_.train();
+  p_.num_epochs = o_.num_epochs;
+  p_.num_batches = num_batches_;
+  seconds_before_ = state_.seconds;
+  start_ = std::chrono::steady_clock::now();
+  if (!resume_) checkpoint(false);  // so that a run can be resumed from its first moment on
+  const std::int64_t first_step = state_.step;
+  stop_ = dp_.any(hooks_.should_stop && hooks_.should_stop());
+  // Early stopping or the time limit; a resumed run that had reached either
+  // (killed before it could write its outputs) takes no further step.
+  if (o_.early_stopping > 0 && state_.stalls >= o_.early_stopping)
+    result_.early_stopped = finished_ = true;
+  if (o_.time_limit > 0 && state_.seconds >= 60.0 * o_.time_limit)
+    result_.time_limit_reached = finished_ = true;
+  // bf16 products (ops/precision.h) for the steps and the validations; in
+  // each step's forward and backward the parameters do not change, so their
+  // bf16 copies are made once a step (frozen until the optimizer's update).
+  precision_ = parse_precision(o_.precision);
+  PrecisionScope run_precision(precision_);
+  if (precision_ == Precision::bf16) frozen_ = adam_.params();
+  while (!stop_ && !finished_ && state_.epoch < o_.num_epochs) {
+    p_.epoch = state_.epoch + 1;
+    shuffle_.set_offset(state_.shuffle_offset);
+    const auto batches = source_.epoch(shuffle_);
+    for (epoch_done_ = false; !stop_ && !finished_ && !epoch_done_;) {
+      step(source_.batch(batches[static_cast<std::size_t>(state_.batch)]));
+      if (state_.batch == num_batches_) end_epoch();
+      after_step();
+    }
+  }
+  finish(first_step);
+  net_.eval();
+  return result_;
+}
+
+}  // namespace
+
 TrainResult train_seq2seq(nn::Seq2SeqModel& net, const BatchSource& source, const TrainOptions& o,
                           const TrainHooks& hooks, const TrainState* resume) {
   ATTN_CHECK(o.num_epochs > 0, ValueError, "train: num_epochs must be positive, got {}",
@@ -156,248 +505,7 @@ TrainResult train_seq2seq(nn::Seq2SeqModel& net, const BatchSource& source, cons
              "train: loss '{}' is not d2l or token", o.loss);
   ATTN_CHECK(o.valid_metric == "bleu" || o.valid_metric == "loss", ValueError,
              "train: valid_metric '{}' is not bleu or loss", o.valid_metric);
-  const optim::LrSchedule schedule = optim::parse_lr_schedule(o.lr_schedule);
-  optim::Adam adam(net.parameters(), o.lr, o.adam_beta1, o.adam_beta2, o.adam_eps);
-  const std::int64_t bos = source.bos();
-  const std::int64_t num_batches = source.num_batches();
-  Generator shuffle(o.seed ^ 0x5eed5eedULL);
-  optim::Communicator* comm = hooks.comm && hooks.comm->size() > 1 ? hooks.comm : nullptr;
-  std::vector<float> reduce_buffer;
-  // Whether any process says yes (all get the same answer).
-  auto any_process = [&](bool yes) {
-    if (!comm) return yes;
-    double v = yes ? 1.0 : 0.0;
-    comm->allreduce_sum(std::span<double>(&v, 1));
-    return v > 0;
-  };
-
-  // The live state: Adam's own moments, the records so far.
-  TrainState state;
-  if (resume) {
-    check_resume_state(*resume, o, adam.params(), num_batches);
-    state = *resume;
-    for (std::size_t k = 0; k < adam.params().size(); ++k) {
-      copy_(adam.exp_avg()[k], resume->exp_avg[k]);
-      copy_(adam.exp_avg_sq()[k], resume->exp_avg_sq[k]);
-    }
-    adam.set_steps(resume->adam_steps);
-    default_generator().manual_seed(resume->rng_seed);
-    default_generator().set_offset(resume->rng_offset);
-  } else {
-    state.shuffle_offset = shuffle.offset();
-  }
-  ATTN_CHECK(state.num_batches == 0 || state.num_batches == num_batches, ValueError,
-             "train: the checkpoint's epochs have {} batches, the data makes {}", state.num_batches,
-             num_batches);
-  state.num_batches = num_batches;
-  if (comm) optim::broadcast_parameters(*comm, adam.params());
-  state.exp_avg = adam.exp_avg();
-  state.exp_avg_sq = adam.exp_avg_sq();
-
-  TrainResult result;
-  // What the run computed before `state`: whole epochs' losses summed step by
-  // step in the order it took them, and this epoch's partial sums.
-  double loss_sum = 0, tokens = 0;
-  for (std::int64_t s = 0; s < state.step; ++s) {
-    loss_sum += state.step_loss[s];
-    tokens += state.step_tokens[s];
-    result.step_losses.push_back(per_token(state.step_loss[s], state.step_tokens[s]));
-    if ((s + 1) % num_batches == 0) {
-      result.tokens += tokens;
-      result.epoch_losses.push_back(loss_sum / tokens);
-      loss_sum = tokens = 0;
-    }
-  }
-
-  net.train();
-  Progress p;
-  p.num_epochs = o.num_epochs;
-  p.num_batches = num_batches;
-  const double seconds_before = state.seconds;
-  auto start = std::chrono::steady_clock::now();
-  auto elapsed = [&] {
-    return seconds_before +
-           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  auto checkpoint = [&](bool last) {
-    if (!hooks.on_checkpoint) return;
-    state.rng_seed = default_generator().seed();
-    state.rng_offset = default_generator().offset();
-    state.adam_steps = adam.steps();
-    state.seconds = elapsed();
-    hooks.on_checkpoint(state, last);
-  };
-  // A validation at the current step; true when training should stop early.
-  auto validate = [&] {
-    if (!hooks.validate) return false;
-    net.eval();
-    Validation v;
-    {
-      autograd::NoGradGuard no_grad;
-      v = hooks.validate(net);
-    }
-    net.train();
-    v.step = state.step;
-    v.seconds = elapsed();
-    state.validations.push_back(v);
-    const bool best =
-        state.best < 0 || better_validation(v, state.validations[state.best], o.valid_metric);
-    if (best) {
-      state.best = static_cast<std::int64_t>(state.validations.size()) - 1;
-      state.stalls = 0;
-    } else {
-      ++state.stalls;
-    }
-    if (hooks.on_validation) hooks.on_validation(v, best);
-    if (best && hooks.on_best) hooks.on_best(state);
-    return o.early_stopping > 0 && state.stalls >= o.early_stopping;
-  };
-  if (!resume) checkpoint(false);  // so that a run can be resumed from its first moment on
-  const std::int64_t first_step = state.step;
-  bool stop = any_process(hooks.should_stop && hooks.should_stop());
-  // Early stopping or the time limit; a resumed run that had reached either
-  // (killed before it could write its outputs) takes no further step.
-  bool finished = false;
-  if (o.early_stopping > 0 && state.stalls >= o.early_stopping)
-    result.early_stopped = finished = true;
-  if (o.time_limit > 0 && state.seconds >= 60.0 * o.time_limit)
-    result.time_limit_reached = finished = true;
-  // bf16 products (ops/precision.h) for the steps and the validations; in
-  // each step's forward and backward the parameters do not change, so their
-  // bf16 copies are made once a step (frozen until the optimizer's update).
-  const Precision precision = parse_precision(o.precision);
-  PrecisionScope run_precision(precision);
-  const std::vector<Tensor> frozen =
-      precision == Precision::bf16 ? adam.params() : std::vector<Tensor>{};
-  while (!stop && !finished && state.epoch < o.num_epochs) {
-    p.epoch = state.epoch + 1;
-    shuffle.set_offset(state.shuffle_offset);
-    const auto batches = source.epoch(shuffle);
-    for (bool epoch_done = false; !stop && !finished && !epoch_done;) {
-      const data::PairBatch whole = source.batch(batches[static_cast<std::size_t>(state.batch)]);
-      const double step_tokens = sum(whole.tgt_len.to(DType::f64)).item<double>();
-      optim::RowRange rows{0, whole.src.size(0)};
-      std::optional<RowShardScope> shard;
-      if (comm) {
-        rows = optim::shard_rows(whole.src.size(0), comm->rank(), comm->size());
-        if (rows.count > 0)
-          shard.emplace(default_generator(),
-                        Generator::RowShard{static_cast<std::uint64_t>(rows.first),
-                                            static_cast<std::uint64_t>(rows.count),
-                                            static_cast<std::uint64_t>(whole.src.size(0))});
-      }
-      adam.zero_grad();
-      double step_loss = 0;
-      if (rows.count > 0) {
-        PrecisionScope step_precision(precision, frozen);
-        const data::PairBatch b = comm ? rows_of(whole, rows) : whole;
-        Tensor Y_hat = net.forward(b.src, teacher_forcing_input(b.tgt, bos), b.src_len);
-        if (o.loss == "d2l") {
-          Tensor l = sum(masked_ce_loss(Y_hat, b.tgt, b.tgt_len));
-          l.backward();
-          step_loss = l.item<double>();
-        } else {
-          Tensor mask = sequence_mask(b.tgt_len, b.tgt.size(1), Y_hat.dtype());
-          Tensor nll;
-          Tensor l = cross_entropy(Y_hat, b.tgt, mask, Reduction::sum, o.label_smoothing, &nll);
-          if (step_tokens > 0) div(l, step_tokens).backward();
-          step_loss = sum(mul(nll, mask)).item<double>();
-        }
-      }
-      shard.reset();
-      if (comm) {
-        // The sums of the gradients and the losses; the dropout generator's
-        // offset from a process that drew (one with no rows did not).
-        const bool drew = rows.count > 0;
-        std::array<double, 3> extra = {
-            step_loss, drew ? static_cast<double>(default_generator().offset()) : 0.0,
-            drew ? 1.0 : 0.0};
-        const auto t0 = std::chrono::steady_clock::now();
-        optim::allreduce_gradients(*comm, adam.params(), extra, reduce_buffer);
-        result.allreduce_seconds +=
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        step_loss = extra[0];
-        default_generator().set_offset(static_cast<std::uint64_t>(extra[1] / extra[2]));
-      }
-      // Clipping fused into the update: the same bits as clip_grad_norm, then step.
-      const double norm = optim::grad_norm(adam.params());
-      adam.set_lr(optim::scheduled_lr(o.lr, state.step + 1, o.lr_warmup, schedule));
-      adam.step_scaled(norm > o.grad_clip ? o.grad_clip / norm : 1.0);
-      ATTN_CHECK(std::isfinite(step_loss), Error,
-                 "train: the loss became {} in epoch {}, step {}; try a smaller --lr", step_loss,
-                 p.epoch, state.step + 1);
-      loss_sum += step_loss;
-      tokens += step_tokens;
-      state.step_loss.push_back(step_loss);
-      state.step_tokens.push_back(step_tokens);
-      result.step_losses.push_back(per_token(step_loss, step_tokens));
-      ++state.step;
-      ++state.batch;
-      p.batch = state.batch;
-      p.step = state.step;
-      p.epoch_loss = per_token(loss_sum, tokens);
-      p.step_loss = result.step_losses.back();
-      p.lr = adam.lr();
-      p.tokens = result.tokens + tokens;
-      p.seconds = elapsed();
-      if (hooks.on_batch) hooks.on_batch(p);
-      if (state.batch == num_batches) {
-        epoch_done = true;
-        result.tokens += tokens;
-        result.epoch_losses.push_back(loss_sum / tokens);
-        ATTN_CHECK(std::isfinite(result.epoch_losses.back()), Error,
-                   "train: the loss became {} in epoch {}; try a smaller --lr",
-                   result.epoch_losses.back(), p.epoch);
-        loss_sum = tokens = 0;
-        ++state.epoch;
-        state.batch = 0;
-        state.shuffle_offset = shuffle.offset();
-        if (hooks.on_epoch) hooks.on_epoch(p);
-      }
-      const bool last = state.epoch == o.num_epochs;
-      if (o.valid_freq > 0 && state.step % o.valid_freq == 0 && validate()) {
-        result.early_stopped = finished = true;
-      }
-      const bool over_time =
-          o.time_limit > 0 && (!comm || comm->rank() == 0) && elapsed() >= 60.0 * o.time_limit;
-      if (comm) {
-        std::array<double, 2> flags = {over_time ? 1.0 : 0.0,
-                                       hooks.should_stop && hooks.should_stop() ? 1.0 : 0.0};
-        comm->allreduce_sum(flags);
-        if (flags[0] > 0) result.time_limit_reached = finished = true;
-        stop = flags[1] > 0;
-      } else {
-        if (over_time) result.time_limit_reached = finished = true;
-        stop = hooks.should_stop && hooks.should_stop();
-      }
-      if (stop || last || finished)
-        checkpoint(true);  // the loop ends here
-      else if (hooks.checkpoint_every > 0 && state.step % hooks.checkpoint_every == 0)
-        checkpoint(false);
-    }
-  }
-  // A validation at the end, unless the last step had one.
-  if (!stop && o.valid_freq > 0 && hooks.validate &&
-      (state.validations.empty() || state.validations.back().step != state.step)) {
-    if (validate()) result.early_stopped = true;
-    checkpoint(true);
-  }
-  if (stop && !finished && state.epoch < o.num_epochs) {
-    result.stopped = true;
-    if (resume && state.step == first_step) checkpoint(true);  // stopped before any step
-  }
-  result.tokens += tokens;  // of an epoch cut short
-  result.seconds = elapsed();
-  result.steps = state.step;
-  result.epochs = state.epoch;
-  result.final_loss = !result.epoch_losses.empty() ? result.epoch_losses.back()
-                      : tokens > 0                 ? loss_sum / tokens
-                                                   : 0.0;
-  result.tokens_per_s = result.tokens / std::max(result.seconds, 1e-9);
-  result.validations = state.validations;
-  result.best = state.best;
-  net.eval();
-  return result;
+  return Training(net, source, o, hooks, resume).run();
 }
 
 double evaluate_loss(nn::Seq2SeqModel& net, const data::TokenArray& src,
