@@ -239,41 +239,29 @@ void CheckpointWriter::finish() {
   if (pending_.valid()) pending_.get();  // rethrows the background write's error
 }
 
-Checkpoint load_checkpoint(const std::string& path) {
-  io::Metadata meta;
-  io::TensorMap tensors = io::load_safetensors(path, &meta);
-  const std::string& what = path;
-  auto format = meta.find("format");
-  ATTN_CHECK(format != meta.end() && format->second == kFormat, IOError,
-             "'{}': not an attn checkpoint (its metadata lacks \"format\": \"{}\")", what, kFormat);
-  auto text = meta.find("checkpoint");
-  ATTN_CHECK(text != meta.end(), IOError, "'{}': the checkpoint metadata lacks \"checkpoint\"",
-             what);
-  ATTN_CHECK(meta.count(io::kDigestKey), IOError,
-             "'{}': the checkpoint has no sha256 in its metadata (written by an older attn?)",
-             what);
-  const std::string quoted = fmt::format("'{}' (checkpoint metadata)", what);
-  nlohmann::json j = io::parse_json_strict(text->second, quoted);
-  io::JsonObject root(j, quoted);
-  root.integer("format_version", 1, 1);
+namespace {
 
-  Checkpoint c;
-  RunSpec& run = c.run;
+bool starts_with(const std::string& s, const std::string& p) {
+  return s.compare(0, p.size(), p) == 0;
+}
+
+// The run of a checkpoint from its metadata's JSON: the model, the data
+// (with its fingerprint), the training options, the threads, the run's id.
+RunSpec read_run(const nlohmann::json& j, io::JsonObject& root, const std::string& what) {
+  RunSpec run;
   ATTN_CHECK(j.contains("model") && j["model"].is_object(), IOError,
              "'{}': the checkpoint metadata lacks the \"model\" object", what);
   run.model = config_from_json(j["model"].dump(), what);
 
   io::JsonObject d = root.object("data");
   hparams_from_json(d, HGroup::data, run);
-  {
-    std::string fp = d.string("fingerprint");
-    std::uint64_t v = 0;
-    auto [end, ec] = std::from_chars(fp.data(), fp.data() + fp.size(), v, 16);
-    ATTN_CHECK(fp.size() == 16 && ec == std::errc() && end == fp.data() + fp.size(), IOError,
-               "'{}': checkpoint \"data.fingerprint\" must be 16 hex digits, got {}", what,
-               data::printable_excerpt(fp));
-    run.data.fingerprint = v;
-  }
+  std::string fp = d.string("fingerprint");
+  std::uint64_t v = 0;
+  auto [end, ec] = std::from_chars(fp.data(), fp.data() + fp.size(), v, 16);
+  ATTN_CHECK(fp.size() == 16 && ec == std::errc() && end == fp.data() + fp.size(), IOError,
+             "'{}': checkpoint \"data.fingerprint\" must be 16 hex digits, got {}", what,
+             data::printable_excerpt(fp));
+  run.data.fingerprint = v;
 
   hparams_from_json(root.object("train"), HGroup::train, run);
   run.threads = static_cast<int>(root.integer("threads", 0, 1 << 20));
@@ -283,9 +271,11 @@ Checkpoint load_checkpoint(const std::string& path) {
                "'{}': checkpoint \"run_id\" must be 32 lower-case hex digits, got {}", what,
                data::printable_excerpt(run.run_id));
   }
+  return run;
+}
 
-  io::JsonObject s = root.object("state");
-  TrainState& st = c.state;
+// The state's counters ("state" in the metadata), each against the others.
+void read_counters(io::JsonObject& s, const RunSpec& run, TrainState& st, const std::string& what) {
   // Fixed-size batches: their count follows from the pairs; token batches:
   // the count the run recorded (checked against the data on --resume).
   const std::int64_t num_batches =
@@ -311,11 +301,10 @@ Checkpoint load_checkpoint(const std::string& path) {
   st.seconds = s.number("seconds", 0.0, 1e12);
   st.best = s.integer("best", -1, std::int64_t{1} << 40);
   st.stalls = s.integer("stalls", 0, std::int64_t{1} << 40);
+}
 
-  // The parameters: every tensor that is not Adam's or a step record.
-  auto starts_with = [](const std::string& s, const std::string& p) {
-    return s.compare(0, p.size(), p) == 0;
-  };
+// The parameters: every tensor that is not Adam's or a step record.
+void read_parameters(const io::TensorMap& tensors, Checkpoint& c, const std::string& what) {
   for (auto& [name, tensor] : tensors) {
     if (name == kStepLoss || name == kStepTokens || name == kValidations ||
         starts_with(name, kExpAvg) || starts_with(name, kExpAvgSq))
@@ -324,40 +313,44 @@ Checkpoint load_checkpoint(const std::string& path) {
                data::printable_excerpt(name, 80), dtype_name(tensor.dtype()));
     c.parameters.emplace(name, tensor);
   }
-  check_weights(run.model, c.parameters, what);
+  check_weights(c.run.model, c.parameters, what);
+}
 
-  // Adam's moments: a pair for every parameter, of its shape, finite (the
-  // second moment also not negative); or, before Adam's first step, none at
-  // all: then they are zero.
-  std::size_t used = c.parameters.size();
+// Adam's moments: a pair for every parameter, of its shape, finite (the
+// second moment also not negative); or, before Adam's first step, none at
+// all: then they are zero. Returns the tensors used.
+std::size_t read_moments(const io::TensorMap& tensors, Checkpoint& c, const std::string& what) {
+  std::size_t used = 0;
   const bool any_moment = std::any_of(tensors.begin(), tensors.end(), [&](const auto& kv) {
     return starts_with(kv.first, kExpAvg) || starts_with(kv.first, kExpAvgSq);
   });
-  const bool left_out = st.adam_steps == 0 && !any_moment;
-  if (left_out) {
+  if (c.state.adam_steps == 0 && !any_moment) {
     for (const auto& [name, p] : c.parameters)
       for (io::TensorMap* ms : {&c.exp_avg, &c.exp_avg_sq}) ms->emplace(name, zeros(p.shape()));
-  } else {
-    for (const auto& [name, p] : c.parameters) {
-      for (const std::string* prefix : {&kExpAvg, &kExpAvgSq}) {
-        auto it = tensors.find(*prefix + name);
-        ATTN_CHECK(it != tensors.end(), IOError, "'{}': tensor '{}{}' (Adam's state) is missing",
-                   what, *prefix, name);
-        const Tensor& m = it->second;
-        ATTN_CHECK(m.dtype() == DType::f32 && m.shape() == p.shape(), IOError,
-                   "'{}': tensor '{}{}' must be F32 of shape {}, got {} of shape {}", what, *prefix,
-                   name, shape_str(p.shape()), dtype_name(m.dtype()), shape_str(m.shape()));
-        Tensor mc = m.contiguous();
-        std::int64_t bad = first_bad(mc, /*non_negative=*/prefix == &kExpAvgSq);
-        ATTN_CHECK(bad < 0, IOError, "'{}': tensor '{}{}' holds {} at index {}", what, *prefix,
-                   name, mc.data<float>()[bad], bad);
-        (prefix == &kExpAvg ? c.exp_avg : c.exp_avg_sq).emplace(name, m);
-        ++used;
-      }
+    return 0;
+  }
+  for (const auto& [name, p] : c.parameters) {
+    for (const std::string* prefix : {&kExpAvg, &kExpAvgSq}) {
+      auto it = tensors.find(*prefix + name);
+      ATTN_CHECK(it != tensors.end(), IOError, "'{}': tensor '{}{}' (Adam's state) is missing",
+                 what, *prefix, name);
+      const Tensor& m = it->second;
+      ATTN_CHECK(m.dtype() == DType::f32 && m.shape() == p.shape(), IOError,
+                 "'{}': tensor '{}{}' must be F32 of shape {}, got {} of shape {}", what, *prefix,
+                 name, shape_str(p.shape()), dtype_name(m.dtype()), shape_str(m.shape()));
+      Tensor mc = m.contiguous();
+      std::int64_t bad = first_bad(mc, /*non_negative=*/prefix == &kExpAvgSq);
+      ATTN_CHECK(bad < 0, IOError, "'{}': tensor '{}{}' holds {} at index {}", what, *prefix, name,
+                 mc.data<float>()[bad], bad);
+      (prefix == &kExpAvg ? c.exp_avg : c.exp_avg_sq).emplace(name, m);
+      ++used;
     }
   }
+  return used;
+}
 
-  // The step records.
+// The step records: a loss and a token count per step.
+void read_step_records(const io::TensorMap& tensors, TrainState& st, const std::string& what) {
   for (const std::string* name : {&kStepLoss, &kStepTokens}) {
     auto it = tensors.find(*name);
     ATTN_CHECK(it != tensors.end(), IOError, "'{}': tensor '{}' is missing", what, *name);
@@ -372,54 +365,87 @@ Checkpoint load_checkpoint(const std::string& path) {
       ATTN_CHECK(ok, IOError, "'{}': tensor '{}' holds {} at step {}", what, *name, v[i], i + 1);
     }
     (*name == kStepLoss ? st.step_loss : st.step_tokens) = std::move(v);
-    ++used;
   }
-  // The validations: (N, 5) rows of step, loss, perplexity, BLEU and seconds
-  // of training, in order of their steps, none after the state's step; `best`
-  // one of them.
-  {
-    auto it = tensors.find(kValidations);
-    ATTN_CHECK(it != tensors.end(), IOError, "'{}': tensor '{}' is missing", what, kValidations);
-    const Tensor& v = it->second;
-    ATTN_CHECK(v.dtype() == DType::f64 && v.dim() == 2 && v.size(1) == 5, IOError,
-               "'{}': tensor '{}' must be F64 of shape (N, 5), got {} of shape {}", what,
-               kValidations, dtype_name(v.dtype()), shape_str(v.shape()));
-    std::vector<double> x = to_vector<double>(v);
-    std::int64_t last = 0;
-    for (std::int64_t i = 0; i < v.size(0); ++i) {
-      const double* r = x.data() + 5 * i;
-      const bool ok = r[0] == std::floor(r[0]) && r[0] >= last && r[0] <= st.step &&
-                      std::isfinite(r[1]) && r[1] >= 0 && std::isfinite(r[2]) && r[2] >= 1 &&
-                      std::isfinite(r[3]) && r[3] >= 0 && r[3] <= 100 && std::isfinite(r[4]) &&
-                      r[4] >= 0 && r[4] <= st.seconds;
-      ATTN_CHECK(ok, IOError,
-                 "'{}': tensor '{}' row {} is not a validation (step {}, loss {}, "
-                 "perplexity {}, BLEU {}, seconds {})",
-                 what, kValidations, i, r[0], r[1], r[2], r[3], r[4]);
-      last = static_cast<std::int64_t>(r[0]);
-      st.validations.push_back({last, r[1], r[2], r[3], r[4]});
-    }
-    ATTN_CHECK(st.best < static_cast<std::int64_t>(st.validations.size()) &&
-                   (st.best >= 0 || st.validations.empty()),
-               IOError, "'{}': checkpoint \"state.best\" = {} is not one of its {} validations",
-               what, st.best, st.validations.size());
-    ++used;
+}
+
+// The validations: (N, 5) rows of step, loss, perplexity, BLEU and seconds
+// of training, in order of their steps, none after the state's step; `best`
+// one of them.
+void read_validations(const io::TensorMap& tensors, TrainState& st, const std::string& what) {
+  auto it = tensors.find(kValidations);
+  ATTN_CHECK(it != tensors.end(), IOError, "'{}': tensor '{}' is missing", what, kValidations);
+  const Tensor& v = it->second;
+  ATTN_CHECK(v.dtype() == DType::f64 && v.dim() == 2 && v.size(1) == 5, IOError,
+             "'{}': tensor '{}' must be F64 of shape (N, 5), got {} of shape {}", what,
+             kValidations, dtype_name(v.dtype()), shape_str(v.shape()));
+  std::vector<double> x = to_vector<double>(v);
+  std::int64_t last = 0;
+  for (std::int64_t i = 0; i < v.size(0); ++i) {
+    const double* r = x.data() + 5 * i;
+    const bool ok = r[0] == std::floor(r[0]) && r[0] >= last && r[0] <= st.step &&
+                    std::isfinite(r[1]) && r[1] >= 0 && std::isfinite(r[2]) && r[2] >= 1 &&
+                    std::isfinite(r[3]) && r[3] >= 0 && r[3] <= 100 && std::isfinite(r[4]) &&
+                    r[4] >= 0 && r[4] <= st.seconds;
+    ATTN_CHECK(ok, IOError,
+               "'{}': tensor '{}' row {} is not a validation (step {}, loss {}, "
+               "perplexity {}, BLEU {}, seconds {})",
+               what, kValidations, i, r[0], r[1], r[2], r[3], r[4]);
+    last = static_cast<std::int64_t>(r[0]);
+    st.validations.push_back({last, r[1], r[2], r[3], r[4]});
   }
+  ATTN_CHECK(st.best < static_cast<std::int64_t>(st.validations.size()) &&
+                 (st.best >= 0 || st.validations.empty()),
+             IOError, "'{}': checkpoint \"state.best\" = {} is not one of its {} validations", what,
+             st.best, st.validations.size());
+}
+
+// Every tensor is a parameter, one of its moments or a record.
+void check_all_known(const io::TensorMap& tensors, const Checkpoint& c, const std::string& what) {
+  for (const auto& [name, _] : tensors) {
+    bool known = c.parameters.count(name) || name == kStepLoss || name == kStepTokens ||
+                 name == kValidations;
+    for (const std::string* prefix : {&kExpAvg, &kExpAvgSq})
+      known =
+          known || (starts_with(name, *prefix) && c.parameters.count(name.substr(prefix->size())));
+    ATTN_CHECK(known, IOError, "'{}': unexpected tensor '{}'", what,
+               data::printable_excerpt(name, 80));
+  }
+}
+
+}  // namespace
+
+Checkpoint load_checkpoint(const std::string& path) {
+  io::Metadata meta;
+  io::TensorMap tensors = io::load_safetensors(path, &meta);
+  const std::string& what = path;
+  auto format = meta.find("format");
+  ATTN_CHECK(format != meta.end() && format->second == kFormat, IOError,
+             "'{}': not an attn checkpoint (its metadata lacks \"format\": \"{}\")", what, kFormat);
+  auto text = meta.find("checkpoint");
+  ATTN_CHECK(text != meta.end(), IOError, "'{}': the checkpoint metadata lacks \"checkpoint\"",
+             what);
+  ATTN_CHECK(meta.count(io::kDigestKey), IOError,
+             "'{}': the checkpoint has no sha256 in its metadata (written by an older attn?)",
+             what);
+  const std::string quoted = fmt::format("'{}' (checkpoint metadata)", what);
+  nlohmann::json j = io::parse_json_strict(text->second, quoted);
+  io::JsonObject root(j, quoted);
+  root.integer("format_version", 1, 1);
+
+  Checkpoint c;
+  c.run = read_run(j, root, what);
+  io::JsonObject s = root.object("state");
+  read_counters(s, c.run, c.state, what);
+  read_parameters(tensors, c, what);
+  const std::size_t moments = read_moments(tensors, c, what);
+  read_step_records(tensors, c.state, what);
+  read_validations(tensors, c.state, what);
   // A batch whose targets are all <pad> has no tokens, and so no loss.
+  const TrainState& st = c.state;
   for (std::size_t i = 0; i < st.step_tokens.size(); ++i)
     ATTN_CHECK(st.step_tokens[i] > 0 || st.step_loss[i] == 0, IOError,
                "'{}': step {} has loss {} over 0 target tokens", what, i + 1, st.step_loss[i]);
-  if (used != tensors.size()) {
-    for (const auto& [name, _] : tensors) {
-      bool known = c.parameters.count(name) || name == kStepLoss || name == kStepTokens ||
-                   name == kValidations;
-      for (const std::string* prefix : {&kExpAvg, &kExpAvgSq})
-        known = known ||
-                (starts_with(name, *prefix) && c.parameters.count(name.substr(prefix->size())));
-      ATTN_CHECK(known, IOError, "'{}': unexpected tensor '{}'", what,
-                 data::printable_excerpt(name, 80));
-    }
-  }
+  if (c.parameters.size() + moments + 3 != tensors.size()) check_all_known(tensors, c, what);
   return c;
 }
 
