@@ -178,16 +178,15 @@ void print_start(const TrainSetup& s, const RunData& d, const Model& m, TrainLog
                            ckpt, st.step, num_batches * run.train.num_epochs, st.epoch + 1,
                            run.train.num_epochs, st.batch, num_batches));
     if (s.checkpoint->run.threads != run.threads)
-      log.line(fmt::format(
-          "train: note: the checkpoint was written with {}, this run has {}; only the "
-          "same thread count gives losses bit-identical to a run that never stopped",
-          count_of(s.checkpoint->run.threads, "thread"), run.threads));
+      log.line(
+          fmt::format("train: note: the checkpoint was written with {}, this run has {}; only the "
+                      "same thread count gives losses bit-identical to a run that never stopped",
+                      count_of(s.checkpoint->run.threads, "thread"), run.threads));
   }
   const auto& c = run.model.transformer;
-  log.line(
-      fmt::format("train: {} pairs from {} (vocab {} -> {}), {} parameters, {}, seed {}",
-                  run.data.num_pairs, run.data.path, c.src_vocab_size, c.tgt_vocab_size,
-                  m.net->num_parameters(), count_of(run.threads, "thread"), run.train.seed));
+  log.line(fmt::format("train: {} pairs from {} (vocab {} -> {}), {} parameters, {}, seed {}",
+                       run.data.num_pairs, run.data.path, c.src_vocab_size, c.tgt_vocab_size,
+                       m.net->num_parameters(), count_of(run.threads, "thread"), run.train.seed));
   if (d.tr)
     log.line(fmt::format(
         "train: {} tokenizer; {} validation and {} test pairs held out (no source sentence of "
@@ -299,6 +298,48 @@ int report(const TrainArgs& a, const TrainSetup& s, const RunData& d, Model& m,
   return 0;
 }
 
+// A run stopped by a signal: the line that says where and how to resume
+// (process 0), and the exit status 128 + the signal.
+int report_stop(const seq2seq::TrainResult& r, const TrainSetup& s, std::int64_t num_batches,
+                bool writer, const std::string& checkpoint_path) {
+  // With several processes the signal may have reached another one.
+  const int sig = stop_signal();
+  if (!writer) return 128 + (sig != 0 ? sig : SIGTERM);
+  flush_stdout();
+  fmt::print(stderr,
+             "attn: {} after step {} of {}; checkpoint saved in {}; resume with: attn train "
+             "--resume {}\n",
+             sig == SIGINT    ? "interrupted (SIGINT)"
+             : sig == SIGTERM ? "terminated (SIGTERM)"
+                              : "stopped (a signal to another process)",
+             r.steps, num_batches * s.run.train.num_epochs, checkpoint_path, shell_quote(s.out));
+  return 128 + (sig != 0 ? sig : SIGTERM);
+}
+
+// The lines on how training ended: the allreduce's share, early stopping,
+// the time limit.
+void log_ending(const seq2seq::TrainResult& r, const RunSpec& run, bool parallel, TrainLog& log) {
+  if (parallel)
+    log.line(fmt::format(
+        "train: process 0 spent {:.1f} s of {:.1f} s in the gradients' allreduce "
+        "({:.1f}%, waiting for the others included)",
+        r.allreduce_seconds, r.seconds, 100.0 * r.allreduce_seconds / std::max(r.seconds, 1e-9)));
+  if (r.early_stopped)
+    log.line(fmt::format("train: stopped early: {} validations without improvement",
+                         run.train.early_stopping));
+  if (r.time_limit_reached)
+    log.line(fmt::format("train: stopped at the time limit of {} minutes", run.train.time_limit));
+}
+
+// The weights of the model directory (the best validation's) into `m`.
+void load_best(const std::string& out, Model& m) {
+  seq2seq::LoadedModel best = seq2seq::load_model(out);
+  io::TensorMap weights;
+  for (auto& [name, p] : best.net->named_parameters()) weights.emplace(name, p.detach());
+  m.net->load_state_dict(weights);
+  m.net->eval();
+}
+
 int run_train(const TrainArgs& a, const Context& ctx) {
   if (a.dump_config) {
     fmt::print("{}\n", seq2seq::hparams_to_flat_json(resolve(a, ctx)).dump(2));
@@ -385,20 +426,8 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   checkpoints.finish();
   log.end_bar();
   if (r.stopped) {
-    // With several processes the signal may have reached another one.
-    const int sig = stop_signal();
     if (!validating) save();
-    if (!writer) return 128 + (sig != 0 ? sig : SIGTERM);
-    flush_stdout();
-    fmt::print(stderr,
-               "attn: {} after step {} of {}; checkpoint saved in {}; resume with: attn train "
-               "--resume {}\n",
-               sig == SIGINT    ? "interrupted (SIGINT)"
-               : sig == SIGTERM ? "terminated (SIGTERM)"
-                                : "stopped (a signal to another process)",
-               r.steps, d.batches->num_batches() * run.train.num_epochs, checkpoint_path,
-               shell_quote(s.out));
-    return 128 + (sig != 0 ? sig : SIGTERM);
+    return report_stop(r, s, d.batches->num_batches(), writer, checkpoint_path);
   }
   stoppable.reset();
   // A signal after the last step's check (while the last checkpoint was
@@ -406,25 +435,9 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   // ends the process as one during the outputs does, rather than being lost.
   if (const int sig = stop_signal(); sig != 0) end_by_signal(sig);
   if (!writer) return 0;  // the report is process 0's
-  if (comm)
-    log.line(fmt::format(
-        "train: process 0 spent {:.1f} s of {:.1f} s in the gradients' allreduce "
-        "({:.1f}%, waiting for the others included)",
-        r.allreduce_seconds, r.seconds, 100.0 * r.allreduce_seconds / std::max(r.seconds, 1e-9)));
-  if (r.early_stopped)
-    log.line(fmt::format("train: stopped early: {} validations without improvement",
-                         run.train.early_stopping));
-  if (r.time_limit_reached)
-    log.line(fmt::format("train: stopped at the time limit of {} minutes", run.train.time_limit));
+  log_ending(r, run, comm != nullptr, log);
   if (!validating) save();  // else the model directory holds the best model already
-  if (validating) {
-    // The report describes the model the directory holds: the best one.
-    seq2seq::LoadedModel best = seq2seq::load_model(s.out);
-    io::TensorMap weights;
-    for (auto& [name, p] : best.net->named_parameters()) weights.emplace(name, p.detach());
-    m.net->load_state_dict(weights);
-    m.net->eval();
-  }
+  if (validating) load_best(s.out, m);  // the report describes the model the directory holds
   return report(a, s, d, m, r, log);
 }
 
