@@ -383,31 +383,10 @@ class TransformerGraph {
 
 std::string layer_name(const char* what, std::int64_t l) { return fmt::format("{}.{}", what, l); }
 
-void build_model(ModelProto& model, const LoadedModel& m) {
-  const auto* transformer = dynamic_cast<const nn::EncoderDecoder*>(m.net.get());
-  ATTN_CHECK(transformer != nullptr, ValueError,
-             "export --onnx: only Transformer models are exported, this one is {}",
-             m.net->architecture());
-  const nn::EncoderDecoder& net = *transformer;
-  const nn::TransformerConfig& c = m.config.transformer;
-  ATTN_CHECK(c.layer_norm_shape() == Shape{c.num_hiddens}, ValueError,
-             "ONNX export: layer norms over {} are not supported (only over the last dim, {})",
-             shape_str(c.layer_norm_shape()), c.num_hiddens);
+// The graph's inputs (ids, lengths, the caches) and outputs (logits, the
+// caches after the step).
+void declare_io(GraphProto* g, const nn::TransformerConfig& c) {
   const std::int64_t L = c.num_layers, heads = c.num_heads, head_dim = c.num_hiddens / heads;
-
-  model.ir_version = kOnnxIrVersion;
-  model.producer_name = "attn";
-  model.model_version = 1;
-  model.doc_string =
-      "attn's Transformer (d2l 10.7): one decoder step with its KV cache; the encoder runs when "
-      "the cross-attention cache is empty (docs/model-format.md)";
-  model.opset_version = kOnnxOpset;
-  model.metadata_props = {{"attn.config", config_to_json(m.config)},
-                          {"attn.src_vocab", m.src_vocab.to_text()},
-                          {"attn.tgt_vocab", m.tgt_vocab.to_text()}};
-
-  GraphProto* g = &model.graph;
-  g->name = "attn_transformer_step";
   const auto F = DataType::kFloat;
   const auto I64 = DataType::kInt64;
   value_info(g->input, "src_ids", I64, {"batch", "src_len"});
@@ -426,14 +405,16 @@ void build_model(ModelProto& model, const LoadedModel& m) {
     for (const char* kv : {"present_cross_key", "present_cross_value"})
       value_info(g->output, layer_name(kv, l), F, {"batch", heads, "src_len", head_dim});
   }
+}
 
-  Builder b(g);
-  TransformerGraph t(b, c);
-  const Tensor& P = net.encoder->pos_encoding->P;  // (1, max_len, H)
-  const std::string pe = b.weight("pos_encoding.P", P, {P.size(1), P.size(2)});
-
-  // The encoder, when the cross-attention cache is empty: its outputs
-  // projected into every decoder layer's cross-attention keys and values.
+// The encoder, when the cross-attention cache is empty: its outputs
+// projected into every decoder layer's cross-attention keys and values;
+// else the cache as it is. Returns the names of those keys and values.
+std::vector<std::string> build_encoder(Builder& b, TransformerGraph& t,
+                                       const nn::EncoderDecoder& net,
+                                       const nn::TransformerConfig& c, const std::string& pe) {
+  const std::int64_t L = c.num_layers, heads = c.num_heads, head_dim = c.num_hiddens / heads;
+  const auto F = DataType::kFloat;
   std::vector<std::string> cross;
   for (std::int64_t l = 0; l < L; ++l)
     for (const char* kv : {"present_cross_key", "present_cross_value"})
@@ -479,9 +460,15 @@ void build_model(ModelProto& model, const LoadedModel& m) {
     for (const auto& name : cross)
       value_info(reuse->output, "cached_" + name, F, {"batch", heads, "src_len", head_dim});
   }
+  return cross;
+}
 
-  // One decoder step: the new tokens at positions past_len.., attending to
-  // the self-attention cache and themselves (causally) and to the encoder.
+// One decoder step: the new tokens at positions past_len.., attending to
+// the self-attention cache and themselves (causally) and to the encoder.
+void build_decoder_step(Builder& b, TransformerGraph& t, const nn::EncoderDecoder& net,
+                        const nn::TransformerConfig& c, const std::string& pe,
+                        const std::vector<std::string>& cross) {
+  const std::int64_t L = c.num_layers;
   const auto& dec = *net.decoder;
   std::string past =
       b.op("Shape", {"past_self_key.0"}, {{"start", std::int64_t{2}}, {"end", std::int64_t{3}}});
@@ -514,6 +501,39 @@ void build_model(ModelProto& model, const LoadedModel& m) {
     Y = t.add_norm(*blk.addnorm3, n + ".addnorm3", Y2, t.ffn(*blk.ffn, n + ".ffn", Y2));
   }
   b.op("Identity", {t.linear(*dec.dense, "decoder.dense", Y)}, {}, "logits");
+}
+
+void build_model(ModelProto& model, const LoadedModel& m) {
+  const auto* transformer = dynamic_cast<const nn::EncoderDecoder*>(m.net.get());
+  ATTN_CHECK(transformer != nullptr, ValueError,
+             "export --onnx: only Transformer models are exported, this one is {}",
+             m.net->architecture());
+  const nn::EncoderDecoder& net = *transformer;
+  const nn::TransformerConfig& c = m.config.transformer;
+  ATTN_CHECK(c.layer_norm_shape() == Shape{c.num_hiddens}, ValueError,
+             "ONNX export: layer norms over {} are not supported (only over the last dim, {})",
+             shape_str(c.layer_norm_shape()), c.num_hiddens);
+
+  model.ir_version = kOnnxIrVersion;
+  model.producer_name = "attn";
+  model.model_version = 1;
+  model.doc_string =
+      "attn's Transformer (d2l 10.7): one decoder step with its KV cache; the encoder runs when "
+      "the cross-attention cache is empty (docs/model-format.md)";
+  model.opset_version = kOnnxOpset;
+  model.metadata_props = {{"attn.config", config_to_json(m.config)},
+                          {"attn.src_vocab", m.src_vocab.to_text()},
+                          {"attn.tgt_vocab", m.tgt_vocab.to_text()}};
+
+  GraphProto* g = &model.graph;
+  g->name = "attn_transformer_step";
+  declare_io(g, c);
+  Builder b(g);
+  TransformerGraph t(b, c);
+  const Tensor& P = net.encoder->pos_encoding->P;  // (1, max_len, H)
+  const std::string pe = b.weight("pos_encoding.P", P, {P.size(1), P.size(2)});
+  const std::vector<std::string> cross = build_encoder(b, t, net, c, pe);
+  build_decoder_step(b, t, net, c, pe, cross);
 }
 
 }  // namespace
