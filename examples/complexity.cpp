@@ -133,14 +133,13 @@ void plot_fits(viz::LinePlot& plot, const std::map<Layer, Sweep>& sweeps, const 
 
 }  // namespace
 
-int complexity_with_plan(const Options& o, const Plan& plan) {
-  const auto t_start = std::chrono::steady_clock::now();
-  struct ThreadsFor {  // the plan's thread count for the timings, restored after
-    int before = get_num_threads();
-    explicit ThreadsFor(int n) { set_num_threads(n); }
-    ~ThreadsFor() { set_num_threads(before); }
-  };
-  auto threads = std::make_unique<ThreadsFor>(plan.threads);
+namespace {
+
+using Sweeps = std::map<Layer, Sweep>;
+using Counts = std::map<Layer, std::vector<std::int64_t>>;
+
+// What is measured, and how.
+void print_intro(const Plan& plan) {
   fmt::print(
       "One layer of each kind maps n tokens of d dimensions to n tokens (d2l 10.6.2):\n"
       "  CNN: nn::Conv1d(d, d, k={}), padding keeps n       RNN: nn::GRU(d, d), one layer\n"
@@ -152,47 +151,33 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
       "(saved activations, temporaries, gradients).\n\n",
       plan.kernel, plan.batch_for_n, plan.batch_for_d, plan.attention_batch, plan.threads,
       plan.threads == 1 ? "" : "s", plan.repeats);
+}
 
-  // ---- time and memory in n, and in d ----
-  std::map<Layer, Sweep> in_n, in_d;
-  for (Layer layer : kLayers)
-    in_n[layer] = run_sweep(layer, plan.n_values, true, plan.d_for_n, plan);
-  for (Layer layer : kLayers) {
-    const bool attention =
-        layer == Layer::attention_fused || layer == Layer::attention_materialized;
-    in_d[layer] = run_sweep(layer, plan.d_values, false,
-                            attention ? plan.attention_n_for_d : plan.n_for_d, plan);
-  }
-  threads.reset();
-
+// Time in n and in d, and peak memory in n, as tables.
+void print_time_and_memory(const Plan& plan, const Sweeps& in_n, const Sweeps& in_d) {
   fmt::print("Time in n at d = {}:\n", plan.d_for_n);
   print_times("n", plan.n_values, in_n);
   fmt::print("\nTime in d, CNN and RNN at n = {}:\n", plan.n_for_d);
-  print_times("d", plan.d_values, {{Layer::cnn, in_d[Layer::cnn]}, {Layer::rnn, in_d[Layer::rnn]}});
+  print_times("d", plan.d_values,
+              {{Layer::cnn, in_d.at(Layer::cnn)}, {Layer::rnn, in_d.at(Layer::rnn)}});
   fmt::print("\nTime in d, self-attention at n = {}:\n", plan.attention_n_for_d);
   print_times("d", plan.d_values,
-              {{Layer::attention_fused, in_d[Layer::attention_fused]},
-               {Layer::attention_materialized, in_d[Layer::attention_materialized]}});
+              {{Layer::attention_fused, in_d.at(Layer::attention_fused)},
+               {Layer::attention_materialized, in_d.at(Layer::attention_materialized)}});
   fmt::print("\nPeak memory in n (MiB, forward + backward) at d = {}:\n{:>6} ", plan.d_for_n, "n");
   for (Layer layer : kLayers) fmt::print("| {:>28} ", cnn_rnn_attention::layer_name(layer));
   fmt::print("\n");
   for (std::size_t i = 0; i < plan.n_values.size(); ++i) {
     fmt::print("{:>6} ", plan.n_values[i]);
     for (Layer layer : kLayers)
-      fmt::print("| {:>28.3f} ", static_cast<double>(in_n[layer].costs[i].train_bytes) / (1 << 20));
+      fmt::print("| {:>28.3f} ",
+                 static_cast<double>(in_n.at(layer).costs[i].train_bytes) / (1 << 20));
     fmt::print("\n");
   }
+}
 
-  // ---- sequential operations and maximum path length ----
-  std::map<Layer, std::vector<std::int64_t>> seq, path;
-  for (Layer layer : kLayers) {
-    for (std::int64_t n : plan.sequential_n_values)
-      seq[layer].push_back(cnn_rnn_attention::sequential_ops(layer, n, 8, plan.kernel));
-    for (std::int64_t n : plan.path_n_values)
-      path[layer].push_back(cnn_rnn_attention::max_path_length(layer, n, plan.kernel));
-  }
-
-  // ---- the book's table beside the measurements ----
+// The book's table beside the fitted exponents.
+void print_book_table(const Plan& plan, const Sweeps& in_n, const Sweeps& in_d) {
   fmt::print(
       "\nComputational complexity: time ~ c x^p, p fitted by least squares on log-log axes over\n"
       "n = {}..{} at d = {}, and d = {}..{} at n = {} (CNN, RNN) or n = {} (self-attention).\n"
@@ -204,7 +189,7 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
   fmt::print("{:<29} {:<9}| {:>5} {:>7} {:>5}      | {:>5} {:>7} {:>5}      |    n^p\n", "layer",
              "cost", "fwd", "fwd+bwd", "book", "fwd", "fwd+bwd", "book");
   for (Layer layer : kLayers) {
-    const Sweep &sn = in_n[layer], &sd = in_d[layer];
+    const Sweep &sn = in_n.at(layer), &sd = in_d.at(layer);
     const Book& b = book(layer);
     fmt::print(
         "{:<29} {:<9}| {:>5.2f} {:>7.2f} {:>5g} {:<5}| {:>5.2f} {:>7.2f} {:>5g} {:<5}| {:>6.2f}\n",
@@ -212,7 +197,10 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
         mark(sn, b.n_exponent), sd.forward.exponent, sd.train.exponent, b.d_exponent,
         mark(sd, b.d_exponent), sn.memory.exponent);
   }
+}
 
+// Sequential operations and maximum path lengths, counted.
+void print_structure(const Plan& plan, const Counts& seq, const Counts& path) {
   fmt::print(
       "\nSequential operations: the longest chain of dependent ops in the layer's autograd graph\n"
       "(views free). Maximum path length: the fewest edges from an input position to an output\n"
@@ -225,9 +213,9 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
   fmt::print("\n");
   for (Layer layer : kLayers) {
     fmt::print("{:<29} {:<5}", label(layer, plan), book(layer).sequential);
-    for (std::int64_t v : seq[layer]) fmt::print(" {:>6}", v);
+    for (std::int64_t v : seq.at(layer)) fmt::print(" {:>6}", v);
     fmt::print(" | {:<6}   ", book(layer).path);
-    for (std::int64_t v : path[layer]) fmt::print(" {:>4}", v);
+    for (std::int64_t v : path.at(layer)) fmt::print(" {:>4}", v);
     fmt::print("\n");
   }
   const std::int64_t n_path = plan.path_n_values.back();
@@ -241,10 +229,12 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
                cnn_rnn_attention::max_path_length(Layer::cnn, n_path, k),
                static_cast<double>(n_path) / static_cast<double>(k));
   fmt::print("\n");
+}
 
-  // ---- "prohibitively slow for very long sequences" ----
+// "Prohibitively slow for very long sequences": the fits extrapolated.
+void print_long_sequences(const Plan& plan, const Sweeps& in_n) {
   {
-    const Sweep &f = in_n[Layer::attention_fused], &m = in_n[Layer::attention_materialized];
+    const Sweep &f = in_n.at(Layer::attention_fused), &m = in_n.at(Layer::attention_materialized);
     const double n = plan.n_values.back(), n_long = 16 * n;
     const double mib = 1.0 / (1 << 20);  // bytes to MiB (the fits are in MiB already)
     fmt::print(
@@ -259,8 +249,11 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
         m.train(n_long), m.memory(n_long));
   }
   fmt::print("\n");
+}
 
-  // ---- figures ----
+// The figures: time in n and in d, path length, memory.
+void draw_figures(const Options& o, const Plan& plan, const Sweeps& in_n, const Sweeps& in_d,
+                  const Counts& path) {
   // Log-log time against one axis, the measured points with their fitted lines.
   auto time_plot = [&](const std::string& title, const std::string& xlabel, const auto& rows,
                        const char* axis, auto exponent, const char* name) {
@@ -309,8 +302,8 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
     }
     std::vector<double> rnn, sa;
     for (std::size_t i = 0; i < xs.size(); ++i) {
-      rnn.push_back(static_cast<double>(path[Layer::rnn][i]));
-      sa.push_back(static_cast<double>(path[Layer::attention_fused][i]));
+      rnn.push_back(static_cast<double>(path.at(Layer::rnn)[i]));
+      sa.push_back(static_cast<double>(path.at(Layer::attention_fused)[i]));
     }
     plot.plot("RNN (book n)", xs, rnn, "gs-");
     plot.plot("self-attention (book 1)", xs, sa, "r^-");
@@ -329,7 +322,7 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
          .width = 480,
          .height = 320});
     for (Layer layer : kLayers) {
-      const Sweep& s = in_n[layer];
+      const Sweep& s = in_n.at(layer);
       const char* color = kColor[static_cast<int>(layer)];
       std::vector<double> fitted;
       for (double x : s.x) fitted.push_back(s.memory(x));
@@ -341,6 +334,46 @@ int complexity_with_plan(const Options& o, const Plan& plan) {
     plot.save(p);
     fmt::print("memory against n, fused O(n) and materialized O(n^2) attention: {}.png\n", p);
   }
+}
+
+}  // namespace
+
+int complexity_with_plan(const Options& o, const Plan& plan) {
+  const auto t_start = std::chrono::steady_clock::now();
+  struct ThreadsFor {  // the plan's thread count for the timings, restored after
+    int before = get_num_threads();
+    explicit ThreadsFor(int n) { set_num_threads(n); }
+    ~ThreadsFor() { set_num_threads(before); }
+  };
+  auto threads = std::make_unique<ThreadsFor>(plan.threads);
+  print_intro(plan);
+
+  // ---- time and memory in n, and in d ----
+  Sweeps in_n, in_d;
+  for (Layer layer : kLayers)
+    in_n[layer] = run_sweep(layer, plan.n_values, true, plan.d_for_n, plan);
+  for (Layer layer : kLayers) {
+    const bool attention =
+        layer == Layer::attention_fused || layer == Layer::attention_materialized;
+    in_d[layer] = run_sweep(layer, plan.d_values, false,
+                            attention ? plan.attention_n_for_d : plan.n_for_d, plan);
+  }
+  threads.reset();
+  print_time_and_memory(plan, in_n, in_d);
+
+  // ---- sequential operations and maximum path length ----
+  Counts seq, path;
+  for (Layer layer : kLayers) {
+    for (std::int64_t n : plan.sequential_n_values)
+      seq[layer].push_back(cnn_rnn_attention::sequential_ops(layer, n, 8, plan.kernel));
+    for (std::int64_t n : plan.path_n_values)
+      path[layer].push_back(cnn_rnn_attention::max_path_length(layer, n, plan.kernel));
+  }
+
+  print_book_table(plan, in_n, in_d);
+  print_structure(plan, seq, path);
+  print_long_sequences(plan, in_n);
+  draw_figures(o, plan, in_n, in_d, path);
   fmt::print("\nran in {:.1f} s\n",
              std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count());
   return 0;
