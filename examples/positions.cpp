@@ -261,49 +261,41 @@ Alike how_alike(const Tensor& X) {
   return r;
 }
 
-void stacked_layers(const Options& o) {
-  const std::int64_t batch_size = 8, num_steps = 16, num_hiddens = 64, num_heads = 4;
-  const int depth = 24;
-  manual_seed(o.seed + 3);
-  // One stack of randomly initialized layers (PyTorch's default init, as d2l),
-  // wired in four ways below, so that every curve sees the same weights.
-  std::vector<std::shared_ptr<nn::MultiHeadAttention>> layers;
-  std::vector<std::shared_ptr<nn::LayerNorm>> norms;
-  for (int l = 0; l < depth; ++l) {
-    layers.push_back(std::make_shared<nn::MultiHeadAttention>(num_hiddens, num_hiddens, num_hiddens,
-                                                              num_hiddens, num_heads, 0.0));
-    layers.back()->eval();
-    norms.push_back(std::make_shared<nn::LayerNorm>(num_hiddens));
-  }
-  nn::PositionalEncoding pos_encoding(num_hiddens, 0);
-  autograd::NoGradGuard no_grad;
-  Tensor X0 = randn({batch_size, num_steps, num_hiddens});
+// The four ways of wiring a stack of self-attention layers, with and
+// without positions added to the input.
+enum class Wiring { attention, attention_norm, residual, residual_norm };
+struct StackConfig {
+  const char* name;  // column header
+  const char* label;  // legend
+  Wiring wiring;
+  bool positions;
+  const char* fmt;
+};
+const StackConfig kStackConfigs[] = {
+    {"attn", "attn(X)", Wiring::attention, false, "bo-"},
+    {"attn+PE", "attn(X), PE", Wiring::attention, true, "bo--"},
+    {"LN(attn)", "LN(attn(X))", Wiring::attention_norm, false, "m+-"},
+    {"LN(attn)+PE", "LN(attn(X)), PE", Wiring::attention_norm, true, "m+--"},
+    {"res", "X + attn(X)", Wiring::residual, false, "g-"},
+    {"res+PE", "X + attn(X), PE", Wiring::residual, true, "g--"},
+    {"LN(res)", "LN(X + attn(X))", Wiring::residual_norm, false, "r-"},
+    {"LN(res)+PE", "LN(X + attn(X)), PE", Wiring::residual_norm, true, "r--"},
+};
+constexpr int kStackDepth = 24;
+constexpr std::int64_t kStackHiddens = 64, kStackHeads = 4, kStackSteps = 16, kStackBatch = 8;
+using Curves = std::vector<std::vector<Alike>>;
 
-  enum class Wiring { attention, attention_norm, residual, residual_norm };
-  struct Config {
-    const char* name;  // column header
-    const char* label;  // legend
-    Wiring wiring;
-    bool positions;
-    const char* fmt;
-  };
-  const Config configs[] = {
-      {"attn", "attn(X)", Wiring::attention, false, "bo-"},
-      {"attn+PE", "attn(X), PE", Wiring::attention, true, "bo--"},
-      {"LN(attn)", "LN(attn(X))", Wiring::attention_norm, false, "m+-"},
-      {"LN(attn)+PE", "LN(attn(X)), PE", Wiring::attention_norm, true, "m+--"},
-      {"res", "X + attn(X)", Wiring::residual, false, "g-"},
-      {"res+PE", "X + attn(X), PE", Wiring::residual, true, "g--"},
-      {"LN(res)", "LN(X + attn(X))", Wiring::residual_norm, false, "r-"},
-      {"LN(res)+PE", "LN(X + attn(X)), PE", Wiring::residual_norm, true, "r--"},
-  };
-  const std::size_t num_configs = std::size(configs);
+// How alike the tokens are after each layer, for every wiring.
+Curves stack_curves(const std::vector<std::shared_ptr<nn::MultiHeadAttention>>& layers,
+                    const std::vector<std::shared_ptr<nn::LayerNorm>>& norms,
+                    nn::PositionalEncoding& pos_encoding, const Tensor& X0) {
+  const std::size_t num_configs = std::size(kStackConfigs);
   std::vector<std::vector<Alike>> curves(num_configs);
   for (std::size_t c = 0; c < num_configs; ++c) {
-    const Config& cfg = configs[c];
+    const StackConfig& cfg = kStackConfigs[c];
     Tensor X = cfg.positions ? pos_encoding.forward(X0) : X0;
     curves[c].push_back(how_alike(X));
-    for (int l = 0; l < depth; ++l) {
+    for (int l = 0; l < kStackDepth; ++l) {
       Tensor A = layers[static_cast<std::size_t>(l)]->forward(X, X, X);
       const nn::LayerNorm& norm = *norms[static_cast<std::size_t>(l)];
       switch (cfg.wiring) {
@@ -316,6 +308,15 @@ void stacked_layers(const Options& o) {
     }
   }
 
+  return curves;
+}
+
+// The tables of both measures at some depths.
+void print_stack_tables(const Curves& curves) {
+  const std::int64_t batch_size = kStackBatch, num_steps = kStackSteps, num_hiddens = kStackHiddens,
+                     num_heads = kStackHeads;
+  const int depth = kStackDepth;
+  const std::size_t num_configs = std::size(kStackConfigs);
   fmt::print("3. Stacking self-attention layers: how fast the tokens become alike\n\n");
   fmt::print(
       "{} randomly initialized MultiHeadAttention({}, num_heads={}) layers (PyTorch's default\n"
@@ -323,11 +324,11 @@ void stacked_layers(const Options& o) {
       "input once, as the Transformer does; LN: LayerNorm({}) (post-norm, the Transformer's\n"
       "AddNorm when with the residual). Each layer maps X to:\n",
       depth, num_hiddens, num_heads, num_steps, batch_size, num_hiddens);
-  for (const Config& cfg : configs) fmt::print("  {:<12} {}\n", cfg.name, cfg.label);
+  for (const StackConfig& cfg : kStackConfigs) fmt::print("  {:<12} {}\n", cfg.name, cfg.label);
   const int shown[] = {0, 1, 2, 3, 4, 6, 8, 12, 16, 20, 24};
   auto table = [&](const char* title, double Alike::*field, const char* spec) {
     fmt::print("\n{}\n{:>5}", title, "depth");
-    for (const Config& cfg : configs) fmt::print(" {:>11}", cfg.name);
+    for (const StackConfig& cfg : kStackConfigs) fmt::print(" {:>11}", cfg.name);
     fmt::print("\n");
     for (int l : shown) {
       fmt::print("{:>5}", l);
@@ -340,30 +341,13 @@ void stacked_layers(const Options& o) {
   table("mean pairwise cosine similarity of the tokens (1: all alike)", &Alike::cosine, "{:.4f}");
   table("relative distance to the mean token ||X - mean(X)|| / ||X|| (0: rank 1)", &Alike::residual,
         "{:.2e}");
+}
 
-  // Why so fast: at PyTorch's default init the scores q.k / sqrt(d) are small,
-  // the softmax is nearly uniform and each layer nearly averages the tokens.
-  double largest = 0;
-  {
-    nn::KeepAttentionWeights keep;
-    layers[0]->forward(X0, X0, X0);
-    Tensor w = layers[0]->attention_weights();
-    largest = mean(max(w, 2)).item<double>();
-  }
-  fmt::print(
-      "\nWhy pure attention collapses this fast: at this init the first layer's weights are "
-      "nearly\nuniform (largest weight of a row {:.3f} on average; uniform: 1/{} = {:.3f}), so a "
-      "layer\nnearly averages the tokens.\n",
-      largest, num_steps, 1.0 / static_cast<double>(num_steps));
-
-  auto final_of = [&](std::size_t c) { return curves[c].back(); };
-  fmt::print(
-      "\nAt depth {}: pure attention has made the tokens one vector (cosine {:.4f}, distance "
-      "{:.1e};\nwith LayerNorm {:.4f}, {:.1e}); with the residual they stay apart (cosine "
-      "{:.4f}, with LayerNorm {:.4f}).\n",
-      depth, final_of(0).cosine, final_of(0).residual, final_of(2).cosine, final_of(2).residual,
-      final_of(4).cosine, final_of(6).cosine);
-
+// Both measures against depth, one curve per wiring.
+void plot_stacks(const Options& o, const Curves& curves) {
+  const int depth = kStackDepth;
+  const std::size_t num_configs = std::size(kStackConfigs);
+  const auto& configs = kStackConfigs;
   std::vector<double> depths;
   for (int l = 0; l <= depth; ++l) depths.push_back(l);
   auto plot = [&](const std::string& name, const std::string& title, const std::string& ylabel,
@@ -395,6 +379,51 @@ void stacked_layers(const Options& o) {
                               "||X - mean token|| / ||X||", &Alike::residual, true);
   fmt::print("\nplots: {}.png, {}.png (there a distance of 0 is drawn at 1e-9)\n", cos_path,
              res_path);
+}
+
+void stacked_layers(const Options& o) {
+  const std::int64_t num_steps = kStackSteps, num_hiddens = kStackHiddens, num_heads = kStackHeads;
+  const int depth = kStackDepth;
+  manual_seed(o.seed + 3);
+  // One stack of randomly initialized layers (PyTorch's default init, as d2l),
+  // wired in four ways below, so that every curve sees the same weights.
+  std::vector<std::shared_ptr<nn::MultiHeadAttention>> layers;
+  std::vector<std::shared_ptr<nn::LayerNorm>> norms;
+  for (int l = 0; l < depth; ++l) {
+    layers.push_back(std::make_shared<nn::MultiHeadAttention>(num_hiddens, num_hiddens, num_hiddens,
+                                                              num_hiddens, num_heads, 0.0));
+    layers.back()->eval();
+    norms.push_back(std::make_shared<nn::LayerNorm>(num_hiddens));
+  }
+  nn::PositionalEncoding pos_encoding(num_hiddens, 0);
+  autograd::NoGradGuard no_grad;
+  Tensor X0 = randn({kStackBatch, num_steps, num_hiddens});
+  const Curves curves = stack_curves(layers, norms, pos_encoding, X0);
+  print_stack_tables(curves);
+  // Why so fast: at PyTorch's default init the scores q.k / sqrt(d) are small,
+  // the softmax is nearly uniform and each layer nearly averages the tokens.
+  double largest = 0;
+  {
+    nn::KeepAttentionWeights keep;
+    layers[0]->forward(X0, X0, X0);
+    Tensor w = layers[0]->attention_weights();
+    largest = mean(max(w, 2)).item<double>();
+  }
+  fmt::print(
+      "\nWhy pure attention collapses this fast: at this init the first layer's weights are "
+      "nearly\nuniform (largest weight of a row {:.3f} on average; uniform: 1/{} = {:.3f}), so a "
+      "layer\nnearly averages the tokens.\n",
+      largest, num_steps, 1.0 / static_cast<double>(num_steps));
+
+  auto final_of = [&](std::size_t c) { return curves[c].back(); };
+  fmt::print(
+      "\nAt depth {}: pure attention has made the tokens one vector (cosine {:.4f}, distance "
+      "{:.1e};\nwith LayerNorm {:.4f}, {:.1e}); with the residual they stay apart (cosine "
+      "{:.4f}, with LayerNorm {:.4f}).\n",
+      depth, final_of(0).cosine, final_of(0).residual, final_of(2).cosine, final_of(2).residual,
+      final_of(4).cosine, final_of(6).cosine);
+
+  plot_stacks(o, curves);
 }
 
 }  // namespace
