@@ -99,18 +99,9 @@ RunData load_data(RunSpec& run, const TrainSetup& s, optim::Communicator* comm) 
     }
     fingerprint = seq2seq::translation_fingerprint(*d.tr);
     if (fresh) seq2seq::describe_translation_data(*d.tr, run);
-    const data::Vocab& tv = d.tr->tokenizer->vocab(data::Side::target);
-    d.batches = std::make_unique<seq2seq::TokenBatches>(
-        d.tr->train, run.data.batch_tokens > 0 ? run.data.batch_tokens : 4096, run.train.seed,
-        tv["<pad>"], tv["<bos>"], tv["<eos>"]);
+    d.batches = seq2seq::translation_batches(*d.tr, run);
   } else {
-    data::NmtOptions o;
-    o.num_steps = run.model.num_steps;
-    o.num_examples = run.data.num_examples;
-    o.min_freq = run.data.min_freq;
-    o.valid_fraction = run.data.valid_fraction;
-    o.reverse = run.data.reverse;
-    d.nmt = data::load_data_nmt(run.data.path, o);
+    d.nmt = data::load_data_nmt(run.data.path, seq2seq::nmt_options(run));
     seq2seq::check_training_data(d.nmt);
     fingerprint = seq2seq::data_fingerprint(d.nmt);
     if (fresh) {

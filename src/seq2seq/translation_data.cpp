@@ -111,4 +111,21 @@ std::uint64_t translation_fingerprint(const TranslationData& data) {
   return h.h;
 }
 
+std::unique_ptr<TokenBatches> translation_batches(const TranslationData& data, const RunSpec& run) {
+  const data::Vocab& tv = data.tokenizer->vocab(data::Side::target);
+  return std::make_unique<TokenBatches>(data.train,
+                                        run.data.batch_tokens > 0 ? run.data.batch_tokens : 4096,
+                                        run.train.seed, tv["<pad>"], tv["<bos>"], tv["<eos>"]);
+}
+
+data::NmtOptions nmt_options(const RunSpec& run) {
+  data::NmtOptions o;
+  o.num_steps = run.model.num_steps;
+  o.num_examples = run.data.num_examples;
+  o.min_freq = run.data.min_freq;
+  o.valid_fraction = run.data.valid_fraction;
+  o.reverse = run.data.reverse;
+  return o;
+}
+
 }  // namespace attn::seq2seq

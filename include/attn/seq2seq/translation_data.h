@@ -45,4 +45,12 @@ void describe_translation_data(const TranslationData& data, RunSpec& run);
 // A 64-bit FNV-1a hash of the tokenized training and validation pairs.
 std::uint64_t translation_fingerprint(const TranslationData& data);
 
+// The batches a translator run trains on: its training pairs in batches of
+// run.data.batch_tokens tokens (4,096 when 0), shuffled by run.train.seed.
+std::unique_ptr<TokenBatches> translation_batches(const TranslationData& data, const RunSpec& run);
+
+// d2l's pipeline's options for a run of word vocabularies (data/nmt.h): the
+// one place where a run's data rows become load_data_nmt's options.
+data::NmtOptions nmt_options(const RunSpec& run);
+
 }  // namespace attn::seq2seq
