@@ -3,7 +3,7 @@
 throughput and p50/p99 latency at 1, 8 and 64 concurrent clients, and a soak
 mode that watches the server's memory.
 
-    python3 bench/serve_load.py --attn build/release/attn --model models/en-fr \\
+    python3 bench/serve_load.py --attn build/release/attn --model out/tatoeba \\
         [--sentences 2000] [--clients 1,8,64] [--rounds 3] [--threads 2] \\
         [--json out/serve_load.json]
     python3 bench/serve_load.py --attn ... --model ... --soak 600 [--soak-clients 8]

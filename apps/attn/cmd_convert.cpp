@@ -5,7 +5,9 @@
 #include <memory>
 #include <string>
 
+#include "attn/io/atomic_file.h"
 #include "attn/io/file_set.h"
+#include "attn/io/read_file.h"
 #include "attn/seq2seq/hparams.h"
 #include "attn/seq2seq/model_dir.h"
 #include "commands.h"
@@ -21,7 +23,8 @@ constexpr const char* kConvertFooter =
     "int8 every matrix in int8 with one f32 scale per row (a quarter), quantized\n"
     "as --quantize int8 quantizes weights; biases and layer norms stay f32. The\n"
     "weights are f32 again when read: translate, evaluate, attention, serve and\n"
-    "export read OUT as any model. OUT gets the model's files and a new manifest;\n"
+    "export read OUT as any model. OUT gets the model's files, a new manifest and\n"
+    "the held-out split (data/valid.tsv, data/test.tsv) where IN has one;\n"
     "an existing OUT is replaced only with --overwrite, and only when it holds a\n"
     "model. --source-lang and --target-lang record (or correct) the languages.";
 
@@ -55,6 +58,20 @@ void check_convert_output(const ConvertArgs& a) {
                   a.out));
 }
 
+// The held-out split a translator was scored on (IN/data/valid.tsv and
+// test.tsv, as attn train writes them) goes with it, so that OUT can be
+// scored the same way (attn evaluate --split test). The training pairs stay.
+void copy_held_out_split(const std::string& in, const std::string& out) {
+  for (const char* name : {"valid.tsv", "test.tsv"}) {
+    const fs::path from = fs::path(in) / "data" / name;
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::symlink_status(from, ec))) continue;
+    const io::InputFile f(from.string());
+    io::ensure_directory(fs::path(out) / "data");
+    io::write_file_atomic(fs::path(out) / "data" / name, f.read_all(std::uint64_t{1} << 32));
+  }
+}
+
 int run_convert(const ConvertArgs& a) {
   const seq2seq::WeightsDType dtype = seq2seq::parse_weights_dtype(a.dtype);
   check_convert_output(a);
@@ -64,6 +81,7 @@ int run_convert(const ConvertArgs& a) {
   seq2seq::validate_model(m.config);
   seq2seq::ModelExtras extras{m.spm_model, m.training_json, m.run_id, dtype};
   seq2seq::save_model(a.out, *m.net, m.config, m.src_vocab, m.tgt_vocab, extras);
+  copy_held_out_split(a.in, a.out);
   std::error_code ec;
   const auto in_bytes = fs::file_size(fs::path(a.in) / seq2seq::kWeightsFile, ec);
   const auto out_bytes = fs::file_size(fs::path(a.out) / seq2seq::kWeightsFile, ec);

@@ -17,6 +17,7 @@
 #include "attn/data/nmt.h"
 #include "attn/io/read_file.h"
 #include "attn/seq2seq/bleu.h"
+#include "attn/seq2seq/hparams.h"
 #include "attn/seq2seq/trainer.h"
 #include "attn/seq2seq/translate.h"
 #include "attn/seq2seq/translator.h"
@@ -32,6 +33,7 @@ struct EvaluateArgs {
   std::string model, data, split, pairs;  // pairs: "A-B", 1-based, inclusive
   long num_examples = 0;
   bool json = false;
+  bool reverse = false;  // --data's second column is the source
   DecodeFlags decoding;
 };
 
@@ -92,6 +94,8 @@ int evaluate_subwords(const EvaluateArgs& a, seq2seq::LoadedModel& m, const std:
                       const seq2seq::BatchOptions& batching) {
   std::vector<data::SentencePair> pairs =
       data::read_pairs(path, static_cast<std::size_t>(a.num_examples));
+  if (a.reverse)
+    for (data::SentencePair& p : pairs) std::swap(p.source, p.target);
   keep_range(pairs, pair_range(a.pairs, pairs.size()));
   const data::Tokenizer& tok = *m.tokenizer;
   const data::Vocab& tv = tok.vocab(data::Side::target);
@@ -139,6 +143,26 @@ int evaluate_subwords(const EvaluateArgs& a, seq2seq::LoadedModel& m, const std:
   return 0;
 }
 
+// The bundled corpus is English<TAB>French: a model that records the other
+// direction needs --reverse to read it, and one of this direction must not
+// have it (scored the wrong way round, BLEU would be near 0 and mean
+// nothing).
+void check_direction(const EvaluateArgs& a, const seq2seq::ModelConfig& c) {
+  if (a.data.empty() || !seq2seq::is_bundled_corpus(a.data) || c.source_lang.empty()) return;
+  const bool fr_en = c.source_lang == "fr" && c.target_lang == "en";
+  const bool en_fr = c.source_lang == "en" && c.target_lang == "fr";
+  if (fr_en && !a.reverse)
+    throw ErrorWithHint(
+        fmt::format("model '{}' translates fr to en, and '{}' is English<TAB>French", a.model,
+                    a.data),
+        "--reverse reads its second column as the source");
+  if (en_fr && a.reverse)
+    throw ErrorWithHint(fmt::format("model '{}' translates en to fr, and --reverse reads '{}' "
+                                    "as French<TAB>English",
+                                    a.model, a.data),
+                        "leave out --reverse");
+}
+
 int run_evaluate(const EvaluateArgs& a) {
   a.decoding.check();
   if (a.data.empty() == a.split.empty())
@@ -163,9 +187,11 @@ int run_evaluate(const EvaluateArgs& a) {
                "evaluate: '{}' is {}, not the regular file 'attn train' writes there", path,
                io::file_kind(st.st_mode));
   }
+  check_direction(a, m.config);
   if (m.config.tokenizer != "word")
     return evaluate_subwords(a, m, path, options, a.decoding.batching());
   data::ParallelCorpus corpus = data::read_parallel_corpus(path, a.num_examples);
+  if (a.reverse) std::swap(corpus.source, corpus.target);
   const auto range = pair_range(a.pairs, corpus.source.size());
   keep_range(corpus.source, range);
   keep_range(corpus.target, range);
@@ -226,7 +252,10 @@ void setup_evaluate(CLI::App& parent, Context& ctx) {
       "evaluate", "Loss, perplexity and corpus BLEU of a model on a parallel corpus");
   sub->add_option("--model", a->model, "Model directory written by 'attn train'")->required();
   sub->add_option("--data", a->data,
-                  "Parallel corpus, 'english<TAB>french' per line, plain or gzip");
+                  "Parallel corpus, 'source<TAB>target' per line, plain or gzip");
+  sub->add_flag("--reverse", a->reverse,
+                "Read --data's second column as the source (a model trained with train "
+                "--reverse)");
   sub->add_option("--split", a->split,
                   "Score the model's own held-out split, MODEL/data/SPLIT.tsv (written by 'attn "
                   "train' with validation)")

@@ -20,12 +20,6 @@ fs::path program_dir() {
   return exe.parent_path();
 }
 
-bool is_bundled_corpus(const std::string& path) {
-  const fs::path p(path);
-  return p.parent_path().filename() == "fra-eng" &&
-         (p.filename() == "fra.txt.gz" || p.filename() == "fra.txt");
-}
-
 std::string default_corpus() {
   const fs::path corpus = fs::path("datasets") / "fra-eng" / "fra.txt.gz";
   const fs::path dir = program_dir();

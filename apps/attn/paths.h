@@ -21,8 +21,5 @@ std::filesystem::path program_dir();
 // of the installed and the build-tree location that exists; when neither
 // does, the installed location, so that the error names the missing file.
 std::string default_corpus();
-// Whether `path` names the bundled corpus (datasets/fra-eng/fra.txt[.gz],
-// English<TAB>French), wherever it lies.
-bool is_bundled_corpus(const std::string& path);
 
 }  // namespace attn::cli

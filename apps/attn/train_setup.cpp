@@ -83,13 +83,7 @@ RunSpec resolve(const TrainArgs& a, const Context& ctx) {
   }
   a.hp.apply(run);
   if (a.hp.given("seed") || !config_seed) run.train.seed = ctx.global.seed;
-  // The bundled corpus (d2l's fra-eng) is English to French, or French to
-  // English with --reverse; another corpus records the languages given.
-  if (run.model.source_lang.empty() && run.model.target_lang.empty() &&
-      is_bundled_corpus(run.data.path)) {
-    run.model.source_lang = run.data.reverse ? "fr" : "en";
-    run.model.target_lang = run.data.reverse ? "en" : "fr";
-  }
+  seq2seq::default_languages(run);  // en-fr for the bundled corpus (fr-en with --reverse)
   auto& t = run.model.transformer;
   t.max_len = std::max<std::int64_t>(
       {1000, run.model.num_steps, seq2seq::uses_translation_data(run) ? run.data.max_length : 0});

@@ -59,12 +59,14 @@ py::dict bleu_dict(const seq2seq::BleuScore& b) {
   return d;
 }
 
-py::dict decoding_dict(const seq2seq::DecodeOptions& o) {
+// As `attn evaluate --json`'s "decoding", with the quantization in force.
+py::dict decoding_dict(const seq2seq::DecodeOptions& o, bool int8) {
   py::dict d;
   d["beam_size"] = o.beam_size;
   d["length_penalty"] = o.length_penalty;
   d["max_length"] = o.max_length;
   d["max_length_factor"] = o.max_length_factor;
+  d["quantize"] = int8 ? "int8" : "none";
   return d;
 }
 
@@ -172,7 +174,7 @@ py::dict Translator::evaluate(const std::string& data, const std::string& split,
   if (word) d["corpus_bleu_tokens"] = e.tokenized_bleu;
   d["exact"] = e.exact;
   if (word) d["sources_cut"] = e.cut;
-  d["decoding"] = decoding_dict(opts);
+  d["decoding"] = decoding_dict(opts, int8_);
   return d;
 }
 

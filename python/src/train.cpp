@@ -153,6 +153,7 @@ struct Outcome {
 Outcome run_training(RunSpec& run, const std::string& out, std::int64_t checkpoint_every,
                      Callback& callback, InterruptWatch& watch) {
   RunData d = load_data(run);
+  run.run_id = seq2seq::run_id_of(run);  // the spec, data included (as attn train)
   std::shared_ptr<nn::Seq2SeqModel> net = seq2seq::make_model(run.model);
   nn::xavier_init(*net, default_generator());
   if (run.train.embedding_init == "scaled")
@@ -165,6 +166,7 @@ Outcome run_training(RunSpec& run, const std::string& out, std::int64_t checkpoi
   seq2seq::ModelExtras extras;
   if (d.tr) extras.spm_model = d.tr->spm_model;
   extras.training_json = seq2seq::hparams_to_flat_json(run).dump(2) + "\n";
+  extras.run_id = run.run_id;
   auto save = [&] { seq2seq::save_model(out, *net, run.model, sv, tv, extras); };
   if (d.tr) {  // the split, so that anyone can re-score (as `attn train` writes it)
     io::ensure_directory(fs::path(out) / "data");
@@ -285,6 +287,7 @@ py::dict train(const std::string& preset, const std::string& out, const py::obje
   ATTN_CHECK(threads >= 0 && threads <= 1024, ValueError,
              "train: threads must be 0 (attn.get_num_threads()) to 1024, got {}", threads);
   run.train.seed = seed;
+  seq2seq::default_languages(run);  // as attn train: en-fr for the bundled corpus
   // The positions the model gets (as `attn train` resolves them).
   run.model.transformer.max_len = std::max<std::int64_t>(
       {1000, run.model.num_steps, seq2seq::uses_translation_data(run) ? run.data.max_length : 0});

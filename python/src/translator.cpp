@@ -79,19 +79,25 @@ Translator::Translator(const std::string& model_dir, const std::string& precisio
   ATTN_CHECK(threads >= 0 && threads <= 1024, ValueError,
              "Translator: threads must be 0 (attn.get_num_threads()) to 1024, got {}", threads);
   precision_ = parse_precision(precision);
+  // quantize: "auto" (attn translate's default: int8 for a subword model
+  // where the CPU runs it, seq2seq::default_quantization), "int8", or "none"
+  // (None) for f32.
   const std::string q = quantize.is_none() ? "none" : py::str(quantize).cast<std::string>();
-  int8_ = parse_quantization(q) == Quantization::int8;
+  ATTN_CHECK(q == "auto" || q == "none" || q == "int8", ValueError,
+             "Translator: quantize must be \"auto\", \"int8\", \"none\" or None, got '{}'", q);
   // What `attn translate --precision bf16 --quantize int8` says and does on
   // a CPU without the instructions: f32, with a warning.
   if (precision_ == Precision::bf16 && !bf16_supported()) {
     warn("attn: precision bf16: this CPU has no AVX-512 BF16; decoding in f32");
     precision_ = Precision::f32;
   }
+  m_ = compute([&] { return seq2seq::load_model(model_dir); });
+  int8_ =
+      q == "auto" ? seq2seq::default_quantization(m_.config) == Quantization::int8 : q == "int8";
   if (int8_ && !int8_supported()) {
-    warn("attn: quantize int8: this CPU has no AVX-512 VNNI; decoding in f32");
+    warn("attn: quantize int8: int8 products: " + int8_description() + "; decoding in f32");
     int8_ = false;
   }
-  m_ = compute([&] { return seq2seq::load_model(model_dir); });
 }
 
 void Translator::run(const std::function<void()>& fn) {

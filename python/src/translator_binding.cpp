@@ -16,12 +16,14 @@ constexpr const char* kTranslatorDoc = R"doc(
 A model directory written by `attn train` (or imported from d2l's PyTorch
 code), loaded once: text in, text out, as `attn translate` does it.
 
-Translator(model_dir, precision="f32", quantize=None, threads=0)
+Translator(model_dir, precision="f32", quantize="auto", threads=0)
   precision  "f32", or "bf16": the matrix products on bf16 operands with f32
              accumulation (AVX-512 BF16; elsewhere f32, with a warning);
-  quantize   None, or "int8": the Linear layers' weights in int8 per output
-             row, the activations per row at each product (AVX-512 VNNI;
-             elsewhere f32, with a warning);
+  quantize   "auto" (attn translate's default: int8 for a subword model
+             where the CPU runs it, else f32), "int8": the Linear layers'
+             weights in int8 per output row, the activations per row at
+             each product (AVX-512 VNNI or AVX2; elsewhere f32, with a
+             warning), or "none" / None: f32;
   threads    threads of each call (`attn --threads N`); 0: attn.get_num_threads().
 The model directory is checked as `attn translate` checks it (every file
 against its manifest); errors are RuntimeError with the library's message.
@@ -92,7 +94,7 @@ void bind_translator(py::module_& m) {
   bind_hypothesis(m);
   py::class_<Translator>(m, "Translator", kTranslatorDoc)
       .def(py::init<const std::string&, const std::string&, const py::object&, int>(),
-           py::arg("model_dir"), py::arg("precision") = "f32", py::arg("quantize") = py::none(),
+           py::arg("model_dir"), py::arg("precision") = "f32", py::arg("quantize") = "auto",
            py::arg("threads") = 0)
       .def(
           "translate",
@@ -170,7 +172,7 @@ void bind_translator(py::module_& m) {
       py::arg("num_examples") = 0, py::arg("pairs") = "", py::arg("beam_size") = py::none(),
       py::arg("length_penalty") = py::none(), py::arg("max_length") = py::none(),
       py::arg("max_length_factor") = 0.0, py::arg("precision") = "f32",
-      py::arg("quantize") = py::none(), py::arg("threads") = 0, py::arg("max_batch_size") = 0,
+      py::arg("quantize") = "auto", py::arg("threads") = 0, py::arg("max_batch_size") = 0,
       py::arg("inter_threads") = 0,
       "`attn evaluate --model MODEL_DIR ... --json` as a dict (Translator.evaluate).");
 }

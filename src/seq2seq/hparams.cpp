@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <type_traits>
 
@@ -124,7 +125,8 @@ constexpr HParam kRows[] = {
      "--reverse; \"\": not recorded)", {}, "*", ATTN_MEMBER(&R::model, &M::target_lang)},
     // ---- the data: the checkpoint ----
     {"path", HGroup::data, HType::text, 0, 0, OnResume::may_change, HFlag::command,
-     "Parallel corpus, 'english<TAB>french' per line, plain or gzip", "--data", {},
+     "Parallel corpus, 'source<TAB>target' per line (English<TAB>French in the bundled one), "
+     "plain or gzip", "--data", {},
      ATTN_MEMBER(&R::data, &D::path)},
     {"num_examples", HGroup::data, HType::integer, 0, 1e8, OnResume::fixed, HFlag::command,
      "Lines of the corpus to use (d2l reads this + 1); 0: all", {}, {},
@@ -400,6 +402,20 @@ void validate_model(const ModelConfig& m) {
              "max_len x num_hiddens = {} x {} positional-encoding entries, more than the limit of "
              "{}",
              t.max_len, t.num_hiddens, kMaxPositionalEntries);
+}
+
+bool is_bundled_corpus(const std::string& path) {
+  const std::filesystem::path p(path);
+  return p.parent_path().filename() == "fra-eng" &&
+         (p.filename() == "fra.txt.gz" || p.filename() == "fra.txt");
+}
+
+void default_languages(RunSpec& run) {
+  if (!run.model.source_lang.empty() || !run.model.target_lang.empty() ||
+      !is_bundled_corpus(run.data.path))
+    return;
+  run.model.source_lang = run.data.reverse ? "fr" : "en";
+  run.model.target_lang = run.data.reverse ? "en" : "fr";
 }
 
 bool is_language_code(std::string_view code) {

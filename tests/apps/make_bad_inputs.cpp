@@ -265,6 +265,11 @@ void make_models() {
     x.header["decoder.dense.bias"]["dtype"] = "BF16";
     write(m / w, weights_bytes(x.header.dump(), x.data));
   });
+  bad_model("weights_f16", [&](const fs::path& m) {
+    Weights x = read_weights(m / w);
+    x.header["decoder.dense.bias"]["dtype"] = "F16";
+    write(m / w, weights_bytes(x.header.dump(), x.data));
+  });
   bad_model("weights_nan", [&](const fs::path& m) {
     Weights x = read_weights(m / w);
     std::uint64_t at = x.header["decoder.dense.bias"]["data_offsets"][0].get<std::uint64_t>();

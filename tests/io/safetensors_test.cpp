@@ -64,7 +64,7 @@ TEST(Safetensors, RejectsEveryLie) {
             std::string::npos);
   EXPECT_NE(error_of(bytes_with_header("{not json", "")).find("not valid JSON"), std::string::npos);
   EXPECT_NE(error_of(bytes_with_header("[1,2]", "")).find("not a JSON object"), std::string::npos);
-  EXPECT_NE(error_of(bytes_with_header(R"({"x":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}})",
+  EXPECT_NE(error_of(bytes_with_header(R"({"x":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})",
                                        std::string(4, '\0')))
                 .find("unsupported dtype"),
             std::string::npos);
@@ -118,7 +118,7 @@ TEST(Safetensors, HostileHeadersGiveShortOneLineErrors) {
                 R"({"x":{"dtype":)" + deep + R"(,"shape":[1],"data_offsets":[0,4]}})",
                 std::string(4, '\0'))),
             "'m.safetensors': tensor 'x' has unsupported dtype a list of 1 items (attn reads F32, "
-            "F64, I32, I64)");
+            "F64, I32, I64, BF16, I8)");
   // A name with a newline and 200 bytes: cut, and the newline shown as '?'.
   std::string name = "a\\n" + std::string(200, 'b');
   std::string err = error_of(
@@ -247,7 +247,7 @@ TEST(Safetensors, Bf16AndI8StorageRoundTrip) {
     parse_safetensors(bytes, "n.safetensors");
     ADD_FAILURE() << "a changed I8 value was read";
   } catch (const IOError& e) {
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("does not match the sha256"));
+    EXPECT_NE(std::string(e.what()).find("does not match the sha256"), std::string::npos);
   }
 }
 
@@ -264,15 +264,19 @@ TEST(Safetensors, NarrowStorageRefusesWhatItCannotHold) {
     }
     return "no error";
   };
-  EXPECT_THAT(error({{"f", StoredAs::i8}}),
-              ::testing::HasSubstr("tensor 'f' holds 1.5 at 0, not a whole number in [-128, 127]"));
-  EXPECT_THAT(error({{"big", StoredAs::i8}}), ::testing::HasSubstr("holds 128 at 0"));
-  EXPECT_THAT(error({{"d", StoredAs::bf16}}),
-              ::testing::HasSubstr("tensor 'd' is f64, and only f32 tensors are stored as BF16"));
-  EXPECT_THAT(error({{"none", StoredAs::bf16}}),
-              ::testing::HasSubstr("tensor 'none' to store as BF16 is not among the tensors"));
+  EXPECT_NE(std::string(error({{"f", StoredAs::i8}}))
+                .find("tensor 'f' holds 1.5 at 0, not a whole number in [-128, 127]"),
+            std::string::npos);
+  EXPECT_NE(std::string(error({{"big", StoredAs::i8}})).find("holds 128 at 0"), std::string::npos);
+  EXPECT_NE(std::string(error({{"d", StoredAs::bf16}}))
+                .find("tensor 'd' is f64, and only f32 tensors are stored as BF16"),
+            std::string::npos);
+  EXPECT_NE(std::string(error({{"none", StoredAs::bf16}}))
+                .find("tensor 'none' to store as BF16 is not among the tensors"),
+            std::string::npos);
   // A file whose BF16 tensor has the bytes of an F32 one is a lie, named.
   const std::string json = R"({"x":{"dtype":"BF16","shape":[2],"data_offsets":[0,8]}})";
-  EXPECT_THAT(error_of(bytes_with_header(json, std::string(8, '\0'))),
-              ::testing::HasSubstr("dtype BF16 needs 4 bytes but data_offsets give 8"));
+  EXPECT_NE(std::string(error_of(bytes_with_header(json, std::string(8, '\0'))))
+                .find("dtype BF16 needs 4 bytes but data_offsets give 8"),
+            std::string::npos);
 }

@@ -163,6 +163,12 @@ void validate(const RunSpec& run);
 void validate_model(const ModelConfig& model);
 // An ISO 639-1 code as a model records its languages: two lowercase letters.
 bool is_language_code(std::string_view code);
+// Whether `path` names the bundled corpus (datasets/fra-eng/fra.txt[.gz],
+// English<TAB>French), wherever it lies.
+bool is_bundled_corpus(const std::string& path);
+// The languages a run records where none were given: en and fr for the
+// bundled corpus, fr and en with data.reverse; none for another corpus.
+void default_languages(RunSpec& run);
 
 // One group as a JSON object (in table order), and back: every row of the
 // group read from `object` (typed, range-checked, errors naming the key as
