@@ -79,13 +79,13 @@ test-subproject: deps
 # A binary for any x86-64: the attention kernels still choose AVX-512 or AVX2
 # at run time. Its tests run three times: with the kernels this CPU picks,
 # then forced to AVX2 and to portable vectors (ATTN_ISA; oneDNN capped alike
-# with DNNL_MAX_CPU_ISA), as on CPUs that have no more. The forced runs leave
+# with DNNL_MAX_CPU_ISA), as on CPUs that have no more. Every run leaves
 # out the long tests whose subject is not the instruction set (signals and
 # crashes, MPI, installing, subprojects, the PyTorch import, the viewer,
 # model directories, output paths, a full disk, a swapped manifest, the
 # server's HTTP behaviour and its page, the Python module's GIL, memory and
-# Ctrl-C): they ran in the first pass, and every kernel is checked against
-# its reference by the unit tests in each pass. (serve_same_as_cli stays: a
+# Ctrl-C): `make test` runs them, and every kernel is checked against its
+# reference by the unit tests in each run. (serve_same_as_cli stays: a
 # server's answer equal to the CLI's is a matter of the kernels.)
 portable: deps $(PORTABLE_DIR)/build.ninja
 	cmake --build --preset portable --parallel $(JOBS)
@@ -95,7 +95,7 @@ NOT_ISA_TESTS := ^(apps_interrupt|apps_resume_kill|apps_mpi_train|apps_model_dir
 # On a CPU without AVX-512 the first pass already ran the AVX2 kernels, and
 # forcing AVX2 would repeat it as it was.
 test-portable: portable
-	ctest --preset portable
+	ctest --preset portable -E '$(NOT_ISA_TESTS)'
 	if grep -qw avx512f /proc/cpuinfo; then \
 	  ATTN_ISA=avx2 DNNL_MAX_CPU_ISA=AVX2 ctest --preset portable -E '$(NOT_ISA_TESTS)'; \
 	else \
