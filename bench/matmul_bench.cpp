@@ -39,9 +39,9 @@
 #include "attn/ops/matmul.h"
 #include "attn/ops/precision.h"
 #include "attn/ops/quantize.h"
+#include "kernels/quantize/quantize_rows.h"
 #include "ops/matmul_primitive.h"
 #include "ops/quantize_internal.h"
-#include "ops/quantize_rows.h"
 
 using namespace attn;
 

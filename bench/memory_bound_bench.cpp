@@ -16,8 +16,8 @@
 #include "attn/ops/dropout.h"
 #include "attn/ops/norm.h"
 #include "attn/ops/softmax.h"
-#include "ops/kernels.h"
-#include "ops/vec_math.h"
+#include "kernels/vec/vec_math.h"
+#include "ops/loops.h"
 
 using namespace attn;
 
@@ -99,7 +99,7 @@ void BM_Exp(benchmark::State& state) {
 }
 BENCHMARK(BM_Exp)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// What attn::exp would do with the vectorizable exp of ops/vec_math.h.
+// What attn::exp would do with the vectorizable exp of kernels/vec/vec_math.h.
 void BM_ExpSimd(benchmark::State& state) {
   Tensor a = input({kN}, 1);
   for (auto _ : state)

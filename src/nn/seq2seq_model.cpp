@@ -4,7 +4,7 @@
 
 #include "attn/nn/seq2seq_model.h"
 #include "attn/ops/index.h"
-#include "ops/row_stats.h"
+#include "kernels/row_stats/row_stats.h"
 
 namespace attn::nn {
 

@@ -9,7 +9,7 @@
 //             dS = P o (dP - D) with D = rowsum(dO o out), dQ = scale dS k,
 //             dK = scale dS^T q; dS = 0 on masked scores and rows of length 0
 //
-// The kernels, one header per algorithm, are assembled by attention_kernels.h
+// The kernels, one header per algorithm, are assembled by attention_table.h
 // into a table per instruction set: AVX-512 (attention_avx512.cpp), AVX2
 // (attention_avx2.cpp) and portable vectors (attention_portable.cpp: the f32
 // fallback and all of f64). The table and the algorithm of a call are chosen
@@ -37,7 +37,7 @@
 #include "attn/ops/matmul.h"
 #include "attn/ops/precision.h"
 #include "attn/ops/softmax.h"
-#include "ops/attention_kernel.h"
+#include "kernels/attention/attention_kernel.h"
 #include "ops/attention_kv_rows.h"
 
 namespace attn {

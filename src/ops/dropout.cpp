@@ -10,7 +10,7 @@
 // u >= p is the exact integer test (bits >> 8) >= ceil(p 2^24).
 //
 // Kernel: Philox4x32-10 (the same function as core's philox4x32, in 16
-// counters at a time: ops/philox.h) fills 4 bits words per counter for a
+// counters at a time: kernels/philox/philox.h) fills 4 bits words per counter for a
 // chunk of counters, then one vectorized pass selects and scales.
 #include "attn/ops/dropout.h"
 
@@ -21,8 +21,8 @@
 #include "attn/core/threads.h"
 #include "attn/ops/elementwise.h"
 #include "core/parallel.h"
-#include "ops/philox.h"
-#include "ops/vec_math.h"
+#include "kernels/philox/philox.h"
+#include "kernels/vec/vec_math.h"
 
 namespace attn {
 

@@ -14,8 +14,8 @@
 #include "attn/autograd/node.h"
 #include "attn/ops/elementwise.h"
 #include "attn/ops/reduce.h"
-#include "ops/kernels.h"
-#include "ops/vec_math.h"
+#include "kernels/vec/vec_math.h"
+#include "ops/loops.h"
 
 namespace attn {
 

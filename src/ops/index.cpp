@@ -21,7 +21,7 @@
 
 #include "attn/autograd/node.h"
 #include "core/parallel.h"
-#include "ops/kernels.h"
+#include "ops/loops.h"
 
 namespace attn {
 

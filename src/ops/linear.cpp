@@ -24,8 +24,8 @@
 #include "attn/ops/precision.h"
 #include "attn/ops/reduce.h"
 #include "core/parallel.h"
-#include "ops/f32_gemm.h"
-#include "ops/kernels.h"
+#include "kernels/gemm/f32_gemm.h"
+#include "ops/loops.h"
 #include "ops/matmul_internal.h"
 #include "ops/precision_internal.h"
 #include "ops/quantize_internal.h"
@@ -63,7 +63,7 @@ void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 // not frozen (training), where detail::linear_on_f32_kernel() says so: a CPU
 // without AVX-512, where oneDNN's products below 2^22 multiply-adds run on
 // one thread, as the bits of its rows depend on how they are cut. The
-// kernel's rows do not (ops/f32_gemm.h), so its products share the threads
+// kernel's rows do not (kernels/gemm/f32_gemm.h), so its products share the threads
 // from kKernelParallelWork on, by column groups where there are enough of
 // them, else by rows. Its right-hand operand is laid out for it at each call.
 // Its ReLU keeps a NaN (max(0, NaN) is NaN, as in PyTorch), where the

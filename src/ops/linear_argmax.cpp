@@ -5,7 +5,7 @@
 // Greedy decoding needs only the argmax of each row of the output layer's
 // logits, and that layer is the largest product of a decoding step (a
 // subword model's 8,000 words: 43% of the tatoeba model's multiply-adds).
-// Where linear() would run attn's f32 kernel (ops/f32_gemm.h), the screen:
+// Where linear() would run attn's f32 kernel (kernels/gemm/f32_gemm.h), the screen:
 //
 //   1. y'  = the int8 product of x and W (ops/quantize.h's formulas, on
 //      AVX-512 VNNI: 4 multiply-adds for each f32 one, or AVX2: 2; W a
@@ -15,7 +15,7 @@
 //   3. L   = max_n (y'_n - E_n), at most the largest y_n;
 //   4. the candidates, the n with y'_n + E_n >= L, computed exactly as the
 //      f32 kernel computes them (one FMA per term from 0, k in order, then
-//      the bias: ops/f32_gemm.h), and the first largest taken.
+//      the bias: kernels/gemm/f32_gemm.h), and the first largest taken.
 //
 // Every n outside the candidates has y_n <= y'_n + E_n < L <= max y, so the
 // answer is the one argmax(linear(x, W, b)) gives, bit for bit, ties to the
@@ -55,11 +55,11 @@
 #include "attn/ops/matmul.h"
 #include "attn/ops/quantize.h"
 #include "core/parallel.h"
+#include "kernels/quantize/quantize_rows.h"
+#include "kernels/row_stats/row_stats.h"
 #include "ops/matmul_internal.h"
 #include "ops/precision_internal.h"
 #include "ops/quantize_internal.h"
-#include "ops/quantize_rows.h"
-#include "ops/row_stats.h"
 
 namespace attn {
 

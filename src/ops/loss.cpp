@@ -26,7 +26,7 @@
 #include "attn/ops/elementwise.h"
 #include "attn/ops/reduce.h"
 #include "core/parallel.h"
-#include "ops/vec_math.h"
+#include "kernels/vec/vec_math.h"
 
 namespace attn {
 

@@ -49,7 +49,7 @@
 #include "attn/ops/precision.h"
 #include "attn/ops/reduce.h"
 #include "core/parallel.h"
-#include "ops/f32_gemm.h"
+#include "kernels/gemm/f32_gemm.h"
 #include "ops/matmul_internal.h"
 #include "ops/matmul_primitive.h"
 #include "ops/onednn_isa.h"

@@ -30,7 +30,7 @@ inline constexpr std::int64_t kSerialGemmWork = std::int64_t(1) << 22;
 std::int64_t row_block_work();
 
 // Whether a Linear layer's f32 product whose weight is not frozen (training)
-// runs on attn's own kernel (ops/f32_gemm.h), the weight laid out for it at
+// runs on attn's own kernel (kernels/gemm/f32_gemm.h), the weight laid out for it at
 // each call, rather than on oneDNN: where the kernel runs (AVX2 and FMA, or
 // AVX-512) and oneDNN's f32 products are not cut into row blocks (no AVX-512
 // in oneDNN, row_block_work() == kSerialGemmWork). The kernel's rows come

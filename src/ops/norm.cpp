@@ -25,8 +25,8 @@
 #include "attn/core/threads.h"
 #include "attn/ops/dropout.h"
 #include "core/parallel.h"
-#include "ops/philox.h"
-#include "ops/vec_math.h"
+#include "kernels/philox/philox.h"
+#include "kernels/vec/vec_math.h"
 
 namespace attn {
 

@@ -4,8 +4,8 @@
 //   y = max(x @ W^T + b, 0)  (linear_relu)
 //
 // attn's own kernels on W laid out once in their column groups: in f32
-// ops/f32_gemm.h on a CPU with AVX-512 or AVX2 and FMA, in bf16
-// ops/bf16_gemm.h on one with AVX-512 BF16; elsewhere (ATTN_ISA=portable
+// kernels/gemm/f32_gemm.h on a CPU with AVX-512 or AVX2 and FMA, in bf16
+// kernels/gemm/bf16_gemm.h on one with AVX-512 BF16; elsewhere (ATTN_ISA=portable
 // too, and bf16 under ATTN_ISA=avx2) oneDNN's matmul primitive on W
 // reordered once into the layout it asks for.
 // Either adds the bias and applies the ReLU as it stores y. The products are
@@ -18,7 +18,7 @@
 // 2.57 ms in f32 and 0.65 ms against 1.24 ms in bf16 (best of 30, 2 threads,
 // an AMD EPYC Zen 5). Why attn's kernel in f32: at a decoding step's 12-64 rows it
 // runs at 87-93% of the FMA peak where the packed primitive made 65-70%, and
-// it fetches the weights ahead from memory (ops/f32_gemm.cpp); greedy
+// it fetches the weights ahead from memory (kernels/gemm/f32_gemm.cpp); greedy
 // translation of 2,000 sentences with the tatoeba model went from 1.10 to
 // 0.91 s with the same output (bf16: 0.62 -> 0.56 s). Their sums do not
 // depend on the other rows of the batch.
@@ -47,8 +47,8 @@
 #include "attn/core/threads.h"
 #include "attn/ops/precision.h"
 #include "core/parallel.h"
-#include "ops/bf16_gemm.h"
-#include "ops/f32_gemm.h"
+#include "kernels/gemm/bf16_gemm.h"
+#include "kernels/gemm/f32_gemm.h"
 #include "ops/matmul_internal.h"
 #include "ops/matmul_primitive.h"
 #include "ops/precision_internal.h"
@@ -66,7 +66,7 @@ struct PackedStore {
   };
   struct Weight {
     std::deque<Packed> layouts;  // a copy stays where it is while others are added
-    // attn's kernel's layout (ops/f32_gemm.h, or ops/bf16_gemm.h in bf16),
+    // attn's kernel's layout (kernels/gemm/f32_gemm.h, or kernels/gemm/bf16_gemm.h in bf16),
     // once used
     std::unique_ptr<Storage> tiles;
     // linear_argmax's int8 screen (ops/linear_argmax.cpp; f32 only), once used
@@ -259,7 +259,8 @@ PackedPath packed_path(PackedStore* store, const Tensor& x, const Tensor& weight
   const bool bf16 = matmul_precision() == Precision::bf16;
   if (M < kMinRows && t_pack_all_rows == 0 && !has_copy(*store, weight, bf16))
     return PackedPath::none;
-  if (bf16 ? bf16_gemm_supported() : f32_gemm_supported()) return PackedPath::kernel;
+  if (bf16 ? bf16_supported() && bf16_gemm_supported() : f32_gemm_supported())
+    return PackedPath::kernel;
   return invariant && !bf16 ? PackedPath::reference : PackedPath::primitive;
 }
 

@@ -23,6 +23,7 @@
 #include "attn/core/storage.h"
 #include "attn/core/threads.h"
 #include "core/parallel.h"
+#include "kernels/gemm/bf16_gemm.h"
 #include "ops/onednn_isa.h"
 #include "ops/precision_internal.h"
 
@@ -49,11 +50,6 @@ thread_local Precision t_precision = Precision::f32;
 thread_local PrecisionScope::Frozen* t_frozen = nullptr;
 
 thread_local const detail::Bf16Reuse* t_reuse = nullptr;  // the innermost open one
-
-bool cpu_has_bf16() {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
-}
 
 // 32 floats a step with VCVTNE2PS2BF16 (round to nearest even; subnormals to
 // zero, NaN quieted, as the reference); the tail through a mask.
@@ -149,7 +145,7 @@ Precision parse_precision(const std::string& text) {
 bool bf16_supported() {
   static const bool supported = [] {
     if (env_flag(EnvVar::no_bf16)) return false;
-    return cpu_has_bf16();
+    return detail::bf16_cpu_has();
   }();
   return supported;
 }

@@ -85,7 +85,7 @@ std::int64_t packed_copies();
 // linear_argmax's int8 screen of one weight (ops/linear_argmax.cpp).
 struct ArgmaxScreen;
 // Where linear(x, weight, bias) would run attn's f32 kernel on the weight's
-// packed copy (ops/f32_gemm.h: inside a PrecisionScope in f32 given the
+// packed copy (kernels/gemm/f32_gemm.h: inside a PrecisionScope in f32 given the
 // weight, no QuantizeScope open, the conditions of packed_linear, a CPU with
 // AVX-512), the screen kept with that copy, made by `make` on first use
 // (under the store's lock; the weight then counts as packed, as after a

@@ -1,5 +1,5 @@
 // int8 weights for inference (attn/ops/quantize.h): the scope and its
-// quantized weights, and the product: attn's VNNI kernel (ops/int8_gemm.h)
+// quantized weights, and the product: attn's VNNI kernel (kernels/gemm/int8_gemm.h)
 // where the CPU has AVX-512 VNNI, its AVX2 kernel where it has AVX2, else
 // integer loops and the dequantization with the bias in one pass.
 //
@@ -34,11 +34,11 @@
 #include "attn/core/error.h"
 #include "attn/core/threads.h"
 #include "core/parallel.h"
-#include "ops/int8_gemm.h"
+#include "kernels/gemm/int8_gemm.h"
+#include "kernels/quantize/quantize_rows.h"
 #include "ops/matmul_internal.h"
 #include "ops/onednn_isa.h"
 #include "ops/quantize_internal.h"
-#include "ops/quantize_rows.h"
 
 namespace attn {
 
@@ -80,7 +80,7 @@ bool cpu_has_vnni() {
 }
 
 // int8_kernel(), chosen once: ATTN_ISA caps it as it caps the f32 tiles
-// (ops/f32_gemm.h): unset or avx512, the best; avx2, AVX2's; anything else
+// (kernels/gemm/f32_gemm.h): unset or avx512, the best; avx2, AVX2's; anything else
 // (portable), none. ATTN_NO_VNNI takes the VNNI kernel away.
 Int8Kernel choose_int8_kernel() {
   const std::optional<std::string> isa = isa_cap();
@@ -143,14 +143,14 @@ Scratch& thread_scratch() {
   return s;
 }
 
-// y through the kernel of ops/int8_gemm.h this CPU runs: the VNNI kernel
+// y through the kernel of kernels/gemm/int8_gemm.h this CPU runs: the VNNI kernel
 // on u8 rows (xq + 128), the AVX2 one on s8 rows (xq); the floats straight
 // from its registers, no int32 sums in memory; the rows quantized and the
 // column groups shared out over threads where the product is large enough.
 // The same bits as the other paths (exact int32 sums, the same formula).
 // The VNNI kernel replaced oneDNN's u8 x s8 primitive, which it beat by
 // 10-20% on every shape of the tatoeba model (1 to 1,024 rows;
-// ops/int8_gemm.h); on AVX2, oneDNN 2.6's u8 x s8 matmul against the AVX2
+// kernels/gemm/int8_gemm.h); on AVX2, oneDNN 2.6's u8 x s8 matmul against the AVX2
 // kernel: docs/design.md.
 Tensor run_int8_kernel(Int8Kernel kernel, const Tensor& x, std::int64_t M, QuantizedWeight& w,
                        const Tensor& bias, const Shape& out_shape) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "attn/core/tensor.h"
-#include "ops/int8_gemm.h"
+#include "kernels/gemm/int8_gemm.h"
 
 namespace attn::detail {
 
@@ -42,7 +42,7 @@ struct QuantizedWeight {
 std::unique_ptr<QuantizedWeight> quantize_weight(const Tensor& weight, const char* op);
 
 // y (..., N) = the int8 product of x (..., K, f32, K <= kMaxK) and w, plus
-// bias (N, or undefined): attn's VNNI kernel (ops/int8_gemm.h) where the
+// bias (N, or undefined): attn's VNNI kernel (kernels/gemm/int8_gemm.h) where the
 // CPU has it, else integer loops; the same bits either way.
 Tensor run_int8(const Tensor& x, QuantizedWeight& w, const Tensor& bias);
 

@@ -17,7 +17,7 @@
 #include "attn/ops/matmul.h"
 #include "attn/ops/reduce.h"
 #include "core/parallel.h"
-#include "ops/vec_math.h"
+#include "kernels/vec/vec_math.h"
 
 namespace attn {
 
@@ -26,7 +26,7 @@ using Needs = std::vector<bool>;
 
 namespace {
 
-// The gates' sigmoid and tanh are ops/vec_math.h's, which vectorize in the
+// The gates' sigmoid and tanh are kernels/vec/vec_math.h's, which vectorize in the
 // `omp simd` loops below (libm's expf and tanhf are scalar calls that took
 // 80% of a layer's time).
 using detail::sigmoid_simd;

@@ -21,7 +21,7 @@
 #include "attn/core/threads.h"
 #include "attn/ops/attention.h"
 #include "core/parallel.h"
-#include "ops/vec_math.h"
+#include "kernels/vec/vec_math.h"
 
 namespace attn {
 

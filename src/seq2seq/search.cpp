@@ -9,7 +9,7 @@
 
 #include "attn/core/threads.h"
 #include "core/parallel.h"
-#include "ops/row_stats.h"
+#include "kernels/row_stats/row_stats.h"
 
 namespace attn::seq2seq::search {
 
@@ -34,7 +34,7 @@ bool ranks_before(const Candidate& a, const Candidate& b) {
 void row_best(const float* x, std::int64_t V, double log_prob, std::int64_t b, std::int64_t m,
               bool greedy, std::vector<Candidate>& top) {
   top.clear();
-  // The largest logit and log(sum_v exp(x_v)) (ops/row_stats.h).
+  // The largest logit and log(sum_v exp(x_v)) (kernels/row_stats/row_stats.h).
   const attn::detail::RowStats stats = attn::detail::row_stats(x, V);
   if (greedy) {
     // The first maximal logit, as argmax takes it (0 for a NaN first logit).
@@ -44,7 +44,7 @@ void row_best(const float* x, std::int64_t V, double log_prob, std::int64_t b, s
   }
   const double base = log_prob - stats.log_sum_exp;
   if (V >= 64 && m <= 64 && !std::isnan(stats.log_sum_exp)) {
-    // A few positions that include the m largest logits (ops/row_stats.h),
+    // A few positions that include the m largest logits (kernels/row_stats/row_stats.h),
     // ranked. base + x is monotone in x, so they hold the m best candidates.
     thread_local std::vector<std::int64_t> positions;
     if (positions.size() < static_cast<std::size_t>(V))

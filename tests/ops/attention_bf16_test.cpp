@@ -1,4 +1,4 @@
-// The tiled attention kernels in bf16 (src/ops/attention_bf16.cpp), forward
+// The tiled attention kernels in bf16 (src/kernels/attention/attention_avx512_bf16.cpp), forward
 // and backward, against the materialized reference on the inputs rounded to
 // bf16, on odd sizes with every mask kind and dropout; and the paths that
 // stay f32.

@@ -11,7 +11,7 @@
 #include "attn/core/threads.h"
 #include "attn/ops/attention.h"
 #include "core/contention.h"
-#include "ops/attention_kernel.h"
+#include "kernels/attention/attention_kernel.h"
 #include "ops/attention_testing.h"
 #include "testing.h"
 

@@ -3,7 +3,7 @@
 #include <bit>
 #include <cstdint>
 
-#include "ops/vec_math.h"
+#include "kernels/vec/vec_math.h"
 #include "testing.h"
 
 using namespace attn;
@@ -88,7 +88,7 @@ TEST(Elementwise, LargeContiguousMatchesStridedPath) {
   EXPECT_EQ(max_abs_diff(fast, strided), 0.0);
 }
 
-// tanh_simd and sigmoid_simd (ops/vec_math.h, the f32 kernels of tanh,
+// tanh_simd and sigmoid_simd (kernels/vec/vec_math.h, the f32 kernels of tanh,
 // sigmoid and the GRU's gates) against the double-precision functions, on a
 // dense grid across both branches and at the special values: within 3e-7
 // relative (about 2.5 ulp) or 1e-37 absolute.

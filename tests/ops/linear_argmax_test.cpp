@@ -1,6 +1,6 @@
 // linear_argmax (attn/ops/matmul.h): each row's position of the largest
 // element of linear(x, W, b), against linear() itself in the same scope and
-// the first-largest rule (ops/row_stats.h's row_argmax), on the plain path
+// the first-largest rule (kernels/row_stats/row_stats.h's row_argmax), on the plain path
 // and through the int8 screen (ops/linear_argmax.cpp): odd sizes, exact and
 // one-ulp ties, inputs that make the int8 bound wide, infinities and NaNs,
 // rows too few to be packed. The screen must give the same positions, bit
@@ -17,9 +17,9 @@
 #include "attn/ops/matmul.h"
 #include "attn/ops/precision.h"
 #include "attn/ops/quantize.h"
-#include "ops/f32_gemm.h"
+#include "kernels/gemm/f32_gemm.h"
+#include "kernels/row_stats/row_stats.h"
 #include "ops/precision_internal.h"
-#include "ops/row_stats.h"
 #include "testing.h"
 
 using namespace attn;

@@ -14,7 +14,7 @@
 #include "attn/ops/elementwise.h"
 #include "attn/ops/matmul.h"
 #include "attn/ops/reduce.h"
-#include "ops/f32_gemm.h"
+#include "kernels/gemm/f32_gemm.h"
 #include "ops/matmul_internal.h"
 #include "testing.h"
 

@@ -4,7 +4,7 @@
 
 #include "attn/ops/elementwise.h"
 #include "attn/ops/reduce.h"
-#include "ops/vec_math.h"
+#include "kernels/vec/vec_math.h"
 #include "testing.h"
 
 using namespace attn;

@@ -11,7 +11,7 @@
 #include "attn/ops/precision.h"
 #include "attn/ops/quantize.h"
 #include "attn/ops/softmax.h"
-#include "ops/f32_gemm.h"
+#include "kernels/gemm/f32_gemm.h"
 #include "ops/precision_internal.h"
 #include "testing.h"
 

@@ -25,7 +25,7 @@
 // Per output row of W for the same reason: each output unit keeps its range.
 //
 // Kernels (int8_kernel()): attn's own AVX-512 VNNI kernel
-// (src/ops/int8_gemm.h) multiplies u8 activations by s8 weights into int32
+// (src/kernels/gemm/int8_gemm.h) multiplies u8 activations by s8 weights into int32
 // sums held in registers: xq + 128 (u8) times Wq, less the compensation
 // 128 * sum_k Wq[n,k] computed once with the weights, which is the same
 // integer sum; each sum becomes its float y as it leaves the registers. On
@@ -70,7 +70,7 @@ enum class Quantization { none, int8 };
 const char* quantization_name(Quantization q);
 Quantization parse_quantization(const std::string& text);
 
-// The kernels int8 products run on (src/ops/int8_gemm.h); all give the
+// The kernels int8 products run on (src/kernels/gemm/int8_gemm.h); all give the
 // same bits.
 enum class Int8Kernel { none, avx2, avx512_vnni };
 

@@ -1,0 +1,155 @@
+// src/kernels/attention/attention_vec_avx2.h — internal: the AVX2 + FMA f32 vector type of
+// the attention kernels (the V of attention_common.h): 8 floats per register,
+// a 6 x 2-register micro-kernel (12 accumulators of 16 registers), 3 x 4 in
+// the tiled forward (a query tile of 32 is one panel of 4 registers: 3
+// broadcasts and 4 loads for 12 FMAs, not 6 and 2; 1.3% faster on a Zen 1 at
+// n 1024, the same bits: each sum still runs over k in order). Included,
+// after its target pragma, by attention_avx2.cpp (and by the transpose's
+// test).
+#pragma once
+
+#include <immintrin.h>
+
+#include "kernels/vec/vec_exp_poly.h"
+
+namespace attn::detail {
+namespace {
+
+struct VecAvx2 {
+  using T = float;
+  using R = __m256;
+  static constexpr int W = 8;
+  static constexpr int kMR = 6, kNV = 2;
+  static constexpr int kFwdMR = 3, kFwdNV = 4;
+  static R zero() { return _mm256_setzero_ps(); }
+  static R set1(float x) { return _mm256_set1_ps(x); }
+  static R load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, R x) { _mm256_storeu_ps(p, x); }
+  static R fma(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
+  static R add(R a, R b) { return _mm256_add_ps(a, b); }
+  static R sub(R a, R b) { return _mm256_sub_ps(a, b); }
+  static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
+  static R div(R a, R b) { return _mm256_div_ps(a, b); }
+  static R max(R a, R b) { return _mm256_max_ps(a, b); }
+  static float hsum(R x) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  // Lane interleaving of one block of 8 rows through an 8 x 8 transpose in
+  // registers: dst[j * 8 + l] = scale * src[l][j] for l < 8, j < n <= 8.
+  // Masked loads read n elements of each row and nothing past them.
+  static void interleave(const float* const* src, int n, float scale, float* dst) {
+    R r[8];
+    if (n == 8) {
+      for (int l = 0; l < 8; ++l) r[l] = load(src[l]);
+    } else {
+      const __m256i m = first_lanes(n);
+      for (int l = 0; l < 8; ++l) r[l] = _mm256_maskload_ps(src[l], m);
+    }
+    transpose8(r);
+    const R sc = set1(scale);
+    for (int j = 0; j < n; ++j) store(dst + j * 8, mul(r[j], sc));
+  }
+  // The reverse for the first `lanes` rows: dst[l][j] = scale * src[j * 8 +
+  // l] for l < lanes, j < n <= 8; nothing else is written.
+  static void deinterleave(const float* src, int n, float scale, float* const* dst, int lanes) {
+    R r[8];
+    for (int j = 0; j < 8; ++j) r[j] = j < n ? load(src + j * 8) : zero();
+    transpose8(r);
+    const R sc = set1(scale);
+    if (n == 8) {
+      for (int l = 0; l < lanes; ++l) store(dst[l], mul(r[l], sc));
+    } else {
+      const __m256i m = first_lanes(n);
+      for (int l = 0; l < lanes; ++l) _mm256_maskstore_ps(dst[l], m, mul(r[l], sc));
+    }
+  }
+  // The mask of lanes 0 .. n - 1.
+  static __m256i first_lanes(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  // r[0..7] as an 8 x 8 block transposed: element j of r[i] goes to element
+  // i of r[j]. Pairs of rows interleaved by 1 and 2 elements within each
+  // 128-bit half, then the halves paired across registers 4 apart.
+  static void transpose8(R* r) {
+    R t[8], s[8];
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4)
+      for (int j = 0; j < 2; ++j) {
+        s[i + 2 * j] = _mm256_shuffle_ps(t[i + j], t[i + j + 2], 0x44);
+        s[i + 2 * j + 1] = _mm256_shuffle_ps(t[i + j], t[i + j + 2], 0xEE);
+      }
+    for (int i = 0; i < 4; ++i) {
+      r[i] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x20);
+      r[i + 4] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x31);
+    }
+  }
+  // exp (Cephes expf, as vec_math.h's exp_simd<float>, 2^n built in the
+  // exponent bits) of N registers in lock step: x[i] = exp(x[i]). x < -86.9
+  // (and -inf) gives 0, x above 88.72 what 88.72 gives, NaN stays NaN (min
+  // returns its second operand where one is NaN). An x below -86.9 goes
+  // through the steps as 0, as in exp_simd, where a clamp to -86.9 would make
+  // p 2^(n-1) subnormal: a microcode assist for every masked score.
+  //
+  // Why N at a time: one exp is a chain of about 15 dependent operations of
+  // 3-5 cycles each, and a core with 128-bit units (Zen 1: two operations
+  // for each 256-bit one) schedules from a window that holds about one such
+  // chain. One exp after another left the softmax passes waiting on latency
+  // (35 cycles a register measured there); 4 in lock step took 20, with the
+  // same results.
+  template <int N>
+  static void exp_n(R* x) {
+    R r[N], p[N], scale[N];  // scale = 2^(n-1), 0 where x < -86.9
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) {
+      const R below = _mm256_cmp_ps(x[i], set1(-86.9f), _CMP_LT_OQ);
+      const R xc = _mm256_min_ps(set1(88.7228394f), _mm256_andnot_ps(below, x[i]));
+      const R n = _mm256_round_ps(_mm256_mul_ps(xc, set1(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      r[i] = _mm256_fnmadd_ps(n, set1(0.693359375f), xc);
+      r[i] = _mm256_fnmadd_ps(n, set1(-2.12194440e-4f), r[i]);
+      const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(126));
+      scale[i] = _mm256_andnot_ps(below, _mm256_castsi256_ps(_mm256_slli_epi32(e, 23)));
+    }
+    cephes_exp_poly<VecAvx2, N>(r, p);
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) {  // below -86.9, p is e^0 = 1 and scale 0: the result is 0
+      x[i] = _mm256_mul_ps(_mm256_mul_ps(p[i], scale[i]), set1(2.0f));
+    }
+  }
+  static R exp(R x) {
+    exp_n<1>(&x);
+    return x;
+  }
+  // exp of N registers in lock step for the tiled forward's online softmax
+  // alone, as VecAvx512::softmax_exp_n: 2^t, t = x log2(e) split into n =
+  // round(t) and f = t - n, a degree-5 polynomial for 2^f, 2^n built in the
+  // exponent bits; 15 operations where exp_n takes 22. Within 3e-7 + 8e-8 |x|
+  // of std::exp on [-86.9, 88.0] (the softmax passes x <= 0; above, 2^n
+  // overflows the exponent bits); x < -86.9 (and -inf) gives 0, NaN stays
+  // NaN. Not exp's bits.
+  template <int N>
+  static void softmax_exp_n(R* x) {
+    R n[N], f[N], p[N], scale[N];  // scale = 2^n, 0 where x < -86.9
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) {
+      const R below = _mm256_cmp_ps(x[i], set1(-86.9f), _CMP_LT_OQ);
+      const R t = _mm256_mul_ps(_mm256_andnot_ps(below, x[i]), set1(1.44269504088896341f));
+      n[i] = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      f[i] = _mm256_sub_ps(t, n[i]);
+      const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n[i]), _mm256_set1_epi32(127));
+      scale[i] = _mm256_andnot_ps(below, _mm256_castsi256_ps(_mm256_slli_epi32(e, 23)));
+    }
+    exp2_fraction_poly<VecAvx2, N>(f, p);
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) x[i] = _mm256_mul_ps(p[i], scale[i]);
+  }
+};
+
+}  // namespace
+}  // namespace attn::detail

@@ -1,0 +1,39 @@
+// The few-row int8 product of kernels/gemm/int8_gemm.h: its layout and its
+// plain reference (the AVX-512 VNNI tiles: int8_gemm_vnni.cpp).
+#include "kernels/gemm/int8_gemm.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/gemm/gemm_tiles.h"
+
+namespace attn::detail {
+
+using gemm_tiles::kAhead;
+using gemm_tiles::kGroup;
+
+std::vector<std::int8_t> pack_int8_gemm(const std::int8_t* wq, std::int64_t N, std::int64_t K) {
+  const std::int64_t groups = (N + kGroup - 1) / kGroup, k4 = (K + 3) / 4;
+  std::vector<std::int8_t> p(static_cast<std::size_t>((groups * k4 + kAhead) * kGroup * 4), 0);
+  for (std::int64_t n = 0; n < N; ++n) {
+    const std::int64_t g = n / kGroup, c = n % kGroup;
+    for (std::int64_t k = 0; k < K; ++k)
+      p[static_cast<std::size_t>(((g * k4 + k / 4) * kGroup + c) * 4 + k % 4)] = wq[n * K + k];
+  }
+  return p;
+}
+
+void int8_gemm_reference(const Int8GemmArgs& a, const std::int8_t* wq) {
+  for (std::int64_t m = 0; m < a.M; ++m)
+    for (std::int64_t n = 0; n < a.N; ++n) {
+      std::int32_t acc = 0;
+      for (std::int64_t k = 0; k < a.K; ++k)
+        acc += static_cast<std::int32_t>(a.u[m * a.ldu + k]) *
+               static_cast<std::int32_t>(wq[n * a.K + k]);
+      acc -= a.comp[n];
+      a.y[m * a.N + n] =
+          std::fma(static_cast<float>(acc), a.sx[m] * a.sw[n], a.bias ? a.bias[n] : 0.0f);
+    }
+}
+
+}  // namespace attn::detail

@@ -1,0 +1,120 @@
+// src/kernels/gemm/int8_gemm.h — internal: the int8 product on AVX-512 VNNI, its
+// dequantization and bias done as the sums leave the registers
+// (ops/quantize.cpp's formulas):
+//
+//   acc[m,n] = sum_k u[m,k] Wq[n,k] - comp[n]      (u = xq + 128, comp[n] = 128 sum_k Wq[n,k])
+//   y[m,n]   = fma(float(acc[m,n]), sx[m] * sw[n], b[n])
+//
+// A tile of up to 12 rows x 32 columns keeps its 24 int32 sums in registers
+// over all of K: each step loads 2 x 64 bytes of weights (32 columns x 4 k),
+// broadcasts 4 bytes of each row and issues 2 vpdpbusd per row; the rows are
+// cut into tiles of equal height, so any M runs at nearly the rate of 12.
+// Measured on one thread of the development machine (idle), the tatoeba
+// model's shapes (K 256 or 1024, N 256, 1024 or 8,000): 450-520 GMAC/s from
+// 32 to 1,024 rows (8,000 columns: 480 at 16 rows, 447 at 8), where oneDNN
+// 2.6's VNNI matmul with the separate dequantization pass made 400-450;
+// the tiled loop made translation 10% faster with the same bits.
+//
+// The weights are laid out for it once (pack_int8_gemm): groups of 32
+// columns, in each group k in steps of 4, each step 32 columns x 4 bytes,
+// zeros where N or K runs out; then 32 steps of zeros, as far as the kernel
+// fetches ahead. Row m of u is read 4 bytes at a time from
+// u + m * ldu: up to 3 bytes past a row's K are read (they meet zero
+// weights), so the buffer needs 3 readable bytes after its last row.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace attn::detail {
+
+// Wq (N x K, row-major) in the kernel's layout.
+std::vector<std::int8_t> pack_int8_gemm(const std::int8_t* wq, std::int64_t N, std::int64_t K);
+
+struct Int8GemmArgs {
+  const std::uint8_t* u;  // M rows of K u8 values, row m at u + m * ldu
+  std::int64_t ldu;
+  const float* sx;  // M
+  const std::int8_t* packed;  // pack_int8_gemm's layout
+  const std::int32_t* comp;  // N
+  const float* sw;  // N
+  const float* bias;  // N, or null
+  std::int64_t M, K, N;
+  float* y;  // M x N, row m at y + m * N
+};
+
+// Columns [g0, g1) of 32 (the last group may be partial): all M rows.
+// On a CPU with AVX-512 VNNI only (int8_supported()).
+void int8_gemm(const Int8GemmArgs& a, std::int64_t g0, std::int64_t g1);
+
+// The plain reference: the same results, bit for bit, from Wq itself.
+void int8_gemm_reference(const Int8GemmArgs& a, const std::int8_t* wq);
+
+// ---- The same product on AVX2 (kernels/gemm/int8_gemm_avx2.cpp) ----
+//
+// AVX2 has no u8 x s8 dot product into int32; its 8-bit multiply-add,
+// vpmaddubsw, multiplies u8 by s8 and adds each pair of products into a
+// saturating int16, which vpmaddwd by ones then widens, two pairs at a
+// time, into the int32 sums. With the activations as u8 (xq + 128, up to
+// 255) a pair reaches 2 x 255 x 127 = 64770 and would saturate at 32767
+// (oneDNN 2.6's AVX2 u8 x s8 matmul does: docs/design.md). Here the
+// activations stay s8 (xq in [-127, 127]) and the weights give the u8
+// side, |Wq| (at most 127); where Wq is negative the activation's byte is
+// flipped (vpxor with 0xff: -xq - 1, in [-128, 126]), so that
+//
+//   |Wq[n,k]| (xq[m,k] ^ m[n,k]) = Wq[n,k] xq[m,k] + (Wq[n,k] if Wq[n,k] < 0, else 0)
+//
+// and a pair is at most 2 x 127 x 128 = 32512 <= 32767 in magnitude:
+// vpmaddubsw never saturates. The flips' sum, neg[n] = sum of the
+// negative Wq[n,k], depends on the weights alone and is taken off as the
+// sums leave the registers:
+//
+//   acc[m,n] = sum_k |Wq[n,k]| (xq[m,k] ^ m[n,k]) - neg[n] = sum_k xq[m,k] Wq[n,k]   (exact)
+//   y[m,n]   = fma(float(acc[m,n]), sx[m] * sw[n], b[n])
+//
+// the VNNI kernel's integer and float, bit for bit (there the compensation
+// takes the 128 off), and the reference's. |Wq| and the masks m (vpabsb,
+// vpcmpgtb) are made once per step for all the rows of a block; then per
+// row and 16 columns, a step of 4 k is a broadcast, two vpxor, two
+// vpmaddubsw, two vpmaddwd and two vpaddd. vpsignb (the activation signed
+// by the weight) would need no correction, but on a Zen 3 it shares the
+// two pipes of the multiplies: in a loop of the block alone (L1-resident,
+// min of 200 runs on a shared machine: hints) 4.0-4.5 ns per 256
+// multiply-adds against 3.5-4.0 with vpxor. 7-bit activations ([0, 127]
+// after + 64, no flip at all) made 2.9-3.4 ns: about 1.2x, for one bit
+// less of every activation and other numbers than the VNNI kernel's.
+//
+// The weights are pack_int8_gemm's layout; each block is S <= 4 rows x 16
+// columns (8 int32 sums in registers over all of K), the rows of a
+// gemm_tiles tile cut into blocks of equal height. Row m of xq is read 4
+// bytes at a time from x + m * ldx: up to 3 bytes past a row's K are read
+// (they meet zero weights), so the buffer needs 3 readable bytes after its
+// last row.
+struct Int8GemmS8Args {
+  const std::int8_t* x;  // M rows of K s8 values (xq), row m at x + m * ldx
+  std::int64_t ldx;
+  const float* sx;  // M
+  const std::int8_t* packed;  // pack_int8_gemm's layout
+  const std::int32_t* neg;  // N: sum_k of Wq[n,k] where it is negative (int8_gemm_neg)
+  const float* sw;  // N
+  const float* bias;  // N, or null
+  std::int64_t M, K, N;
+  float* y;  // M x N, row m at y + m * N
+};
+
+// The sum of each row's negative values of Wq (N x K): neg for
+// Int8GemmS8Args, written to out (N).
+void int8_gemm_neg(const std::int8_t* wq, std::int64_t N, std::int64_t K, std::int32_t* out);
+
+// Whether this CPU runs int8_gemm_avx2 (AVX2 and FMA).
+bool int8_gemm_avx2_cpu();
+
+// Columns [32 g0, 32 g1) (the last group may be partial): all M rows. On a
+// CPU with AVX2 and FMA only (int8_gemm_avx2_cpu()).
+void int8_gemm_avx2(const Int8GemmS8Args& a, std::int64_t g0, std::int64_t g1);
+
+// The plain reference of int8_gemm_avx2: the same results, bit for bit,
+// from Wq itself.
+void int8_gemm_s8_reference(const Int8GemmS8Args& a, const std::int8_t* wq);
+
+}  // namespace attn::detail

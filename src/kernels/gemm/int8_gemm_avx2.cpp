@@ -1,0 +1,194 @@
+// The int8 product of kernels/gemm/int8_gemm.h on AVX2 (vpmaddubsw on |Wq| and the
+// activations flipped where Wq is negative: exact, the VNNI kernel's
+// bits), and its plain reference. The kernel is compiled for AVX2 and FMA
+// whatever the build targets and called only where the CPU has them.
+//
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/gemm/gemm_tiles.h"
+#include "kernels/gemm/int8_gemm.h"
+#include "kernels/target.h"
+
+namespace attn::detail {
+
+using gemm_tiles::kGroup;
+
+bool int8_gemm_avx2_cpu() {
+  return __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
+}
+
+void int8_gemm_neg(const std::int8_t* wq, std::int64_t N, std::int64_t K, std::int32_t* out) {
+  for (std::int64_t n = 0; n < N; ++n) {
+    std::int32_t sum = 0;
+    for (std::int64_t k = 0; k < K; ++k) sum += wq[n * K + k] < 0 ? wq[n * K + k] : 0;
+    out[n] = sum;
+  }
+}
+
+void int8_gemm_s8_reference(const Int8GemmS8Args& a, const std::int8_t* wq) {
+  for (std::int64_t m = 0; m < a.M; ++m)
+    for (std::int64_t n = 0; n < a.N; ++n) {
+      std::int32_t acc = 0;
+      for (std::int64_t k = 0; k < a.K; ++k)
+        acc += static_cast<std::int32_t>(a.x[m * a.ldx + k]) *
+               static_cast<std::int32_t>(wq[n * a.K + k]);
+      a.y[m * a.N + n] =
+          std::fma(static_cast<float>(acc), a.sx[m] * a.sw[n], a.bias ? a.bias[n] : 0.0f);
+    }
+}
+
+ATTN_TARGET_BEGIN("avx2,fma")
+
+namespace {
+
+// No standard-library templates in here: their instances, compiled for
+// AVX2, could be the ones the linker keeps for every caller.
+
+// acc += the sums of 4 products of each column: the 4 bytes x of the row
+// (broadcast), each flipped (vpxor) where the weight is negative (m, 0xff
+// there: -x - 1), times |w| (wabs), pairs into int16 (vpmaddubsw: at most
+// 2 x 127 x 128 = 32512, no saturation, kernels/gemm/int8_gemm.h), then pairs of
+// pairs into int32 (vpmaddwd by ones), in place. The instructions by hand:
+// with the intrinsics, GCC 12 added the sums into a new register and moved
+// them back at each step, and kept one of 8 on the stack.
+__attribute__((target("avx2,fma"), always_inline)) inline void dot4(__m256i& acc, __m256i x,
+                                                                    __m256i m, __m256i wabs,
+                                                                    __m256i ones) {
+  __m256i t;
+  asm("vpxor %[m], %[x], %[t]\n\t"
+      "vpmaddubsw %[t], %[wabs], %[t]\n\t"
+      "vpmaddwd %[ones], %[t], %[t]\n\t"
+      "vpaddd %[t], %[acc], %[acc]"
+      : [acc] "+x"(acc), [t] "=&x"(t)
+      : [x] "x"(x), [m] "x"(m), [wabs] "x"(wabs), [ones] "x"(ones));
+}
+
+// Lanes [0, n) of 8 (the columns that exist), as a maskstore mask.
+__attribute__((target("avx2,fma"), always_inline)) inline __m256i first_lanes8(std::int64_t n) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const int c = n >= 8 ? 8 : n <= 0 ? 0 : static_cast<int>(n);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), lane);
+}
+
+// What turns 16 columns' sums into floats: sw, the bias (zeros without
+// one), the masks of the columns that exist.
+struct Epilogue8 {
+  __m256 slo, shi, blo, bhi;
+  __m256i nlo, nhi, mlo, mhi;
+  bool full, hi_cols;
+};
+
+// One register of 8 sums on its way out: the flips' sum taken off (neg),
+// then fma(float(acc), sx * sw, b), as int8_gemm_s8_reference computes it
+// (with b 0 without a bias).
+__attribute__((target("avx2,fma"), always_inline)) inline void store8(float* y, __m256i acc,
+                                                                      __m256i neg, __m256 vsx,
+                                                                      __m256 s, __m256 b,
+                                                                      __m256i mask, bool full) {
+  const __m256 v =
+      _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(acc, neg)), _mm256_mul_ps(vsx, s), b);
+  if (full)
+    _mm256_storeu_ps(y, v);
+  else
+    _mm256_maskstore_ps(y, mask, v);
+}
+
+// One row's step: its 4 bytes broadcast, two dot4. Named sums, not an
+// array (as in kernels/gemm/int8_gemm.cpp: GCC kept an array's sums on the stack).
+#define ATTN_INT8_ROW_STEP8(r)                              \
+  if constexpr (S > r) {                                    \
+    std::int32_t four;                                      \
+    std::memcpy(&four, x + (r)*a.ldx + 4 * s, sizeof four); \
+    const __m256i xb = _mm256_set1_epi32(four);             \
+    dot4(lo##r, xb, m0, a0, ones);                          \
+    dot4(hi##r, xb, m1, a1, ones);                          \
+  }
+#define ATTN_INT8_ROW_STORE8(r)                                                    \
+  if constexpr (S > r) {                                                           \
+    const __m256 vsx = _mm256_set1_ps(a.sx[m0 + r]);                               \
+    float* yr = a.y + (m0 + r) * a.N + n0;                                         \
+    store8(yr, lo##r, e.nlo, vsx, e.slo, e.blo, e.mlo, e.full);                    \
+    if (e.hi_cols) store8(yr + 8, hi##r, e.nhi, vsx, e.shi, e.bhi, e.mhi, e.full); \
+  }
+
+struct Int8Tiles256 {
+  // Rows [m0, m0 + S) (S <= 4) of columns [32 g + 16 h, 32 g + 16 h + 16):
+  // 8 int32 sums in registers over all of K, with the step's two registers
+  // of |Wq|, two of masks, the ones and a broadcast, while the 64
+  // bytes at pf + 128 s + 64 h are brought into L1 at each step s (the
+  // weights a later tile reads, as the VNNI kernel does, half a step each).
+  template <int S>
+  __attribute__((target("avx2,fma"), noinline)) static void block(const Int8GemmS8Args& a,
+                                                                  std::int64_t m0, std::int64_t g,
+                                                                  std::int64_t h,
+                                                                  const std::int8_t* pf) {
+    static_assert(S >= 1 && S <= 4);
+    const std::int64_t k4 = (a.K + 3) / 4;
+    const std::int8_t* w = a.packed + g * k4 * kGroup * 4 + 32 * 2 * h;
+    const std::int8_t* f = pf + 64 * h;
+    const std::int8_t* x = a.x + m0 * a.ldx;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i z = _mm256_setzero_si256();
+    ATTN_GEMM_ROWS_4(ATTN_GEMM_ZERO_SUMS)
+    for (std::int64_t s = 0; s < k4; ++s) {
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + s * 128));
+      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + s * 128 + 32));
+      const __m256i a0 = _mm256_abs_epi8(w0), a1 = _mm256_abs_epi8(w1);
+      const __m256i m0 = _mm256_cmpgt_epi8(z, w0), m1 = _mm256_cmpgt_epi8(z, w1);
+      _mm_prefetch(reinterpret_cast<const char*>(f + s * 128), _MM_HINT_T0);
+      ATTN_GEMM_ROWS_4(ATTN_INT8_ROW_STEP8)
+    }
+    const std::int64_t n0 = g * kGroup + 16 * h, cols = a.N - n0;
+    Epilogue8 e;
+    e.full = cols >= 16;
+    e.hi_cols = cols > 8;
+    e.mlo = first_lanes8(cols);
+    e.mhi = first_lanes8(cols - 8);
+    e.nlo = _mm256_maskload_epi32(a.neg + n0, e.mlo);
+    e.nhi = _mm256_maskload_epi32(a.neg + n0 + 8, e.mhi);
+    e.slo = _mm256_maskload_ps(a.sw + n0, e.mlo);
+    e.shi = _mm256_maskload_ps(a.sw + n0 + 8, e.mhi);
+    e.blo = a.bias ? _mm256_maskload_ps(a.bias + n0, e.mlo) : _mm256_setzero_ps();
+    e.bhi = a.bias ? _mm256_maskload_ps(a.bias + n0 + 8, e.mhi) : _mm256_setzero_ps();
+    ATTN_GEMM_ROWS_4(ATTN_INT8_ROW_STORE8)
+  }
+
+  // The tile of gemm_tiles (R <= 12 rows, group g): blocks of equal height
+  // (at most 4 rows), the group's first 16 columns, then its last 16 where
+  // N reaches them.
+  template <int R>
+  __attribute__((target("avx2,fma"), noinline)) static void tile(const Int8GemmS8Args& a,
+                                                                 std::int64_t m0, std::int64_t g,
+                                                                 const std::int8_t* pf) {
+    static_assert(R >= 1 && R <= gemm_tiles::kTileRows);
+    constexpr int kBlocks = (R + 3) / 4;
+    constexpr int kFirst = (R + kBlocks - 1) / kBlocks;
+    constexpr int kSecond = kBlocks > 1 ? (R - kFirst + kBlocks - 2) / (kBlocks - 1) : 0;
+    constexpr int kThird = R - kFirst - kSecond;
+    static_assert(kFirst <= 4 && kSecond <= 4 && kThird >= 0 && kThird <= 4);
+    const std::int64_t halves = a.N - g * kGroup > 16 ? 2 : 1;
+    for (std::int64_t h = 0; h < halves; ++h) {
+      block<kFirst>(a, m0, g, h, pf);
+      if constexpr (kSecond > 0) block<kSecond>(a, m0 + kFirst, g, h, pf);
+      if constexpr (kThird > 0) block<kThird>(a, m0 + kFirst + kSecond, g, h, pf);
+    }
+  }
+};
+#undef ATTN_INT8_ROW_STEP8
+#undef ATTN_INT8_ROW_STORE8
+
+}  // namespace
+
+ATTN_TARGET_END
+
+// The tiles in gemm_tiles' order (kernels/gemm/gemm_tiles.h).
+void int8_gemm_avx2(const Int8GemmS8Args& a, std::int64_t g0, std::int64_t g1) {
+  gemm_tiles::run_tiles<Int8Tiles256>(a, a.M, a.packed, (a.K + 3) / 4 * kGroup * 4, kGroup * 4, g0,
+                                      g1);
+}
+
+}  // namespace attn::detail
