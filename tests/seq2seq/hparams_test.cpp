@@ -95,6 +95,16 @@ TEST(HParams, DefaultsAreD2lsAndValid) {
   EXPECT_EQ(std::get<double>(hparam(HP::lr).get(run)), 0.005);
   EXPECT_EQ(std::get<std::int64_t>(hparam(HP::num_epochs).get(run)), 200);
   EXPECT_NO_THROW(validate(run));
+  // The table's default column is the structs' member initializers, row by
+  // row, and every flag row's default is in its range (the derived rows'
+  // defaults, 0 before the data sets them, need not be).
+  RunSpec fresh;
+  for (const auto& p : hparams()) {
+    EXPECT_EQ(format_hvalue(p.get(fresh)), p.default_text) << p.name;
+    if (p.flag != HFlag::none && !(p.type == HType::text && p.default_text.empty())) {
+      EXPECT_NO_THROW(check_hvalue(p, p.get(fresh))) << p.name;
+    }
+  }
   // Every row's setter writes what its getter reads.
   for (const auto& p : hparams()) {
     RunSpec r;

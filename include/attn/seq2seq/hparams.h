@@ -8,8 +8,9 @@
 // config.json, the checkpoint and validation are all driven by this table,
 // so adding a hyperparameter is one row (and the code that uses it).
 //
-// Defaults are those of d2l's Transformer (section 10.7): RunSpec's member
-// initializers and nn::TransformerConfig's.
+// Defaults are those of d2l's Transformer (section 10.7): the table's
+// default column, which RunSpec's member initializers (and
+// nn::TransformerConfig's) must equal (tests/seq2seq/hparams_test.cpp).
 #pragma once
 
 #include <array>
@@ -82,6 +83,12 @@ struct HParam {
   std::string_view choices = {};
   HValue (*get)(const RunSpec&) = nullptr;
   void (*set)(RunSpec&, const HValue&) = nullptr;
+  // The default, as format_hvalue writes it: d2l's (section 10.7), the
+  // value of a RunSpec{} (whose member initializers the tests hold to this
+  // column). Derived rows: their value before the data sets them. A flag
+  // left out takes it, except where the CLI derives one (--data: the
+  // bundled corpus; the languages: default_languages()).
+  std::string_view default_text = {};
 };
 
 // ggml's way: one enum, one table, their sizes checked against each other.
