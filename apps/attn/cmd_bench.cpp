@@ -180,13 +180,9 @@ void setup_bench_attention(CLI::App& parent, Context& ctx) {
          "Instruction set of the f32 kernels (default: ATTN_ISA, else the best this CPU has)")
       ->check(CLI::IsMember({"avx512", "avx2", "portable"}))
       ->option_text("avx512|avx2|portable");
-  sub->add_option("--precision", o->precision,
-                  "f32, or bf16: the tiled kernels (and the reference's products) on bf16 "
-                  "operands with f32 sums, on AVX-512 BF16 (the small path, the decode kernel and "
-                  "the AVX2 and portable kernels stay f32; without AVX-512 BF16, f32 with a "
-                  "warning)")
-      ->check(CLI::IsMember({"f32", "bf16"}))
-      ->capture_default_str();
+  add_precision_flag(sub, o->precision,
+                     "here the tiled attention kernels and the reference's products (the small "
+                     "path, the decode kernel and the AVX2 and portable kernels stay f32)");
   sub->add_flag("--no-small-path", o->no_small_path,
                 "Run small problems (<= 64 queries and keys per head) on the tiled kernels too, "
                 "not several heads at a time across the vector lanes");

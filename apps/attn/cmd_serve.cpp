@@ -180,10 +180,7 @@ void setup_serve(CLI::App& parent, Context& ctx) {
   sub->add_option("--threads", o.threads, "Threads of each model's decoding (default: --threads)")
       ->check(in_range(1, 1024))
       ->option_text("N");
-  sub->add_option("--precision", a->precision,
-                  "Matrix products in f32, or bf16 (needs AVX-512 BF16, else f32)")
-      ->check(CLI::IsMember({"f32", "bf16"}))
-      ->capture_default_str();
+  add_precision_flag(sub, a->precision, "");
   sub->add_option("--quantize", a->quantize,
                   "none (f32), int8 (Linear weights in int8, on AVX-512 VNNI or AVX2, else "
                   "f32), or auto: int8 where the CPU runs it, as attn translate")

@@ -39,12 +39,7 @@ void DecodeFlags::add_to(CLI::App* sub, bool with_n_best, bool with_batches) {
       ->check(in_range(0.0, 1000.0))
       ->option_text("F")
       ->capture_default_str();
-  sub->add_option("--precision", precision_,
-                  "Matrix products in f32, or bf16 (operands rounded to bfloat16, f32 "
-                  "accumulation; the weights converted once; needs AVX-512 BF16, else f32 with a "
-                  "warning)")
-      ->check(CLI::IsMember({"f32", "bf16"}))
-      ->capture_default_str();
+  add_precision_flag(sub, precision_, "the weights converted once");
   sub->add_option("--quantize", quantize_,
                   "none (f32), or int8: the Linear layers' weights quantized once to int8 per "
                   "output row and the activations per row at each product, multiplied on "

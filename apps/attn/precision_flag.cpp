@@ -2,11 +2,32 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <string_view>
+#include <vector>
 
 #include "attn/ops/quantize.h"
+#include "attn/seq2seq/hparams.h"
 
 namespace attn::cli {
+
+CLI::Option* add_precision_flag(CLI::App* sub, std::string& precision, const std::string& detail) {
+  const std::string_view choices = seq2seq::hparam(seq2seq::HP::precision).choices;
+  std::vector<std::string> names;
+  for (std::size_t start = 0; start <= choices.size();) {
+    const std::size_t bar = std::min(choices.find('|', start), choices.size());
+    names.emplace_back(choices.substr(start, bar - start));
+    start = bar + 1;
+  }
+  return sub
+      ->add_option("--precision", precision,
+                   "Matrix products in f32, or bf16: operands rounded to bfloat16, f32 sums, on "
+                   "AVX-512 BF16 (without it f32, with a warning)" +
+                       (detail.empty() ? std::string() : "; " + detail))
+      ->check(CLI::IsMember(names))
+      ->capture_default_str();
+}
 
 Precision precision_for(const std::string& text, const char* instead, bool say) {
   const Precision p = parse_precision(text);

@@ -2,6 +2,8 @@
 // once on stderr where it is not what the user may expect.
 #pragma once
 
+#include <CLI/CLI.hpp>
+
 #include <string>
 
 #include "attn/ops/precision.h"
@@ -15,6 +17,11 @@ namespace attn::cli {
 // warning that ends in `instead` ("training in f32", "decoding in f32").
 // `say` false: the same choice, nothing printed (MPI ranks but the first).
 Precision precision_for(const std::string& text, const char* instead, bool say = true);
+
+// --precision, defined once for every command that takes it (train's comes
+// from the hyperparameter table, whose choices these are): f32 or bf16,
+// the common meaning, then `detail` (what bf16 covers in that command).
+CLI::Option* add_precision_flag(CLI::App* sub, std::string& precision, const std::string& detail);
 
 // --version's line on the bf16 products: what runs them and how fast.
 std::string bf16_description();
