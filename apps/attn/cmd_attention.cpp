@@ -82,7 +82,7 @@ int run_attention(const AttentionArgs& a) {
   // tokens, which gives the weights the search computed for it.
   seq2seq::AttentionMaps maps;
   std::string text;
-  if (m.config.tokenizer == "word") {
+  if (m.config.tokenizer == seq2seq::TokenizerKind::word) {
     auto tr = seq2seq::translate(*m.net, m.src_vocab, m.tgt_vocab, {a.sentence}, m.config.num_steps,
                                  options)[0];
     if (std::all_of(tr[0].source_tokens.begin(), tr[0].source_tokens.end(),

@@ -188,7 +188,7 @@ int run_evaluate(const EvaluateArgs& a) {
                io::file_kind(st.st_mode));
   }
   check_direction(a, m.config);
-  if (m.config.tokenizer != "word")
+  if (m.config.tokenizer != seq2seq::TokenizerKind::word)
     return evaluate_subwords(a, m, path, options, a.decoding.batching());
   data::ParallelCorpus corpus = data::read_parallel_corpus(path, a.num_examples);
   if (a.reverse) std::swap(corpus.source, corpus.target);

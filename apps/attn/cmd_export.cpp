@@ -36,7 +36,7 @@ int run_export(const ExportArgs& a) {
       "wrote {} (ONNX opset {}: {} layers, {} heads, num_hiddens {}, vocabularies {} / {})\n", file,
       seq2seq::kOnnxOpset, c.num_layers, c.num_heads, c.num_hiddens, c.src_vocab_size,
       c.tgt_vocab_size);
-  if (m.config.tokenizer != "word")
+  if (m.config.tokenizer != seq2seq::TokenizerKind::word)
     fmt::print(
         "note: the graph maps ids to ids; this model's text goes through its SentencePiece model "
         "({}/spm.model, whose pieces are the vocabularies), which ONNX Runtime does not run: "

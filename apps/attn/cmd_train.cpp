@@ -53,82 +53,39 @@ using seq2seq::RunSpec;
 
 // ---- the data ----
 
-// What a run trains on: d2l's padded arrays, or a translator's data.
-struct RunData {
-  data::NmtData nmt;
-  std::optional<seq2seq::TranslationData> tr;
-  std::unique_ptr<seq2seq::BatchSource> batches;
+using seq2seq::RunData;
 
-  const data::Vocab& vocab(data::Side side) const {
-    if (tr) return tr->tokenizer->vocab(side);
-    return side == data::Side::source ? nmt.src_vocab : nmt.tgt_vocab;
-  }
-  seq2seq::ModelExtras extras(const RunSpec& run) const {
-    seq2seq::ModelExtras e;
-    if (tr) e.spm_model = tr->spm_model;
-    e.training_json = seq2seq::hparams_to_flat_json(run).dump(2) + "\n";
-    e.run_id = run.run_id;
-    return e;
-  }
-};
-
-RunData load_data(RunSpec& run, const TrainSetup& s, optim::Communicator* comm) {
-  RunData d;
+// The data of a run (seq2seq::load_run_data). Resumed, the tokenizer is the
+// one the model directory holds and the pairs must be those the checkpoint
+// was trained on. Under mpirun, process 0 trains a fresh run's SentencePiece
+// model and the others take it from there.
+std::unique_ptr<RunData> load_data(RunSpec& run, const TrainSetup& s, optim::Communicator* comm) {
   const bool fresh = !s.checkpoint;
-  const int rank = comm ? comm->rank() : 0;
-  std::uint64_t fingerprint = 0;
-  if (seq2seq::uses_translation_data(run)) {
-    std::optional<std::string> spm;
-    if (!fresh && run.model.tokenizer == "spm") {
-      // The resumed run's tokenizer: the one its model directory holds.
-      const io::FileSet set(s.out, seq2seq::kModelKind);
-      spm = set.file(seq2seq::kSpmFile).read_all(seq2seq::kMaxSpmBytes);
-    }
-    if (fresh && comm && run.model.tokenizer == "spm") {
-      // Several processes: process 0 trains the SentencePiece model, the
-      // others take it from there.
-      std::string bytes;
-      if (rank == 0) {
-        d.tr = seq2seq::prepare_translation_data(run, nullptr);
-        bytes = d.tr->spm_model;
-      }
-      comm->broadcast(bytes, 0);
-      if (rank != 0) d.tr = seq2seq::prepare_translation_data(run, &bytes);
-    } else {
-      d.tr = seq2seq::prepare_translation_data(run, spm ? &*spm : nullptr);
-    }
-    fingerprint = seq2seq::translation_fingerprint(*d.tr);
-    if (fresh) seq2seq::describe_translation_data(*d.tr, run);
-    d.batches = seq2seq::translation_batches(*d.tr, run);
-  } else {
-    d.nmt = data::load_data_nmt(run.data.path, seq2seq::nmt_options(run));
-    seq2seq::check_training_data(d.nmt);
-    fingerprint = seq2seq::data_fingerprint(d.nmt);
-    if (fresh) {
-      run.data.num_pairs = d.nmt.src.array.size(0);
-      run.data.fingerprint = fingerprint;
-      run.model.transformer.src_vocab_size = static_cast<std::int64_t>(d.nmt.src_vocab.size());
-      run.model.transformer.tgt_vocab_size = static_cast<std::int64_t>(d.nmt.tgt_vocab.size());
-    }
-    d.batches = std::make_unique<seq2seq::FixedLengthBatches>(d.nmt, run.train.batch_size);
-  }
-  if (fresh) {
-    run.data.path = fs::absolute(run.data.path).lexically_normal().string();
-  } else {
-    ATTN_CHECK(fingerprint == run.data.fingerprint, IOError,
+  const bool spm =
+      run.model.tokenizer == seq2seq::TokenizerKind::spm && seq2seq::uses_translation_data(run);
+  if (!fresh) {
+    std::optional<std::string> model;
+    if (spm)
+      model = io::FileSet(s.out, seq2seq::kModelKind)
+                  .file(seq2seq::kSpmFile)
+                  .read_all(seq2seq::kMaxSpmBytes);
+    auto d = seq2seq::load_run_data(run, false, model ? &*model : nullptr);
+    ATTN_CHECK(d->fingerprint == run.data.fingerprint, IOError,
                "cannot resume: the training pairs read from '{}' differ from those the checkpoint "
                "'{}' was trained on",
                run.data.path, (fs::path(s.out) / seq2seq::kCheckpointFile).string());
+    return d;
   }
+  if (!comm || !spm) return seq2seq::load_run_data(run, true);
+  std::string bytes;
+  std::unique_ptr<RunData> d;
+  if (comm->rank() == 0) {
+    d = seq2seq::load_run_data(run, true);
+    bytes = d->tr->spm_model;
+  }
+  comm->broadcast(bytes, 0);
+  if (comm->rank() != 0) d = seq2seq::load_run_data(run, true, &bytes);
   return d;
-}
-
-// OUT/data/{train,valid,test}.tsv: the split, so that anyone can re-score.
-void write_split(const fs::path& out, const seq2seq::TranslationData& tr) {
-  io::ensure_directory(out / "data");
-  io::write_file_atomic(out / "data" / "train.tsv", data::pairs_to_tsv(tr.split.train));
-  io::write_file_atomic(out / "data" / "valid.tsv", data::pairs_to_tsv(tr.split.valid));
-  io::write_file_atomic(out / "data" / "test.tsv", data::pairs_to_tsv(tr.split.test));
 }
 
 // ---- the model ----
@@ -144,11 +101,7 @@ Model make_model(const TrainSetup& s) {
   if (s.checkpoint)
     m.resume = seq2seq::restore_checkpoint(*s.checkpoint, *m.net);
   else {
-    nn::xavier_init(*m.net, default_generator());
-    if (s.run.train.embedding_init == "scaled")
-      nn::init_embeddings(*m.net,
-                          1.0 / std::sqrt(static_cast<double>(s.run.model.transformer.num_hiddens)),
-                          default_generator());
+    seq2seq::initialize_model(*m.net, s.run.model, s.run.train.embedding_init, default_generator());
   }
   return m;
 }
@@ -183,8 +136,8 @@ void print_start(const TrainSetup& s, const RunData& d, const Model& m, TrainLog
         "train: {} tokenizer; {} validation and {} test pairs held out (no source sentence of "
         "theirs in training); {} training pairs longer than {} tokens dropped; {} batches of "
         "up to {} tokens per epoch",
-        run.model.tokenizer, d.tr->split.valid.size(), d.tr->split.test.size(), d.tr->dropped,
-        run.data.max_length, num_batches, run.data.batch_tokens));
+        enum_name(run.model.tokenizer), d.tr->split.valid.size(), d.tr->split.test.size(),
+        d.tr->dropped, run.data.max_length, num_batches, run.data.batch_tokens));
 }
 
 // ---- the report ----
@@ -272,7 +225,7 @@ int report(const TrainArgs& a, const TrainSetup& s, const RunData& d, Model& m,
     write_metrics(a.metrics_json, r, tr_json, seq2seq::median_ms(one_sentence, 51));
   const fs::path out(s.out);
   // d2l's plot is per epoch; the translator's per step (a run may end inside its first epoch).
-  const bool per_step = s.run.train.loss != "d2l";
+  const bool per_step = s.run.train.loss != seq2seq::Loss::d2l;
   seq2seq::save_loss_plot(r.epoch_losses, per_step ? r.step_losses : std::vector<double>{},
                           d.batches->num_batches(), r.validations, (out / "loss").string());
   seq2seq::save_bleu_plot(r.validations, (out / "bleu").string());
@@ -351,18 +304,18 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   optim::Communicator* comm = mpi_world();
   if (comm && comm->size() == 1) comm = nullptr;
   const bool writer = !comm || comm->rank() == 0;
-  run.train.precision =
-      precision_name(precision_for(run.train.precision, "training in f32", /*say=*/writer));
+  run.train.precision = precision_for(run.train.precision, "training in f32", /*say=*/writer);
   // The output directory is checked before the data is read and created
   // after: a corpus that fails (or a signal while it is read) leaves nothing.
   if (writer) check_output_dir(s.out, run, !a.resume.empty(), a.overwrite);
-  RunData d = load_data(run, s, comm);
+  const std::unique_ptr<RunData> data = load_data(run, s, comm);
+  RunData& d = *data;
   if (!s.checkpoint) run.run_id = seq2seq::run_id_of(run);  // the spec, data included
   std::optional<OutputDir> dir;
   if (writer) dir.emplace(s.out, run, !a.resume.empty(), a.overwrite);
   TrainLog::Options log_options{.quiet = a.quiet,
                                 .file = a.log,
-                                .per_token = run.train.loss == "token",
+                                .per_token = run.train.loss == seq2seq::Loss::token,
                                 .time_limit_s = 60.0 * run.train.time_limit,
                                 .silent = !writer};
   parse_log_every(a.log_every, log_options);
@@ -382,7 +335,7 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   };
   // The model directory holds a loadable model before the first step.
   if (!m.resume && writer) {
-    if (d.tr) write_split(s.out, *d.tr);
+    if (d.tr) seq2seq::write_split(s.out, *d.tr);
     save();
   }
   if (dir) dir->keep();

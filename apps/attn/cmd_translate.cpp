@@ -99,7 +99,8 @@ int run_translate(const TranslateArgs& a) {
   auto translate = [&](const std::vector<std::string>& sentences, std::size_t first,
                        const char* where) {
     count += sentences.size();
-    if (m.config.tokenizer != "word") {  // subword model: cased text in, detokenized text out
+    if (m.config.tokenizer !=
+        seq2seq::TokenizerKind::word) {  // subword model: cased text in, detokenized text out
       const auto translations =
           seq2seq::translate_texts(*m.net, *m.tokenizer, sentences, options, batching);
       for (std::size_t i = 0; i < translations.size(); ++i) {

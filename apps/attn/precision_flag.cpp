@@ -30,7 +30,10 @@ CLI::Option* add_precision_flag(CLI::App* sub, std::string& precision, const std
 }
 
 Precision precision_for(const std::string& text, const char* instead, bool say) {
-  const Precision p = parse_precision(text);
+  return precision_for(parse_precision(text), instead, say);
+}
+
+Precision precision_for(Precision p, const char* instead, bool say) {
   if (p != Precision::bf16) return p;
   if (!bf16_supported()) {
     if (say)

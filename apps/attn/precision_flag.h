@@ -16,6 +16,7 @@ namespace attn::cli {
 // without AVX-512 BF16 it is f32, with a
 // warning that ends in `instead` ("training in f32", "decoding in f32").
 // `say` false: the same choice, nothing printed (MPI ranks but the first).
+Precision precision_for(Precision requested, const char* instead, bool say = true);
 Precision precision_for(const std::string& text, const char* instead, bool say = true);
 
 // --precision, defined once for every command that takes it (train's comes

@@ -83,12 +83,8 @@ RunSpec resolve(const TrainArgs& a, const Context& ctx) {
   }
   a.hp.apply(run);
   if (a.hp.given("seed") || !config_seed) run.train.seed = ctx.global.seed;
-  seq2seq::default_languages(run);  // en-fr for the bundled corpus (fr-en with --reverse)
-  auto& t = run.model.transformer;
-  t.max_len = std::max<std::int64_t>(
-      {1000, run.model.num_steps, seq2seq::uses_translation_data(run) ? run.data.max_length : 0});
   try {
-    seq2seq::validate(run);
+    seq2seq::resolve_run(run);
   } catch (const ValueError& e) {
     throw CLI::ValidationError(e.what());
   }

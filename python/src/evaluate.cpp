@@ -102,7 +102,7 @@ py::dict Translator::evaluate(const std::string& data, const std::string& split,
   batching.batch_size = static_cast<std::size_t>(args.max_batch_size);
   batching.workers = static_cast<int>(args.inter_threads);
   Evaluation e;
-  const bool word = m_.config.tokenizer == "word";
+  const bool word = m_.config.tokenizer == seq2seq::TokenizerKind::word;
   InterruptWatch watch;
   batching.before_batch = [&watch] { watch.check(); };
   compute_interruptible(watch, [&] {

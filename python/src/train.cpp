@@ -60,37 +60,6 @@ std::string flag_text(const py::handle& value) {
   return py::str(value).cast<std::string>();
 }
 
-struct RunData {
-  data::NmtData nmt;
-  std::optional<seq2seq::TranslationData> tr;
-  std::unique_ptr<seq2seq::BatchSource> batches;
-  const data::Vocab& vocab(data::Side side) const {
-    if (tr) return tr->tokenizer->vocab(side);
-    return side == data::Side::source ? nmt.src_vocab : nmt.tgt_vocab;
-  }
-};
-
-// The data of a fresh run, and the rows it decides (vocabulary sizes, pairs,
-// fingerprint): d2l's pipeline, or a translator's.
-RunData load_data(RunSpec& run) {
-  RunData d;
-  if (seq2seq::uses_translation_data(run)) {
-    d.tr = seq2seq::prepare_translation_data(run, nullptr);
-    seq2seq::describe_translation_data(*d.tr, run);
-    d.batches = seq2seq::translation_batches(*d.tr, run);
-  } else {
-    d.nmt = data::load_data_nmt(run.data.path, seq2seq::nmt_options(run));
-    seq2seq::check_training_data(d.nmt);
-    run.data.num_pairs = d.nmt.src.array.size(0);
-    run.data.fingerprint = seq2seq::data_fingerprint(d.nmt);
-    run.model.transformer.src_vocab_size = static_cast<std::int64_t>(d.nmt.src_vocab.size());
-    run.model.transformer.tgt_vocab_size = static_cast<std::int64_t>(d.nmt.tgt_vocab.size());
-    d.batches = std::make_unique<seq2seq::FixedLengthBatches>(d.nmt, run.train.batch_size);
-  }
-  run.data.path = fs::absolute(run.data.path).lexically_normal().string();
-  return d;
-}
-
 py::dict progress_dict(const char* kind, const seq2seq::Progress& p) {
   py::dict d;
   d["kind"] = kind;
@@ -152,31 +121,17 @@ struct Outcome {
 
 Outcome run_training(RunSpec& run, const std::string& out, std::int64_t checkpoint_every,
                      Callback& callback, InterruptWatch& watch) {
-  RunData d = load_data(run);
+  const std::unique_ptr<seq2seq::RunData> data = seq2seq::load_run_data(run, /*fresh=*/true);
+  const seq2seq::RunData& d = *data;
   run.run_id = seq2seq::run_id_of(run);  // the spec, data included (as attn train)
   std::shared_ptr<nn::Seq2SeqModel> net = seq2seq::make_model(run.model);
-  nn::xavier_init(*net, default_generator());
-  if (run.train.embedding_init == "scaled")
-    nn::init_embeddings(*net,
-                        1.0 / std::sqrt(static_cast<double>(run.model.transformer.num_hiddens)),
-                        default_generator());
+  seq2seq::initialize_model(*net, run.model, run.train.embedding_init, default_generator());
   io::ensure_directory(out);
   io::DirectoryLock lock(out, "attn.train (Python)");
   const data::Vocab &sv = d.vocab(data::Side::source), &tv = d.vocab(data::Side::target);
-  seq2seq::ModelExtras extras;
-  if (d.tr) extras.spm_model = d.tr->spm_model;
-  extras.training_json = seq2seq::hparams_to_flat_json(run).dump(2) + "\n";
-  extras.run_id = run.run_id;
+  const seq2seq::ModelExtras extras = d.extras(run);
   auto save = [&] { seq2seq::save_model(out, *net, run.model, sv, tv, extras); };
-  if (d.tr) {  // the split, so that anyone can re-score (as `attn train` writes it)
-    io::ensure_directory(fs::path(out) / "data");
-    io::write_file_atomic(fs::path(out) / "data" / "train.tsv",
-                          data::pairs_to_tsv(d.tr->split.train));
-    io::write_file_atomic(fs::path(out) / "data" / "valid.tsv",
-                          data::pairs_to_tsv(d.tr->split.valid));
-    io::write_file_atomic(fs::path(out) / "data" / "test.tsv",
-                          data::pairs_to_tsv(d.tr->split.test));
-  }
+  if (d.tr) seq2seq::write_split(out, *d.tr);  // so that anyone can re-score
   save();  // a loadable model before the first step
 
   seq2seq::TrainHooks hooks;
@@ -287,14 +242,10 @@ py::dict train(const std::string& preset, const std::string& out, const py::obje
   ATTN_CHECK(threads >= 0 && threads <= 1024, ValueError,
              "train: threads must be 0 (attn.get_num_threads()) to 1024, got {}", threads);
   run.train.seed = seed;
-  seq2seq::default_languages(run);  // as attn train: en-fr for the bundled corpus
-  // The positions the model gets (as `attn train` resolves them).
-  run.model.transformer.max_len = std::max<std::int64_t>(
-      {1000, run.model.num_steps, seq2seq::uses_translation_data(run) ? run.data.max_length : 0});
-  seq2seq::validate(run);
-  if (run.train.precision == "bf16" && !bf16_supported()) {
+  seq2seq::resolve_run(run);  // as attn train: en-fr for the bundled corpus, the positions
+  if (run.train.precision == Precision::bf16 && !bf16_supported()) {
     warn("attn: precision bf16: this CPU has no AVX-512 BF16; training in f32");
-    run.train.precision = "f32";
+    run.train.precision = Precision::f32;
   }
   const fs::path dir(out);
   ATTN_CHECK(

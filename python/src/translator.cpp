@@ -143,7 +143,7 @@ py::list Translator::translate(const std::vector<std::string>& sentences, const 
   for (const std::string& s : sentences) data::check_utf8(s, "translate: input");
   const seq2seq::DecodeOptions opts = options(args);
   const bool detailed = args.n_best.has_value() || args.scores || return_attention;
-  const bool word = m_.config.tokenizer == "word";
+  const bool word = m_.config.tokenizer == seq2seq::TokenizerKind::word;
   const std::int64_t num_steps = m_.config.num_steps;
   std::vector<std::vector<Hypothesis>> out(sentences.size());
   std::vector<std::vector<seq2seq::AttentionMaps>> maps(sentences.size());

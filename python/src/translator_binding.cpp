@@ -74,8 +74,8 @@ DecodeArgs decode_args(const py::object& beam_size, const py::object& length_pen
 
 py::dict config_dict(const seq2seq::ModelConfig& c) {
   py::dict d;
-  d["architecture"] = c.architecture;
-  d["tokenizer"] = c.tokenizer;
+  d["architecture"] = enum_name(c.architecture);
+  d["tokenizer"] = enum_name(c.tokenizer);
   d["src_vocab_size"] = c.transformer.src_vocab_size;
   d["tgt_vocab_size"] = c.transformer.tgt_vocab_size;
   d["num_hiddens"] = c.transformer.num_hiddens;
@@ -152,8 +152,8 @@ void bind_translator(py::module_& m) {
                              })
       .def("__repr__", [](const Translator& t) {
         return fmt::format("Translator('{}', architecture={}, tokenizer={}, precision={})",
-                           t.model_dir(), t.model().config.architecture, t.model().config.tokenizer,
-                           precision_name(t.precision()));
+                           t.model_dir(), enum_name(t.model().config.architecture),
+                           enum_name(t.model().config.tokenizer), precision_name(t.precision()));
       });
 
   m.def(

@@ -134,13 +134,9 @@ bool bf16_slower_than_f32() {
   return bf16_supported() && !bf16_products_on_amx() && bf16_dot_rate() < 1.0;
 }
 
-const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "f32"; }
+const char* precision_name(Precision p) { return enum_name(p); }
 
-Precision parse_precision(const std::string& text) {
-  if (text == "f32") return Precision::f32;
-  if (text == "bf16") return Precision::bf16;
-  throw ValueError(fmt::format("unknown precision '{}' (choices: f32, bf16)", text));
-}
+Precision parse_precision(const std::string& text) { return parse_enum<Precision>(text); }
 
 bool bf16_supported() {
   static const bool supported = [] {

@@ -7,15 +7,9 @@
 
 namespace attn::optim {
 
-LrSchedule parse_lr_schedule(const std::string& name) {
-  if (name == "constant") return LrSchedule::constant;
-  if (name == "inverse-sqrt") return LrSchedule::inverse_sqrt;
-  throw ValueError(fmt::format("lr schedule '{}' is not one of: constant, inverse-sqrt", name));
-}
+LrSchedule parse_lr_schedule(const std::string& name) { return parse_enum<LrSchedule>(name); }
 
-std::string lr_schedule_name(LrSchedule s) {
-  return s == LrSchedule::constant ? "constant" : "inverse-sqrt";
-}
+std::string lr_schedule_name(LrSchedule s) { return enum_name(s); }
 
 double scheduled_lr(double lr, std::int64_t step, std::int64_t warmup, LrSchedule schedule) {
   ATTN_CHECK(step >= 1 && warmup >= 0, ValueError,

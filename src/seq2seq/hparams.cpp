@@ -44,6 +44,8 @@ HValue get_member(const RunSpec& run) {
     return static_cast<std::int64_t>(v);
   else if constexpr (std::is_floating_point_v<V>)
     return static_cast<double>(v);
+  else if constexpr (std::is_enum_v<V>)
+    return std::string(enum_name(v));
   else
     return std::string(v);
 }
@@ -60,6 +62,8 @@ void set_member(RunSpec& run, const HValue& value) {
     v = static_cast<V>(std::get<std::int64_t>(value));
   else if constexpr (std::is_floating_point_v<V>)
     v = static_cast<V>(std::get<double>(value));
+  else if constexpr (std::is_enum_v<V>)
+    v = parse_enum<V>(std::get<std::string>(value));
   else
     v = std::get<std::string>(value);
 }
@@ -395,8 +399,9 @@ void validate_model(const ModelConfig& m) {
                data::printable_excerpt(*lang));
   ATTN_CHECK(m.source_lang.empty() || m.source_lang != m.target_lang, ValueError,
              "source_lang and target_lang are both '{}'", m.source_lang);
-  ATTN_CHECK(m.architecture != "transformer" || t.num_hiddens % t.num_heads == 0, ValueError,
-             "num_hiddens {} is not divisible by num_heads {}", t.num_hiddens, t.num_heads);
+  ATTN_CHECK(m.architecture != Architecture::transformer || t.num_hiddens % t.num_heads == 0,
+             ValueError, "num_hiddens {} is not divisible by num_heads {}", t.num_hiddens,
+             t.num_heads);
   ATTN_CHECK(m.num_steps <= t.max_len, ValueError,
              "num_steps {} is more than max_len {} (the positional encoding's positions)",
              m.num_steps, t.max_len);
@@ -508,85 +513,6 @@ std::vector<std::string> hparams_from_flat_json(const io::JsonObject& o, RunSpec
     names.push_back(key);
   }
   return names;
-}
-
-namespace {
-
-using Preset = std::vector<std::pair<std::string, std::string>>;
-
-const std::vector<std::pair<std::string, Preset>>& presets() {
-  static const std::vector<std::pair<std::string, Preset>> all = {
-      {"d2l", {}},
-      // d2l 10.4's run: the GRU encoder-decoder with Bahdanau attention.
-      {"bahdanau",
-       {{"architecture", "bahdanau"},
-        {"embed_size", "32"},
-        {"num_hiddens", "32"},
-        {"num_layers", "2"},
-        {"dropout", "0.1"},
-        {"num_epochs", "250"}}},
-      // A translator of the whole bundled corpus in about an hour on two
-      // cores (docs/translator.md, docs/design/translator.md): the choices
-      // and the runs behind them.
-      {"tatoeba",
-       {{"num_examples", "0"},
-        {"tokenizer", "spm"},
-        {"vocab_size", "8000"},
-        {"valid_size", "2000"},
-        {"test_size", "2000"},
-        {"max_length", "64"},
-        {"num_steps", "64"},
-        {"batch_tokens", "2048"},
-        {"num_hiddens", "256"},
-        {"num_layers", "3"},
-        {"num_heads", "4"},
-        {"ffn_num_hiddens", "1024"},
-        {"dropout", "0.1"},
-        {"embedding_init", "scaled"},
-        {"loss", "token"},
-        {"label_smoothing", "0.1"},
-        {"adam_beta1", "0.9"},
-        {"adam_beta2", "0.98"},
-        {"adam_eps", "1e-9"},
-        {"lr", "0.001"},
-        {"lr_schedule", "inverse-sqrt"},
-        {"lr_warmup", "500"},
-        {"grad_clip", "1"},
-        {"num_epochs", "100"},
-        {"valid_freq", "500"},
-        {"early_stopping", "10"},
-        {"valid_metric", "bleu"},
-        {"time_limit", "60"}}},
-  };
-  return all;
-}
-
-}  // namespace
-
-const std::vector<std::string>& preset_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> n;
-    for (const auto& [name, _] : presets()) n.push_back(name);
-    return n;
-  }();
-  return names;
-}
-
-const std::vector<std::pair<std::string, std::string>>& preset(const std::string& name) {
-  for (const auto& [n, rows] : presets())
-    if (n == name) return rows;
-  throw ValueError(
-      fmt::format("unknown preset '{}' (known: {})", name, fmt::join(preset_names(), ", ")));
-}
-
-RunSpec preset_run(const std::string& name) {
-  RunSpec run;
-  for (const auto& [key, text] : preset(name)) {
-    const HParam* p = find_hparam(key);
-    ATTN_CHECK(p != nullptr, InternalError, "preset {}: no hyperparameter '{}'", name, key);
-    p->set(run, parse_hvalue(*p, text));
-  }
-  return run;
 }
 
 }  // namespace attn::seq2seq

@@ -90,12 +90,17 @@ nn::BahdanauConfig ModelConfig::bahdanau() const {
 }
 
 std::shared_ptr<nn::Seq2SeqModel> make_model(const ModelConfig& config) {
-  if (config.architecture == "bahdanau")
+  if (config.architecture == Architecture::bahdanau)
     return std::make_shared<nn::BahdanauEncoderDecoder>(config.bahdanau());
-  ATTN_CHECK(config.architecture == "transformer", ValueError,
-             "make_model: unknown architecture '{}' (transformer or bahdanau)",
-             config.architecture);
   return std::make_shared<nn::EncoderDecoder>(config.transformer);
+}
+
+void initialize_model(nn::Seq2SeqModel& net, const ModelConfig& config, EmbeddingInit init,
+                      Generator& gen) {
+  nn::xavier_init(net, gen);
+  if (init == EmbeddingInit::scaled)
+    nn::init_embeddings(net, 1.0 / std::sqrt(static_cast<double>(config.transformer.num_hiddens)),
+                        gen);
 }
 
 std::int64_t min_num_parameters(const nn::TransformerConfig& c) {
@@ -207,8 +212,8 @@ void save_model(const std::string& dir, const nn::Seq2SeqModel& net, const Model
         {kWeightsFile, io::serialize_safetensors(tensors, metadata, false, narrow)},
         {"src_vocab.txt", src_vocab.to_text()},
         {"tgt_vocab.txt", tgt_vocab.to_text()}};
-    ATTN_CHECK((config.tokenizer == "spm") == !extras.spm_model.empty(), ValueError,
-               "save_model: a {} model {} a SentencePiece model", config.tokenizer,
+    ATTN_CHECK((config.tokenizer == TokenizerKind::spm) == !extras.spm_model.empty(), ValueError,
+               "save_model: a {} model {} a SentencePiece model", enum_name(config.tokenizer),
                extras.spm_model.empty() ? "needs" : "has no use for");
     if (!extras.spm_model.empty()) files.emplace_back(kSpmFile, extras.spm_model);
     if (!extras.training_json.empty()) files.emplace_back(kTrainingFile, extras.training_json);
@@ -252,7 +257,7 @@ void check_weights(const ModelConfig& config, const io::TensorMap& tensors,
   const std::string hv = fmt::format("num_hiddens {}", c.num_hiddens);
   // The embeddings are embed_size wide in a Bahdanau model, num_hiddens in a
   // Transformer; the last layer shows num_layers.
-  const bool rnn = config.architecture == "bahdanau";
+  const bool rnn = config.architecture == Architecture::bahdanau;
   const std::int64_t E = rnn ? config.embed_size : c.num_hiddens;
   const std::string ev = rnn ? fmt::format("embed_size {}", E) : hv;
   expect("encoder.embedding.weight", {c.src_vocab_size, E},
@@ -311,7 +316,7 @@ LoadedModel load_model_files(Open&& open) {
   };
   m.src_vocab = vocab("src_vocab.txt", c.src_vocab_size, "src_vocab_size", data::kSourceTokens);
   m.tgt_vocab = vocab("tgt_vocab.txt", c.tgt_vocab_size, "tgt_vocab_size", data::kTargetTokens);
-  if (m.config.tokenizer == "spm") {
+  if (m.config.tokenizer == TokenizerKind::spm) {
     const io::InputFile& f = open(kSpmFile);
     const std::string what = data::quote_path(f.path());
     m.spm_model = f.read_all(kMaxSpmBytes);

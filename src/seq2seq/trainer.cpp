@@ -134,8 +134,8 @@ data::PairBatch TokenBatches::batch(const std::vector<std::int64_t>& idx) const 
   return data::make_batch(pairs_, idx, pad_, eos_);
 }
 
-bool better_validation(const Validation& a, const Validation& b, const std::string& metric) {
-  if (metric == "loss") return a.loss < b.loss;
+bool better_validation(const Validation& a, const Validation& b, ValidMetric metric) {
+  if (metric == ValidMetric::loss) return a.loss < b.loss;
   return a.bleu > b.bleu || (a.bleu == b.bleu && a.loss < b.loss);  // ties: the lower loss
 }
 
@@ -225,7 +225,7 @@ class Training {
         o_(o),
         hooks_(hooks),
         resume_(resume),
-        schedule_(optim::parse_lr_schedule(o.lr_schedule)),
+        schedule_(o.lr_schedule),
         adam_(net.parameters(), o.lr, o.adam_beta1, o.adam_beta2, o.adam_eps),
         bos_(source.bos()),
         num_batches_(source.num_batches()),
@@ -352,7 +352,7 @@ bool Training::validate() {
 double Training::forward_backward(const data::PairBatch& b, double step_tokens) {
   PrecisionScope step_precision(precision_, frozen_);
   Tensor Y_hat = net_.forward(b.src, teacher_forcing_input(b.tgt, bos_), b.src_len);
-  if (o_.loss == "d2l") {
+  if (o_.loss == Loss::d2l) {
     Tensor l = sum(masked_ce_loss(Y_hat, b.tgt, b.tgt_len));
     l.backward();
     return l.item<double>();
@@ -475,7 +475,7 @@ TrainResult Training::run() {
   // bf16 products (ops/precision.h) for the steps and the validations; in
   // each step's forward and backward the parameters do not change, so their
   // bf16 copies are made once a step (frozen until the optimizer's update).
-  precision_ = parse_precision(o_.precision);
+  precision_ = o_.precision;
   PrecisionScope run_precision(precision_);
   if (precision_ == Precision::bf16) frozen_ = adam_.params();
   while (!stop_ && !finished_ && state_.epoch < o_.num_epochs) {
@@ -501,10 +501,6 @@ TrainResult train_seq2seq(nn::Seq2SeqModel& net, const BatchSource& source, cons
              o.num_epochs);
   ATTN_CHECK(hooks.checkpoint_every >= 0, ValueError,
              "train: checkpoint_every must not be negative, got {}", hooks.checkpoint_every);
-  ATTN_CHECK(o.loss == "d2l" || o.loss == "token", ValueError,
-             "train: loss '{}' is not d2l or token", o.loss);
-  ATTN_CHECK(o.valid_metric == "bleu" || o.valid_metric == "loss", ValueError,
-             "train: valid_metric '{}' is not bleu or loss", o.valid_metric);
   return Training(net, source, o, hooks, resume).run();
 }
 

@@ -1,13 +1,17 @@
 #include "attn/seq2seq/translation_data.h"
 
+#include <filesystem>
+
 #include "attn/core/error.h"
 #include "attn/data/nmt.h"
 #include "attn/data/text.h"
+#include "attn/io/atomic_file.h"
+#include "attn/seq2seq/checkpoint.h"
 
 namespace attn::seq2seq {
 
 bool uses_translation_data(const RunSpec& run) {
-  return run.model.tokenizer == "spm" || run.data.batch_tokens > 0;
+  return run.model.tokenizer == TokenizerKind::spm || run.data.batch_tokens > 0;
 }
 
 namespace {
@@ -59,7 +63,7 @@ TranslationData prepare_translation_data(const RunSpec& run, const std::string* 
   if (!d.valid_data.empty()) out.split.valid = read(d.valid_data, 0);
   if (!d.test_data.empty()) out.split.test = read(d.test_data, 0);
 
-  if (run.model.tokenizer == "spm") {
+  if (run.model.tokenizer == TokenizerKind::spm) {
     if (spm_model) {
       out.spm_model = *spm_model;
     } else {
@@ -67,8 +71,8 @@ TranslationData prepare_translation_data(const RunSpec& run, const std::string* 
       sentences.reserve(2 * out.split.train.size());
       for (const auto& p : out.split.train) sentences.push_back(p.source);
       for (const auto& p : out.split.train) sentences.push_back(p.target);
-      out.spm_model =
-          data::train_sentencepiece(sentences, {d.vocab_size, d.spm_type}, run.train.seed);
+      out.spm_model = data::train_sentencepiece(sentences, {d.vocab_size, enum_name(d.spm_type)},
+                                                run.train.seed);
     }
     out.tokenizer = data::sentencepiece_tokenizer(out.spm_model, "spm.model");
   } else {
@@ -126,6 +130,51 @@ data::NmtOptions nmt_options(const RunSpec& run) {
   o.valid_fraction = run.data.valid_fraction;
   o.reverse = run.data.reverse;
   return o;
+}
+
+const data::Vocab& RunData::vocab(data::Side side) const {
+  if (tr) return tr->tokenizer->vocab(side);
+  return side == data::Side::source ? nmt.src_vocab : nmt.tgt_vocab;
+}
+
+ModelExtras RunData::extras(const RunSpec& run) const {
+  ModelExtras e;
+  if (tr) e.spm_model = tr->spm_model;
+  e.training_json = hparams_to_flat_json(run).dump(2) + "\n";
+  e.run_id = run.run_id;
+  return e;
+}
+
+std::unique_ptr<RunData> load_run_data(RunSpec& run, bool fresh, const std::string* spm_model) {
+  auto out = std::make_unique<RunData>();
+  RunData& d = *out;
+  if (uses_translation_data(run)) {
+    d.tr = prepare_translation_data(run, spm_model);
+    d.fingerprint = translation_fingerprint(*d.tr);
+    if (fresh) describe_translation_data(*d.tr, run);
+    d.batches = translation_batches(*d.tr, run);
+  } else {
+    d.nmt = data::load_data_nmt(run.data.path, nmt_options(run));
+    check_training_data(d.nmt);
+    d.fingerprint = data_fingerprint(d.nmt);
+    if (fresh) {
+      run.data.num_pairs = d.nmt.src.array.size(0);
+      run.data.fingerprint = d.fingerprint;
+      run.model.transformer.src_vocab_size = static_cast<std::int64_t>(d.nmt.src_vocab.size());
+      run.model.transformer.tgt_vocab_size = static_cast<std::int64_t>(d.nmt.tgt_vocab.size());
+    }
+    d.batches = std::make_unique<FixedLengthBatches>(d.nmt, run.train.batch_size);
+  }
+  if (fresh) run.data.path = std::filesystem::absolute(run.data.path).lexically_normal().string();
+  return out;
+}
+
+void write_split(const std::string& dir, const TranslationData& data) {
+  const std::filesystem::path d = std::filesystem::path(dir) / "data";
+  io::ensure_directory(d);
+  io::write_file_atomic(d / "train.tsv", data::pairs_to_tsv(data.split.train));
+  io::write_file_atomic(d / "valid.tsv", data::pairs_to_tsv(data.split.valid));
+  io::write_file_atomic(d / "test.tsv", data::pairs_to_tsv(data.split.test));
 }
 
 }  // namespace attn::seq2seq

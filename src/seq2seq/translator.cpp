@@ -24,7 +24,7 @@ namespace attn::seq2seq {
 
 DecodeOptions defaults_for(const ModelConfig& model) {
   DecodeOptions o;
-  if (model.tokenizer == "word") {
+  if (model.tokenizer == TokenizerKind::word) {
     o.max_length = model.num_steps;
     return o;
   }
@@ -34,7 +34,8 @@ DecodeOptions defaults_for(const ModelConfig& model) {
 }
 
 Quantization default_quantization(const ModelConfig& model) {
-  return model.tokenizer != "word" && int8_supported() ? Quantization::int8 : Quantization::none;
+  return model.tokenizer != TokenizerKind::word && int8_supported() ? Quantization::int8
+                                                                    : Quantization::none;
 }
 
 std::size_t automatic_batch_size(std::int64_t beam_size) {

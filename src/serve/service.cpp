@@ -59,11 +59,13 @@ Server::Impl::Impl(std::vector<ServedModel> served, ServeOptions opts)
   ATTN_CHECK(!models.empty(), ValueError, "serve: no model to serve");
   for (std::size_t i = 0; i < models.size(); ++i) {
     const ServedModel& m = models[i];
-    ATTN_CHECK(m.model.config.tokenizer != "word" && m.model.config.architecture == "transformer",
+    const seq2seq::ModelConfig& c = m.model.config;
+    ATTN_CHECK(c.tokenizer != seq2seq::TokenizerKind::word &&
+                   c.architecture == seq2seq::Architecture::transformer,
                ValueError,
                "serve: '{}' is a {} model with {} vocabularies; the server translates with "
                "SentencePiece Transformers (attn train --preset tatoeba)",
-               m.dir, m.model.config.architecture, m.model.config.tokenizer);
+               m.dir, enum_name(c.architecture), enum_name(c.tokenizer));
     ATTN_CHECK(model_of.emplace(std::make_pair(m.source, m.target), i).second, ValueError,
                "serve: two models translate {} to {} ('{}')", m.source, m.target, m.dir);
   }

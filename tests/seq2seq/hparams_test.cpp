@@ -146,6 +146,32 @@ TEST(HParams, RulesBetweenValuesAreCheckedOnce) {
             "num_steps 1001 is more than max_len 1000 (the positional encoding's positions)");
 }
 
+// A row whose member is an enum offers exactly the enum's names, in its
+// order; a name reads back as its enumerator.
+template <class E>
+void expect_enum_row(HP id) {
+  const HParam& p = hparam(id);
+  EXPECT_EQ(std::string(p.choices), enum_choices<E>()) << p.name;
+  for (const char* name : EnumNames<E>::names) {
+    RunSpec run;
+    p.set(run, parse_hvalue(p, name));
+    EXPECT_EQ(std::get<std::string>(p.get(run)), name) << p.name;
+  }
+  EXPECT_THROW(parse_enum<E>("no such name"), ValueError);
+}
+
+TEST(HParams, EnumRowsOfferTheirEnumsNames) {
+  expect_enum_row<Architecture>(HP::architecture);
+  expect_enum_row<TokenizerKind>(HP::tokenizer);
+  expect_enum_row<SpmType>(HP::spm_type);
+  expect_enum_row<EmbeddingInit>(HP::embedding_init);
+  expect_enum_row<Loss>(HP::loss);
+  expect_enum_row<optim::LrSchedule>(HP::lr_schedule);
+  expect_enum_row<ValidMetric>(HP::valid_metric);
+  expect_enum_row<Precision>(HP::precision);
+  EXPECT_EQ(error_of([] { parse_enum<Loss>("mse"); }), "unknown loss 'mse' (choices: d2l, token)");
+}
+
 TEST(HParams, ChoicesPresetsAndFlatJson) {
   EXPECT_EQ(error_of([] { parse_hvalue(hparam(HP::tokenizer), "bpe"); }),
             "--vocab: 'bpe' is not one of word,spm");
@@ -169,7 +195,7 @@ TEST(HParams, ChoicesPresetsAndFlatJson) {
   j = nlohmann::json::parse(R"({"num_hiddens": 64, "tokenizer": "spm", "lr": 0.002})");
   EXPECT_EQ(hparams_from_flat_json(io::JsonObject(j, "'c'"), run).size(), 3u);
   EXPECT_EQ(run.model.transformer.num_hiddens, 64);
-  EXPECT_EQ(run.model.tokenizer, "spm");
+  EXPECT_EQ(run.model.tokenizer, TokenizerKind::spm);
   j = nlohmann::json::parse(R"({"num_heads": 0})");
   EXPECT_EQ(error_of([&] { hparams_from_flat_json(io::JsonObject(j, "'c'"), run); }),
             "'c': \"num_heads\" = 0 is outside [1, 1024]");

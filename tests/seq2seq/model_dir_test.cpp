@@ -88,7 +88,7 @@ TEST(ModelDir, RunIdIsKeptWithTheWeights) {
 TEST(ModelDir, BahdanauModelsRoundTripAndAreNotTakenForTransformers) {
   Fixture f;
   ModelConfig c = f.config;
-  c.architecture = "bahdanau";
+  c.architecture = Architecture::bahdanau;
   c.embed_size = 5;
   c.transformer.num_layers = 2;
   auto net = make_model(c);
@@ -96,7 +96,7 @@ TEST(ModelDir, BahdanauModelsRoundTripAndAreNotTakenForTransformers) {
   std::string dir = fresh_dir("model_bahdanau");
   save_model(dir, *net, c, f.src, f.tgt);
   LoadedModel m = load_model(dir);
-  EXPECT_EQ(m.config.architecture, "bahdanau");
+  EXPECT_EQ(m.config.architecture, Architecture::bahdanau);
   EXPECT_EQ(m.config.embed_size, 5);
   EXPECT_EQ(m.net->architecture(), "bahdanau");
   autograd::NoGradGuard g;

@@ -37,13 +37,20 @@
 #include <string>
 #include <vector>
 
+#include "attn/core/enum_names.h"
 #include "attn/core/tensor.h"
 
 namespace attn {
 
 enum class Precision { f32, bf16 };
+template <>
+struct EnumNames<Precision> {
+  static constexpr const char* what = "precision";
+  static constexpr std::array<const char*, 2> names{"f32", "bf16"};
+};
 
-// "f32", "bf16"; and back (ValueError naming the text and the choices).
+// "f32", "bf16"; and back (ValueError naming the text and the choices):
+// enum_name and parse_enum.
 const char* precision_name(Precision p);
 Precision parse_precision(const std::string& text);
 

@@ -13,11 +13,24 @@
 #include <cstdint>
 #include <string>
 
+#include "attn/core/enum_names.h"
+
 namespace attn::optim {
 
 enum class LrSchedule { constant, inverse_sqrt };
 
-// "constant" / "inverse-sqrt" and back; ValueError for another name.
+}  // namespace attn::optim
+
+template <>
+struct attn::EnumNames<attn::optim::LrSchedule> {
+  static constexpr const char* what = "lr schedule";
+  static constexpr std::array<const char*, 2> names{"constant", "inverse-sqrt"};
+};
+
+namespace attn::optim {
+
+// "constant" / "inverse-sqrt" and back (enum_name, parse_enum); ValueError
+// for another name.
 LrSchedule parse_lr_schedule(const std::string& name);
 std::string lr_schedule_name(LrSchedule schedule);
 

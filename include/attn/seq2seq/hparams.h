@@ -38,7 +38,7 @@ struct DataSpec {
   std::int64_t valid_size = 0, test_size = 0;  // pairs held out (data/corpus.h split)
   std::string valid_data, test_data;  // external held-out sets instead ("" : none)
   std::int64_t vocab_size = 8000;  // of the SentencePiece model
-  std::string spm_type = "unigram";  // or "bpe"
+  SpmType spm_type = SpmType::unigram;
   std::int64_t max_length = 128;  // tokens a side (with <eos>); longer pairs are dropped
   std::int64_t batch_tokens = 0;  // tokens a batch (0: batch_size pairs, d2l's way)
   bool reverse = false;  // train the corpus's second column into its first
@@ -199,5 +199,11 @@ std::vector<std::string> hparams_from_flat_json(const io::JsonObject& object, Ru
 const std::vector<std::string>& preset_names();
 const std::vector<std::pair<std::string, std::string>>& preset(const std::string& name);
 RunSpec preset_run(const std::string& name);
+
+// What a fresh run derives from its settings, as `attn train` and
+// attn.train() both resolve them: the languages (default_languages), the
+// positions the model gets (max_len: 1000, or num_steps or max_length where
+// longer); then validate(). ValueError as validate() throws it.
+void resolve_run(RunSpec& run);
 
 }  // namespace attn::seq2seq

@@ -14,11 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "attn/core/rng.h"
 #include "attn/data/tokenizer.h"
 #include "attn/data/vocab.h"
 #include "attn/io/safetensors.h"
 #include "attn/nn/bahdanau.h"
 #include "attn/nn/transformer.h"
+#include "attn/seq2seq/options.h"
 
 namespace attn::seq2seq {
 
@@ -29,12 +31,8 @@ struct ModelConfig {
   // ffn_num_hiddens, use_bias).
   nn::TransformerConfig transformer;
   std::int64_t num_steps = 10;  // the sequence length the data was cut to
-  // "word": d2l's word vocabularies (src_vocab.txt, tgt_vocab.txt); "spm": a
-  // SentencePiece model (spm.model) shared by both sides (data/tokenizer.h).
-  std::string tokenizer = "word";
-  // "transformer" (d2l 10.7) or "bahdanau" (d2l 10.4: the GRU encoder–decoder
-  // with additive attention).
-  std::string architecture = "transformer";
+  TokenizerKind tokenizer = TokenizerKind::word;  // seq2seq/options.h
+  Architecture architecture = Architecture::transformer;
   std::int64_t embed_size = 32;  // the Bahdanau model's embeddings
   // The languages it translates from and into, ISO 639-1 codes ("en",
   // "fr"); "" where not recorded (a model of an older attn, or of a corpus
@@ -47,6 +45,12 @@ struct ModelConfig {
 // A fresh model of `config`'s architecture and sizes (initialized as its
 // constructor does).
 std::shared_ptr<nn::Seq2SeqModel> make_model(const ModelConfig& config);
+
+// The start of a trained model, as d2l's train_seq2seq makes it: Xavier
+// uniform weights (nn::xavier_init), then with EmbeddingInit::scaled the
+// embeddings drawn again from N(0, 1 / num_hiddens), all from `gen`.
+void initialize_model(nn::Seq2SeqModel& net, const ModelConfig& config, EmbeddingInit init,
+                      Generator& gen);
 
 // Limits of config.json beyond which a config is taken for a broken file:
 // vocabulary sizes, and max_len x num_hiddens (the positional-encoding table,

@@ -20,7 +20,10 @@
 #include "attn/data/batching.h"
 #include "attn/data/nmt.h"
 #include "attn/nn/transformer.h"
+#include "attn/ops/precision.h"
 #include "attn/optim/data_parallel.h"
+#include "attn/optim/schedule.h"
+#include "attn/seq2seq/options.h"
 
 namespace attn::seq2seq {
 
@@ -32,24 +35,19 @@ struct TrainOptions {
   std::int64_t batch_size = 64;
   double grad_clip = 1.0;  // d2l's grad_clipping(net, 1)
   std::uint64_t seed = 0;  // shuffling (dropout and init draw from the default generator)
-  // How the embeddings start (nn::init_embeddings): "normal", N(0, 1) (d2l's,
-  // PyTorch's default), or "scaled", N(0, 1 / num_hiddens).
-  std::string embedding_init = "normal";
-  // "d2l": d2l's MaskedSoftmaxCELoss (each sentence's cross-entropy summed
-  // over its valid positions and divided by num_steps) summed over the batch;
-  // "token": the mean cross-entropy per target token.
-  std::string loss = "d2l";
+  EmbeddingInit embedding_init = EmbeddingInit::normal;  // seq2seq/options.h
+  Loss loss = Loss::d2l;
   double label_smoothing = 0.0;  // with loss "token"
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_eps = 1e-8;
-  std::string lr_schedule = "constant";  // or "inverse-sqrt" (optim/schedule.h)
+  optim::LrSchedule lr_schedule = optim::LrSchedule::constant;
   std::int64_t lr_warmup = 0;  // steps
   std::int64_t valid_freq = 0;  // validate every N steps (0: never)
   std::int64_t early_stopping = 0;  // stop after N validations without improvement (0: never)
-  std::string valid_metric = "bleu";  // "bleu" (higher is better) or "loss" (lower)
+  ValidMetric valid_metric = ValidMetric::bleu;
   double time_limit = 0;  // minutes of training over all resumes (0: none)
-  // The matrix products of the steps and validations: "f32" or "bf16"
-  // (ops/precision.h; the caller checks bf16_supported() first).
-  std::string precision = "f32";
+  // The matrix products of the steps and validations (ops/precision.h; the
+  // caller checks bf16_supported() first).
+  Precision precision = Precision::f32;
 };
 
 // Where the batches of a run come from.
@@ -249,8 +247,8 @@ std::pair<double, double> evaluate_loss(nn::Seq2SeqModel& net, const data::Token
                                         std::int64_t pad, std::int64_t bos, std::int64_t eos,
                                         std::int64_t batch_tokens = 4096);
 
-// Whether `a` is a better validation than `b` by `metric` ("bleu": higher,
-// equal BLEU broken by the lower loss; "loss": lower).
-bool better_validation(const Validation& a, const Validation& b, const std::string& metric);
+// Whether `a` is a better validation than `b` by `metric` (bleu: higher,
+// equal BLEU broken by the lower loss; loss: lower).
+bool better_validation(const Validation& a, const Validation& b, ValidMetric metric);
 
 }  // namespace attn::seq2seq

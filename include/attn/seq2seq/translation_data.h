@@ -8,7 +8,9 @@
 // pipeline (data/nmt.h) stays as it is for the d2l preset.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "attn/data/batching.h"
@@ -52,5 +54,38 @@ std::unique_ptr<TokenBatches> translation_batches(const TranslationData& data, c
 // d2l's pipeline's options for a run of word vocabularies (data/nmt.h): the
 // one place where a run's data rows become load_data_nmt's options.
 data::NmtOptions nmt_options(const RunSpec& run);
+
+// The data of a run, whichever pipeline it takes (d2l's, `nmt`, or a
+// translator's, `tr`), and the batches it trains on: what `attn train` and
+// attn.train() both read. The batches refer to the data beside them, so a
+// RunData stays where it was made (load_run_data hands it out on the heap).
+struct RunData {
+  RunData() = default;
+  RunData(const RunData&) = delete;
+  RunData& operator=(const RunData&) = delete;
+
+  data::NmtData nmt;
+  std::optional<TranslationData> tr;
+  std::unique_ptr<BatchSource> batches;
+  std::uint64_t fingerprint = 0;  // data_fingerprint or translation_fingerprint
+
+  const data::Vocab& vocab(data::Side side) const;
+  // What save_model keeps beside the weights: the SentencePiece model, the
+  // run's hyperparameters (training.json) and its id.
+  ModelExtras extras(const RunSpec& run) const;
+};
+
+// Reads and prepares the data of `run`. A fresh run trains its tokenizer
+// (unless `spm_model` hands it one another process trained) and sets the rows
+// the data decides: vocabulary sizes, training pairs, the fingerprint, the
+// corpus's absolute path. A resumed one (fresh false) passes the SentencePiece
+// model its directory holds and changes nothing in `run`; the caller compares
+// the fingerprint with the checkpoint's.
+std::unique_ptr<RunData> load_run_data(RunSpec& run, bool fresh,
+                                       const std::string* spm_model = nullptr);
+
+// DIR/data/{train,valid,test}.tsv: a translator's split as read, so that
+// anyone can re-score the model.
+void write_split(const std::string& dir, const TranslationData& data);
 
 }  // namespace attn::seq2seq
