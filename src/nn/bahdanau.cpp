@@ -2,21 +2,19 @@
 
 #include "attn/autograd/node.h"
 #include "attn/ops/index.h"
+#include "nn/config_check.h"
 
 namespace attn::nn {
 
 void BahdanauConfig::validate() const {
-  auto positive = [](std::int64_t v, const char* name) {
-    ATTN_CHECK(v > 0, ValueError, "Bahdanau: {} must be positive, got {}", name, v);
-  };
-  positive(src_vocab_size, "src_vocab_size");
-  positive(tgt_vocab_size, "tgt_vocab_size");
-  positive(embed_size, "embed_size");
-  positive(num_hiddens, "num_hiddens");
-  positive(num_layers, "num_layers");
-  positive(max_len, "max_len");
-  ATTN_CHECK(dropout >= 0 && dropout < 1, ValueError, "Bahdanau: dropout must be in [0, 1), got {}",
-             dropout);
+  detail::check_config("Bahdanau",
+                       {{"src_vocab_size", src_vocab_size},
+                        {"tgt_vocab_size", tgt_vocab_size},
+                        {"embed_size", embed_size},
+                        {"num_hiddens", num_hiddens},
+                        {"num_layers", num_layers},
+                        {"max_len", max_len}},
+                       dropout);
 }
 
 Seq2SeqEncoder::Seq2SeqEncoder(std::int64_t vocab_size, std::int64_t embed_size,

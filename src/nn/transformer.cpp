@@ -11,23 +11,21 @@
 #include "attn/ops/index.h"
 #include "attn/ops/matmul.h"
 #include "attn/ops/norm.h"
+#include "nn/config_check.h"
 
 namespace attn::nn {
 
 void TransformerConfig::validate() const {
-  auto positive = [](std::int64_t v, const char* name) {
-    ATTN_CHECK(v > 0, ValueError, "Transformer: {} must be positive, got {}", name, v);
-  };
-  positive(src_vocab_size, "src_vocab_size");
-  positive(tgt_vocab_size, "tgt_vocab_size");
-  positive(num_hiddens, "num_hiddens");
-  positive(num_layers, "num_layers");
-  positive(num_heads, "num_heads");
-  positive(ffn_num_hiddens, "ffn_num_hiddens");
-  positive(max_len, "max_len");
   // num_hiddens % num_heads: MultiHeadAttention's own check.
-  ATTN_CHECK(dropout >= 0 && dropout < 1, ValueError,
-             "Transformer: dropout must be in [0, 1), got {}", dropout);
+  detail::check_config("Transformer",
+                       {{"src_vocab_size", src_vocab_size},
+                        {"tgt_vocab_size", tgt_vocab_size},
+                        {"num_hiddens", num_hiddens},
+                        {"num_layers", num_layers},
+                        {"num_heads", num_heads},
+                        {"ffn_num_hiddens", ffn_num_hiddens},
+                        {"max_len", max_len}},
+                       dropout);
 }
 
 PositionWiseFFN::PositionWiseFFN(std::int64_t in, std::int64_t hidden, std::int64_t out) {

@@ -24,16 +24,7 @@ std::vector<std::int8_t> pack_int8_gemm(const std::int8_t* wq, std::int64_t N, s
 }
 
 void int8_gemm_reference(const Int8GemmArgs& a, const std::int8_t* wq) {
-  for (std::int64_t m = 0; m < a.M; ++m)
-    for (std::int64_t n = 0; n < a.N; ++n) {
-      std::int32_t acc = 0;
-      for (std::int64_t k = 0; k < a.K; ++k)
-        acc += static_cast<std::int32_t>(a.u[m * a.ldu + k]) *
-               static_cast<std::int32_t>(wq[n * a.K + k]);
-      acc -= a.comp[n];
-      a.y[m * a.N + n] =
-          std::fma(static_cast<float>(acc), a.sx[m] * a.sw[n], a.bias ? a.bias[n] : 0.0f);
-    }
+  int8_reference_rows(a.u, a.ldu, wq, a.comp, a.sx, a.sw, a.bias, a.M, a.N, a.K, a.y);
 }
 
 }  // namespace attn::detail

@@ -23,6 +23,7 @@
 // weights), so the buffer needs 3 readable bytes after its last row.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -116,5 +117,22 @@ void int8_gemm_avx2(const Int8GemmS8Args& a, std::int64_t g0, std::int64_t g1);
 // The plain reference of int8_gemm_avx2: the same results, bit for bit,
 // from Wq itself.
 void int8_gemm_s8_reference(const Int8GemmS8Args& a, const std::int8_t* wq);
+
+// The plain loops of both references: y[m, n] = fma(sum_k x[m, k] wq[n, k]
+// - comp[n], sx[m] sw[n], bias[n]), the sums in int32 (comp may be null).
+template <class TX>
+void int8_reference_rows(const TX* x, std::int64_t ldx, const std::int8_t* wq,
+                         const std::int32_t* comp, const float* sx, const float* sw,
+                         const float* bias, std::int64_t M, std::int64_t N, std::int64_t K,
+                         float* y) {
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t n = 0; n < N; ++n) {
+      std::int32_t acc = 0;
+      for (std::int64_t k = 0; k < K; ++k)
+        acc += static_cast<std::int32_t>(x[m * ldx + k]) * static_cast<std::int32_t>(wq[n * K + k]);
+      if (comp) acc -= comp[n];
+      y[m * N + n] = std::fma(static_cast<float>(acc), sx[m] * sw[n], bias ? bias[n] : 0.0f);
+    }
+}
 
 }  // namespace attn::detail

@@ -30,15 +30,7 @@ void int8_gemm_neg(const std::int8_t* wq, std::int64_t N, std::int64_t K, std::i
 }
 
 void int8_gemm_s8_reference(const Int8GemmS8Args& a, const std::int8_t* wq) {
-  for (std::int64_t m = 0; m < a.M; ++m)
-    for (std::int64_t n = 0; n < a.N; ++n) {
-      std::int32_t acc = 0;
-      for (std::int64_t k = 0; k < a.K; ++k)
-        acc += static_cast<std::int32_t>(a.x[m * a.ldx + k]) *
-               static_cast<std::int32_t>(wq[n * a.K + k]);
-      a.y[m * a.N + n] =
-          std::fma(static_cast<float>(acc), a.sx[m] * a.sw[n], a.bias ? a.bias[n] : 0.0f);
-    }
+  int8_reference_rows(a.x, a.ldx, wq, nullptr, a.sx, a.sw, a.bias, a.M, a.N, a.K, a.y);
 }
 
 ATTN_TARGET_BEGIN("avx2,fma")
