@@ -57,43 +57,47 @@ ConvShape check(const Tensor& X, const Tensor& weight, const Tensor& bias, const
   return {X.size(0), X.size(1), X.size(2), weight.size(0), k, (k - 1) / 2};
 }
 
+// f(r, b, t) for each row r = b n + t of the unfolded matrix (k d_in wide),
+// over the threads where the matrix is large.
+template <class F>
+void for_each_row(const ConvShape& s, F&& f) {
+  const std::int64_t rows = s.B * s.n;
+  detail::parallel_for(rows, detail::loop_threads(rows * s.k * s.d_in >= parallel_grain()),
+                       [&](std::int64_t r) { f(r, r / s.n, r % s.n); });
+}
+
 // U[b n + t, j d_in + c] = X[b, t + j - pad, c], zero outside the sequence. X contiguous.
 template <class T>
 void im2col(const T* x, T* u, const ConvShape& s) {
-  const std::int64_t rows = s.B * s.n, width = s.k * s.d_in;
-  detail::parallel_for(rows, detail::loop_threads(rows * width >= parallel_grain()),
-                       [&](std::int64_t r) {
-                         const std::int64_t b = r / s.n, t = r % s.n;
-                         T* ur = u + r * width;
-                         for (std::int64_t j = 0; j < s.k; ++j) {
-                           const std::int64_t src = t + j - s.pad;
-                           T* dst = ur + j * s.d_in;
-                           if (src < 0 || src >= s.n)
-                             std::fill(dst, dst + s.d_in, T(0));
-                           else
-                             std::memcpy(dst, x + (b * s.n + src) * s.d_in, sizeof(T) * s.d_in);
-                         }
-                       });
+  for_each_row(s, [&](std::int64_t r, std::int64_t b, std::int64_t t) {
+    T* ur = u + r * s.k * s.d_in;
+    for (std::int64_t j = 0; j < s.k; ++j) {
+      const std::int64_t src = t + j - s.pad;
+      T* dst = ur + j * s.d_in;
+      if (src < 0 || src >= s.n)
+        std::fill(dst, dst + s.d_in, T(0));
+      else
+        std::memcpy(dst, x + (b * s.n + src) * s.d_in, sizeof(T) * s.d_in);
+    }
+  });
 }
 
 // dX[b, src, c] = sum_j dU[b n + src - j + pad, j d_in + c]: each input row
 // gathers from the (at most k) output rows that read it.
 template <class T>
 void col2im(const T* du, T* dx, const ConvShape& s) {
-  const std::int64_t rows = s.B * s.n, width = s.k * s.d_in;
-  detail::parallel_for(rows, detail::loop_threads(rows * width >= parallel_grain()),
-                       [&](std::int64_t r) {
-                         const std::int64_t b = r / s.n, src = r % s.n;
-                         T* o = dx + r * s.d_in;
-                         std::fill(o, o + s.d_in, T(0));
-                         for (std::int64_t j = 0; j < s.k; ++j) {
-                           const std::int64_t t = src - j + s.pad;
-                           if (t < 0 || t >= s.n) continue;
-                           const T* g = du + (b * s.n + t) * width + j * s.d_in;
+  const std::int64_t width = s.k * s.d_in;
+  for_each_row(s, [&](std::int64_t r, std::int64_t b, std::int64_t src) {
+    T* o = dx + r * s.d_in;
+    std::fill(o, o + s.d_in, T(0));
+    for (std::int64_t j = 0; j < s.k; ++j) {
+      const std::int64_t t = src - j + s.pad;
+      if (t < 0 || t >= s.n) continue;
+      const T* g = du + (b * s.n + t) * width + j * s.d_in;
 #pragma omp simd
-                           for (std::int64_t c = 0; c < s.d_in; ++c) o[c] += g[c];
-                         }
-                       });
+      for (std::int64_t c = 0; c < s.d_in; ++c) o[c] += g[c];
+    }
+  });
 }
 
 Tensor unfold(const Tensor& xc, const ConvShape& s) {

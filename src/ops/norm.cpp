@@ -69,15 +69,17 @@ constexpr int kPartials = 16;
 // statistics for them all: ln_stats16).
 constexpr std::int64_t kStatRows = 16;
 
-// f(r0, r1) for each block of kStatRows rows of `rows` (the last may be
-// short), the blocks over the threads where the rows of d numbers are many.
+// f(r0, r1) for each block of `per_block` rows of `rows` (the last may be
+// short), the blocks over the threads where the rows of d numbers are at
+// least `grain` numbers in all.
 template <class F>
-void for_row_blocks(std::int64_t rows, std::int64_t d, F&& f) {
-  const std::int64_t blocks = (rows + kStatRows - 1) / kStatRows;
-  detail::parallel_for(blocks, detail::loop_threads(blocks > 1 && rows * d >= parallel_grain()),
+void for_row_blocks(std::int64_t rows, std::int64_t d, F&& f, std::int64_t per_block = kStatRows,
+                    std::int64_t grain = parallel_grain()) {
+  const std::int64_t blocks = (rows + per_block - 1) / per_block;
+  detail::parallel_for(blocks, detail::loop_threads(blocks > 1 && rows * d >= grain),
                        [&](std::int64_t blk) {
-                         const std::int64_t r0 = blk * kStatRows;
-                         f(r0, std::min(rows, r0 + kStatRows));
+                         const std::int64_t r0 = blk * per_block;
+                         f(r0, std::min(rows, r0 + per_block));
                        });
 }
 
@@ -396,18 +398,20 @@ template <class T>
   ln_rows(s, w, b, y, mean, rstd, r0, r1, d, eps);
 }
 
+// f(r0, r1) for the blocks of rows of about kBlockElems elements.
+template <class F>
+void for_mask_blocks(std::int64_t rows, std::int64_t d, F&& f) {
+  for_row_blocks(rows, d, f, std::max<std::int64_t>(1, kBlockElems / d),
+                 kAddNormGrain * grain_scale());
+}
+
 template <class T>
 void add_norm_forward(const T* base, const T* x, const T* w, const T* b, T* s, T* y, T* mean,
                       T* rstd, std::uint8_t* keep, std::int64_t rows, std::int64_t d, T eps,
                       const DropoutMask& m) {
-  const std::int64_t per_block = std::max<std::int64_t>(1, kBlockElems / d);
-  const std::int64_t blocks = (rows + per_block - 1) / per_block;
-  detail::parallel_for(
-      blocks, detail::loop_threads(blocks > 1 && rows * d >= kAddNormGrain * grain_scale()),
-      [&](std::int64_t blk) {
-        const std::int64_t r0 = blk * per_block, r1 = std::min(rows, r0 + per_block);
-        add_norm_rows(base, x, w, b, s, y, mean, rstd, keep, r0, r1, d, eps, m);
-      });
+  for_mask_blocks(rows, d, [&](std::int64_t r0, std::int64_t r1) {
+    add_norm_rows(base, x, w, b, s, y, mean, rstd, keep, r0, r1, d, eps, m);
+  });
 }
 
 // Rows [r0, r1) of add_norm_backward, out of line as add_norm_rows (its
@@ -435,14 +439,9 @@ template <class T>
 void add_norm_backward(const T* g, const T* s, const T* w, const T* mean, const T* rstd,
                        const std::uint8_t* keep, T* dbase, T* dx, std::int64_t rows, std::int64_t d,
                        const DropoutMask& m) {
-  const std::int64_t per_block = std::max<std::int64_t>(1, kBlockElems / d);
-  const std::int64_t blocks = (rows + per_block - 1) / per_block;
-  detail::parallel_for(
-      blocks, detail::loop_threads(blocks > 1 && rows * d >= kAddNormGrain * grain_scale()),
-      [&](std::int64_t blk) {
-        const std::int64_t r0 = blk * per_block, r1 = std::min(rows, r0 + per_block);
-        add_norm_backward_rows(g, s, w, mean, rstd, keep, dbase, dx, r0, r1, d, m);
-      });
+  for_mask_blocks(rows, d, [&](std::int64_t r0, std::int64_t r1) {
+    add_norm_backward_rows(g, s, w, mean, rstd, keep, dbase, dx, r0, r1, d, m);
+  });
 }
 
 void check_param(const Tensor& p, const Tensor& x, std::int64_t d, const char* name,
