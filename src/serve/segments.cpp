@@ -4,7 +4,9 @@
 #include <gumbo.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <iterator>
 #include <string_view>
 
 #include "attn/core/error.h"
@@ -36,6 +38,23 @@ std::size_t closer(std::string_view text, std::size_t i) {
   return 0;
 }
 
+// Whether the '.' at text[dot] ends an abbreviation rather than a
+// sentence: the word before it is a title or short form that is followed by
+// more of its sentence ("Mr. Smith", "Mt. Fuji", "e.g. this", "M. Dupont"),
+// or a capital initial ("J. Smith"; not "I", which ends "So am I.").
+bool abbreviation(std::string_view text, std::size_t dot) {
+  std::size_t start = dot;
+  while (start > 0 && (std::isalpha(static_cast<unsigned char>(text[start - 1])) ||
+                       (text[start - 1] == '.' && start - 1 != dot)))
+    --start;
+  const std::string_view word = text.substr(start, dot - start);
+  if (word.size() == 1) return std::isupper(static_cast<unsigned char>(word[0])) && word[0] != 'I';
+  static constexpr std::string_view kShortForms[] = {
+      "Mr", "Mrs", "Ms",  "Dr",  "Prof", "St",     "Mt",  "Jr",  "Sr", "Lt",  "Col",  "Gen", "Capt",
+      "vs", "etc", "e.g", "i.e", "cf",   "approx", "Inc", "Ltd", "Co", "Mme", "Mlle", "Mgr"};
+  return std::find(std::begin(kShortForms), std::end(kShortForms), word) != std::end(kShortForms);
+}
+
 void add_piece(std::vector<Piece>& out, std::string_view text, bool translate) {
   if (text.empty()) return;
   if (!out.empty() && !out.back().translate && !translate) {
@@ -59,9 +78,12 @@ void append_sentences(std::vector<Piece>& out, std::string_view text) {
         ++pos;
         continue;
       }
+      const bool single_dot =
+          text[pos] == '.' && !(pos + 1 < n && end_mark(text, pos + 1)) && abbreviation(text, pos);
       pos += mark;
       for (std::size_t m; pos < n && ((m = end_mark(text, pos)) || (m = closer(text, pos)));)
         pos += m;
+      if (single_dot) continue;
       if (pos == n || is_space(text[pos])) break;
     }
     std::size_t end = pos;

@@ -7,8 +7,9 @@
 //
 // Sentences (split_sentences): a line end always ends one; so does one of
 // . ! ? … (and runs of them, with closing quotes or brackets after them)
-// followed by a space. The rule does not know abbreviations ("Mr. Smith"
-// is two pieces); what it cuts is translated piece by piece.
+// followed by a space, but for a single '.' after a common title or short
+// form ("Mr. Smith", "Mt. Fuji", "e.g.", "Mme.") or a capital initial other
+// than I ("J. Smith"). What it cuts is translated piece by piece.
 //
 // HTML (split_html, LibreTranslate's format "html"): the text is parsed by
 // gumbo (Debian's libgumbo, an HTML5 parser: unclosed tags and stray

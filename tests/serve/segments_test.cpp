@@ -47,6 +47,22 @@ TEST(Segments, SentencesAndTheSpacesBetweenThem) {
   EXPECT_TRUE(split_sentences("").empty());
 }
 
+// A '.' after a title, a short form or a capital initial does not end the
+// sentence; after "I", a number or another word it does.
+TEST(Segments, AbbreviationsAndInitialsStayInTheirSentence) {
+  EXPECT_EQ(translated(split_sentences("The top of Mt. Fuji is covered with snow.")),
+            (std::vector<std::string>{"The top of Mt. Fuji is covered with snow."}));
+  EXPECT_EQ(translated(split_sentences("Mr. and Mrs. Smith met J. Doe, e.g. at work. Then?")),
+            (std::vector<std::string>{"Mr. and Mrs. Smith met J. Doe, e.g. at work.", "Then?"}));
+  EXPECT_EQ(translated(split_sentences("M. Dupont est parti. Mme. Martin reste.")),
+            (std::vector<std::string>{"M. Dupont est parti.", "Mme. Martin reste."}));
+  EXPECT_EQ(translated(split_sentences("So am I. Let's go. It costs 5. Ask Tom. No.")),
+            (std::vector<std::string>{"So am I.", "Let's go.", "It costs 5.", "Ask Tom.", "No."}));
+  // An ellipsis after a short form still ends the sentence.
+  EXPECT_EQ(translated(split_sentences("Wait for Dr... Go!")),
+            (std::vector<std::string>{"Wait for Dr...", "Go!"}));
+}
+
 TEST(Segments, HtmlTextNodesOnlyTheMarkupAsWritten) {
   const std::string html =
       "<p class=\"x\">I am <b>home.</b> Tom &amp; Jerry.</p><!-- a comment. -->"
@@ -84,7 +100,7 @@ TEST(Segments, BrokenHtmlIsReadAsBrowsersReadIt) {
 }
 
 TEST(Segments, JoinChecksItsCounts) {
-  const auto pieces = split_sentences("A. B.");
+  const auto pieces = split_sentences("Go. Run.");
   EXPECT_THROW(join_pieces(pieces, {"a"}, false), attn::InternalError);
   EXPECT_THROW(join_pieces(pieces, {"a", "b", "c"}, false), attn::InternalError);
   EXPECT_EQ(escape_html_text("a<b>&c\"'"), "a&lt;b&gt;&amp;c\"'");
