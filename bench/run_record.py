@@ -8,6 +8,7 @@ settings, and one row per figure ({"id", "work", "attn", "peer", "ratio",
 """
 import datetime
 import os
+import re
 import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -22,11 +23,21 @@ def _cpuinfo():
 
 
 def cpu_model():
-    """The CPU's model name as Linux reports it (lscpu's "Model name")."""
+    """The CPU as the figures name it: Linux's model name without trademarks,
+    clock or core count, and its model number (with the family on AMD):
+    "Intel Xeon (model 167)", "AMD EPYC (family 25 model 1)"."""
+    info = {}
     for line in _cpuinfo().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
+        key, _, value = line.partition(":")
+        info.setdefault(key.strip(), value.strip())
+    name = info.get("model name", "unknown CPU")
+    name = re.sub(r"\((R|TM)\)|\bProcessor\b|\bCPU\b|@.*$|\b\d+-Core\b", " ", name)
+    name = " ".join(name.split())
+    if "model" not in info:
+        return name
+    if info.get("vendor_id") == "AuthenticAMD":
+        return f"{name} (family {info.get('cpu family', '?')} model {info['model']})"
+    return f"{name} (model {info['model']})"
 
 
 def cpu_kind(attn):

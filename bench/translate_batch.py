@@ -55,7 +55,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from onnx_translate import ROOT, load_average, timed  # noqa: E402
 from peer_env import describe, peer_env  # noqa: E402
-from run_record import record, row as figure_row, span  # noqa: E402
+from run_record import cpu_model as record_cpu, record, row as figure_row, span  # noqa: E402
 
 VARIANT_FLAGS = {"f32": [], "bf16": ["--precision", "bf16"], "int8": ["--quantize", "int8"]}
 # Parts that set attn's environment instead of a flag.
@@ -165,6 +165,10 @@ def main():
                    help="comma-separated: f32, bf16 (--precision bf16), int8 (--quantize int8), "
                    "or several joined by + (default f32); +avx2: with ATTN_ISA=avx2 (attn's "
                    "AVX2 kernels, int8's included, on a CPU with AVX-512)")
+    p.add_argument("--as-avx2", action="store_true",
+                   help="both sides as on a CPU without AVX-512, on one that has it: attn with "
+                   "ATTN_ISA=avx2 and ONEDNN_MAX_CPU_ISA=AVX2, the peer on OpenBLAS's Haswell, "
+                   "PyTorch's and oneDNN's AVX2 kernels (bench/peer_env.py)")
     p.add_argument("--attn-passive", action="store_true",
                    help="run attn with OMP_WAIT_POLICY=PASSIVE (default: its own settings)")
     p.add_argument("--python", default="/usr/bin/python3", help="the peer's interpreter")
@@ -200,7 +204,9 @@ def main():
     attn_env.pop("OMP_WAIT_POLICY", None)
     if a.attn_passive:
         attn_env["OMP_WAIT_POLICY"] = "PASSIVE"
-    peer_settings = peer_env()
+    if a.as_avx2:
+        attn_env.update(ATTN_ISA="avx2", ONEDNN_MAX_CPU_ISA="AVX2")
+    peer_settings = peer_env(isa="avx2" if a.as_avx2 else None)
 
     variants, skipped, envs, kernels = [], {}, {}, {}
     for name in [v for v in a.attn_variants.split(",") if v]:
@@ -330,8 +336,15 @@ def main():
         run = record(a.attn, a.threads, f"PyTorch {torch_version} (bench/peers/translate_peer.py)",
                      settings, figures,
                      load=f"{load_before.split()[0]}-{load_after.split()[0]}",
-                     note=f"`bench/translate_batch.py --pairs {a.pairs}`",
+                     note=f"`bench/translate_batch.py --pairs {a.pairs}"
+                          f"{' --as-avx2' if a.as_avx2 else ''}`" + (
+                              ": both sides forced to AVX2 kernels on an AVX-512 CPU"
+                              if a.as_avx2 else ""),
                      sentences=n, pairs=a.pairs, attn_passive=a.attn_passive, peer_info=peer_info,
+                     as_avx2=a.as_avx2,
+                     # Forced to AVX2: the AVX2 table's, with the CPU saying so.
+                     **({"cpu_kind": "avx2", "cpu": f"{record_cpu()}, AVX2 forced"}
+                        if a.as_avx2 else {}),
                      variants={name: {"flags": flags, "warning": w,
                                       "env": {k: v for k, v in envs[name].items()
                                               if attn_env.get(k) != v},
