@@ -2,6 +2,7 @@
 #
 #   make run        install what is missing, build, run the main job
 #   make test       install what is missing, build, run every test
+#   make serve      the shipped English-French translator at http://127.0.0.1:5000
 #
 # More: make build | docs | install | test-subproject | asan | test-asan | portable
 #       | test-portable | fuzz | bench | clean | help
@@ -18,16 +19,19 @@ RELEASE_DIR := build/release
 ASAN_DIR := build/asan
 PORTABLE_DIR := build/portable
 PREFIX ?= /usr/local
+SERVE_HOST ?= 127.0.0.1
+SERVE_PORT ?= 5000
 ATTN := ./$(RELEASE_DIR)/attn
 
 .PHONY: all help deps configure build test docs install test-subproject asan test-asan portable \
-        test-portable fuzz bench run clean
+        test-portable fuzz bench run serve clean
 
 all: build
 
 help:
 	@echo "make run        install deps, build (release), train d2l's Transformer on fra-eng into out/d2l"
 	@echo "make test       install deps, build (release), run every test (ctest --preset release)"
+	@echo "make serve      install deps, build, serve models/en-fr at http://$(SERVE_HOST):$(SERVE_PORT) (attn serve)"
 	@echo "make build      configure and build the release preset into $(RELEASE_DIR)"
 	@echo "make docs       the API reference (Doxygen, warnings are errors) into $(RELEASE_DIR)/docs/api/html"
 	@echo "make install    build, then install into PREFIX=$(PREFIX) (cmake --install)"
@@ -145,6 +149,12 @@ run: build
 	@echo "Try: $(ATTN) translate --model out/d2l \"i'm home .\" \"he's calm .\""
 	@echo "     $(ATTN) attention --model out/d2l \"i lost .\" --out out/lost"
 	@echo "     $(ATTN) demo --help   (the chapter's sections, with pictures)"
+
+# The shipped translator (models/en-fr, int8 weights; models/en-fr/README.md
+# says how it was made) behind LibreTranslate's API and the web page, until
+# Ctrl-C (docs/serve.md).
+serve: build
+	$(ATTN) serve --model models/en-fr --host $(SERVE_HOST) --port $(SERVE_PORT)
 
 clean:
 	rm -rf build

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/install-deps.sh — installs the Debian packages attn builds, tests and
-# benchmarks with, and ONNX Runtime for Node.js (the ONNX export test) and
-# puppeteer-core (the server page's test in Chromium) from the npm registry
+# benchmarks with, and ONNX Runtime for Node.js (the ONNX export test),
+# puppeteer-core (the server page's test in Chromium) and libretranslate-ts (a
+# LibreTranslate client the server is tested with) from the npm registry
 # into tools/node_modules. Idempotent: when everything is present it only
 # asks dpkg and compares a lock file, and prints nothing. Runs as root, or
 # through sudo when that is available.
@@ -81,20 +82,21 @@ install_debian_packages() {
   echo "install-deps: done"
 }
 
-# onnxruntime-node and puppeteer-core, pinned by tools/package-lock.json,
-# into tools/node_modules (git-ignored). --ignore-scripts: onnxruntime-node's
-# postinstall downloads GPU providers (the CPU runtime ships inside the
-# package); puppeteer-core downloads nothing and drives Debian's Chromium.
+# onnxruntime-node, puppeteer-core and libretranslate-ts, pinned by
+# tools/package-lock.json, into tools/node_modules (git-ignored).
+# --ignore-scripts: onnxruntime-node's postinstall downloads GPU providers
+# (the CPU runtime ships inside the package); puppeteer-core downloads
+# nothing and drives Debian's Chromium.
 # Without npm (and Node.js) the tests that need them say so and are skipped.
 install_onnxruntime_node() {
   local tools="$root/tools" stamp="$root/tools/node_modules/.attn-installed-lock.json"
   [[ -f "$tools/package-lock.json" ]] || return 0
   if ! command -v npm >/dev/null 2>&1; then
-    echo "install-deps: npm not found: onnxruntime-node and puppeteer-core not installed (the ONNX Runtime and page tests will be skipped)" >&2
+    echo "install-deps: npm not found: onnxruntime-node, puppeteer-core and libretranslate-ts not installed (the ONNX Runtime, page and client tests will be skipped)" >&2
     return 0
   fi
   cmp -s "$tools/package-lock.json" "$stamp" && return 0
-  echo "install-deps: installing onnxruntime-node and puppeteer-core into tools/node_modules (npm ci --ignore-scripts)"
+  echo "install-deps: installing onnxruntime-node, puppeteer-core and libretranslate-ts into tools/node_modules (npm ci --ignore-scripts)"
   (cd "$tools" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
   cp "$tools/package-lock.json" "$stamp"
   echo "install-deps: done"
