@@ -15,6 +15,7 @@
 #include "attn/data/batching.h"
 #include "attn/data/corpus.h"
 #include "attn/data/nmt.h"
+#include "attn/data/pairs.h"
 #include "attn/io/read_file.h"
 #include "attn/seq2seq/bleu.h"
 #include "attn/seq2seq/hparams.h"
@@ -37,31 +38,13 @@ struct EvaluateArgs {
   DecodeFlags decoding;
 };
 
-std::string join(const data::Tokens& tokens) {
-  std::string out;
-  for (std::size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];
-  return out;
-}
-
 // The pairs [first, last) that --pairs A-B selects among n.
 std::pair<std::size_t, std::size_t> pair_range(const std::string& spec, std::size_t n) {
-  if (spec.empty()) return {0, n};
-  std::size_t a = 0, b = 0;
-  char dash = 0, extra = 0;
-  if (std::sscanf(spec.c_str(), "%zu%c%zu%c", &a, &dash, &b, &extra) != 3 || dash != '-' || a < 1 ||
-      b < a)
-    throw CLI::ValidationError("--pairs",
-                               fmt::format("'{}' is not a range A-B with 1 <= A <= B", spec));
-  if (b > n)
-    throw CLI::ValidationError("--pairs",
-                               fmt::format("{} goes past the {} pairs of the data", spec, n));
-  return {a - 1, b};
-}
-
-template <typename T>
-void keep_range(std::vector<T>& v, std::pair<std::size_t, std::size_t> r) {
-  v = std::vector<T>(v.begin() + static_cast<std::ptrdiff_t>(r.first),
-                     v.begin() + static_cast<std::ptrdiff_t>(r.second));
+  try {
+    return data::pair_range(spec, n);
+  } catch (const ValueError& e) {
+    throw CLI::ValidationError("--pairs", e.what());
+  }
 }
 
 // Whether this thread's Linear products run in int8 (--quantize).
@@ -96,7 +79,7 @@ int evaluate_subwords(const EvaluateArgs& a, seq2seq::LoadedModel& m, const std:
       data::read_pairs(path, static_cast<std::size_t>(a.num_examples));
   if (a.reverse)
     for (data::SentencePair& p : pairs) std::swap(p.source, p.target);
-  keep_range(pairs, pair_range(a.pairs, pairs.size()));
+  data::keep_range(pairs, pair_range(a.pairs, pairs.size()));
   const data::Tokenizer& tok = *m.tokenizer;
   const data::Vocab& tv = tok.vocab(data::Side::target);
   std::size_t too_long = 0;
@@ -193,13 +176,13 @@ int run_evaluate(const EvaluateArgs& a) {
   data::ParallelCorpus corpus = data::read_parallel_corpus(path, a.num_examples);
   if (a.reverse) std::swap(corpus.source, corpus.target);
   const auto range = pair_range(a.pairs, corpus.source.size());
-  keep_range(corpus.source, range);
-  keep_range(corpus.target, range);
+  data::keep_range(corpus.source, range);
+  data::keep_range(corpus.target, range);
   auto src = data::build_array_nmt(corpus.source, m.src_vocab, m.config.num_steps);
   auto tgt = data::build_array_nmt(corpus.target, m.tgt_vocab, m.config.num_steps);
   const double loss = seq2seq::evaluate_loss(*m.net, src, tgt, m.tgt_vocab["<bos>"]);
   std::vector<std::string> sentences;
-  for (const auto& s : corpus.source) sentences.push_back(join(s));
+  for (const auto& s : corpus.source) sentences.push_back(data::join_tokens(s));
   std::vector<data::Tokens> preds;
   std::vector<std::string> hypotheses, references;
   std::size_t cut = 0;
@@ -214,7 +197,7 @@ int run_evaluate(const EvaluateArgs& a) {
       hypotheses.push_back(n_best.front().text);
     }
   }
-  for (const auto& t : corpus.target) references.push_back(join(t));
+  for (const auto& t : corpus.target) references.push_back(data::join_tokens(t));
   const double tokenized = seq2seq::corpus_bleu(preds, corpus.target);
   const seq2seq::BleuScore bleu = seq2seq::corpus_bleu_13a(hypotheses, references);
   int exact = 0;

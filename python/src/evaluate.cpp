@@ -11,6 +11,7 @@
 #include "attn/data/batching.h"
 #include "attn/data/corpus.h"
 #include "attn/data/nmt.h"
+#include "attn/data/pairs.h"
 #include "attn/seq2seq/bleu.h"
 #include "attn/seq2seq/trainer.h"
 #include "attn/seq2seq/translate.h"
@@ -20,28 +21,13 @@
 namespace attn::python {
 namespace {
 
-std::string join(const data::Tokens& tokens) {
-  std::string out;
-  for (std::size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];
-  return out;
-}
-
-// The pairs [first, last) that "A-B" (1-based, inclusive) selects among n.
+// The pairs [first, last) that "A-B" selects among n.
 std::pair<std::size_t, std::size_t> pair_range(const std::string& spec, std::size_t n) {
-  if (spec.empty()) return {0, n};
-  std::size_t a = 0, b = 0;
-  char dash = 0, extra = 0;
-  ATTN_CHECK(std::sscanf(spec.c_str(), "%zu%c%zu%c", &a, &dash, &b, &extra) == 3 && dash == '-' &&
-                 a >= 1 && b >= a,
-             ValueError, "evaluate: pairs '{}' is not a range A-B with 1 <= A <= B", spec);
-  ATTN_CHECK(b <= n, ValueError, "evaluate: pairs {} goes past the {} pairs of the data", spec, n);
-  return {a - 1, b};
-}
-
-template <typename T>
-void keep_range(std::vector<T>& v, std::pair<std::size_t, std::size_t> r) {
-  v = std::vector<T>(v.begin() + static_cast<std::ptrdiff_t>(r.first),
-                     v.begin() + static_cast<std::ptrdiff_t>(r.second));
+  try {
+    return data::pair_range(spec, n);
+  } catch (const ValueError& e) {
+    throw ValueError(std::string("evaluate: pairs: ") + e.what());
+  }
 }
 
 py::dict bleu_dict(const seq2seq::BleuScore& b) {
@@ -111,7 +97,7 @@ py::dict Translator::evaluate(const std::string& data, const std::string& split,
       if (!word) {
         std::vector<data::SentencePair> ps =
             data::read_pairs(path, static_cast<std::size_t>(num_examples));
-        keep_range(ps, pair_range(pairs, ps.size()));
+        data::keep_range(ps, pair_range(pairs, ps.size()));
         const data::Tokenizer& tok = *m.tokenizer;
         const data::Vocab& tv = tok.vocab(data::Side::target);
         const data::TokenizedPairs ids =
@@ -134,13 +120,13 @@ py::dict Translator::evaluate(const std::string& data, const std::string& split,
       }
       data::ParallelCorpus corpus = data::read_parallel_corpus(path, num_examples);
       const auto range = pair_range(pairs, corpus.source.size());
-      keep_range(corpus.source, range);
-      keep_range(corpus.target, range);
+      data::keep_range(corpus.source, range);
+      data::keep_range(corpus.target, range);
       auto src = data::build_array_nmt(corpus.source, m.src_vocab, m.config.num_steps);
       auto tgt = data::build_array_nmt(corpus.target, m.tgt_vocab, m.config.num_steps);
       e.loss = seq2seq::evaluate_loss(*m.net, src, tgt, m.tgt_vocab["<bos>"]);
       std::vector<std::string> sentences, hypotheses, references;
-      for (const auto& s : corpus.source) sentences.push_back(join(s));
+      for (const auto& s : corpus.source) sentences.push_back(data::join_tokens(s));
       std::vector<data::Tokens> preds;
       const std::size_t chunk = 512;  // as `attn evaluate` translates them
       for (std::size_t s = 0; s < sentences.size(); s += chunk) {
@@ -154,7 +140,7 @@ py::dict Translator::evaluate(const std::string& data, const std::string& split,
           hypotheses.push_back(n_best.front().text);
         }
       }
-      for (const auto& t : corpus.target) references.push_back(join(t));
+      for (const auto& t : corpus.target) references.push_back(data::join_tokens(t));
       e.tokenized_bleu = seq2seq::corpus_bleu(preds, corpus.target);
       e.bleu = seq2seq::corpus_bleu_13a(hypotheses, references);
       for (std::size_t i = 0; i < preds.size(); ++i) e.exact += preds[i] == corpus.target[i];
