@@ -180,6 +180,13 @@ void setup_serve(CLI::App& parent, Context& ctx) {
   sub->add_option("--threads", o.threads, "Threads of each model's decoding (default: --threads)")
       ->check(in_range(1, 1024))
       ->option_text("N");
+  sub->add_option("--inter-threads", o.inter_threads,
+                  "Decoding loops per model, each its own continuous batch on --threads / N "
+                  "threads; a request goes to the loop with the fewest sentences (as translate's "
+                  "--inter-threads). 0 (default): one loop per thread; the translations are the "
+                  "same")
+      ->check(in_range(0, 1024))
+      ->option_text("N");
   add_precision_flag(sub, a->precision, "");
   sub->add_option("--quantize", a->quantize,
                   "none (f32), int8 (Linear weights in int8, on AVX-512 VNNI or AVX2, else "

@@ -202,6 +202,7 @@ void Scheduler::run() {
     drop_ended(batch);
     admit(batch);
     if (batch.sentences() > 0) decode_step(batch);
+    in_batch_.store(batch.sentences(), std::memory_order_relaxed);
     metrics_.batch_state(name_, queued(), batch.sentences(), batch.rows());
   }
   // Stopping: every job not done ends here.

@@ -100,6 +100,8 @@ class Scheduler {
   void stop();
   // Sentences waiting to join the batch.
   std::int64_t queued() const;
+  // Sentences waiting or in the batch (for choosing among a model's loops).
+  std::int64_t load() const { return queued() + in_batch_.load(std::memory_order_relaxed); }
 
   // The tokens a sentence of `source_length` ids may cache, decoded with
   // `options` by this model (the cost that admission counts).
@@ -133,6 +135,7 @@ class Scheduler {
   // The decoding thread's own.
   std::vector<std::pair<seq2seq::DecodingBatch::Handle, Live>> live_;
   std::int64_t used_tokens_ = 0;
+  std::atomic<std::int64_t> in_batch_{0};
   std::thread thread_;
 };
 

@@ -1,6 +1,7 @@
 // The server: its routes and its life (attn/serve/server.h).
 #include "serve/service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -8,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attn/core/error.h"
+#include "attn/core/threads.h"
 #include "serve/page.h"
 
 namespace attn::serve {
@@ -79,15 +81,20 @@ Server::Impl::Impl(std::vector<ServedModel> served, ServeOptions opts)
     detector.add(m.source, m.model.tokenizer, data::Side::source, sources);
     detector.add(m.target, m.model.tokenizer, data::Side::target, targets);
   }
+  const int threads = options.threads > 0 ? options.threads : get_num_threads();
+  const int loops = options.inter_threads > 0 ? options.inter_threads : threads;
   SchedulerOptions so;
-  so.threads = options.threads;
+  so.threads = std::max(1, threads / loops);
   so.precision = options.precision;
   so.int8 = options.int8;
   so.max_batch_tokens = options.max_batch_tokens;
   so.max_queue = options.max_queue;
-  for (ServedModel& m : models)
-    schedulers.push_back(
-        std::make_unique<Scheduler>(m.source + "-" + m.target, m.model, so, metrics));
+  for (ServedModel& m : models) {
+    schedulers.emplace_back();
+    for (int i = 0; i < loops; ++i)
+      schedulers.back().push_back(std::make_unique<Scheduler>(
+          fmt::format("{}-{}/{}", m.source, m.target, i), m.model, so, metrics));
+  }
   HttpOptions ho;
   ho.host = options.host;
   ho.port = options.port;
@@ -238,7 +245,8 @@ std::int64_t Server::shutdown(double grace_seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const std::int64_t cut = m.http->in_flight();
   // What is still decoding is answered 503 (Outcome::shut_down) ...
-  for (auto& s : m.schedulers) s->stop();
+  for (auto& loops : m.schedulers)
+    for (auto& s : loops) s->stop();
   m.schedulers.clear();  // joins the loops
   // ... and written before the connections close, for a moment.
   const auto written = std::chrono::steady_clock::now() + std::chrono::seconds(1);

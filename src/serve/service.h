@@ -45,7 +45,8 @@ struct Server::Impl {
   LanguageDetector detector;
   RateLimiter limiter;
   std::map<std::pair<std::string, std::string>, std::size_t> model_of;  // (source, target)
-  std::vector<std::unique_ptr<Scheduler>> schedulers;  // per model
+  // Per model, its decoding loops (ServeOptions::inter_threads).
+  std::vector<std::vector<std::unique_ptr<Scheduler>>> schedulers;
   std::unique_ptr<HttpServer> http;
   std::atomic<bool> draining{false};
 

@@ -265,8 +265,16 @@ void Server::Impl::translate(const HttpRequest& request, const std::shared_ptr<E
       exchange->respond(error_response(500, std::string("Cannot translate text: ") + e.what()));
     }
   };
-  Scheduler* scheduler = schedulers[model].get();
-  if (!scheduler->submit(job)) {
+  // The loop with the fewest sentences; the model's queue limit counts
+  // what waits in all of its loops.
+  Scheduler* scheduler = nullptr;
+  std::int64_t waiting = 0;
+  for (const auto& loop : schedulers[model]) {
+    waiting += loop->queued();
+    if (!scheduler || loop->load() < scheduler->load()) scheduler = loop.get();
+  }
+  const auto n = static_cast<std::int64_t>(job->sentences.size());
+  if (waiting + n > options.max_queue || !scheduler->submit(job)) {
     ApiError e(503, draining.load() ? "the server is shutting down"
                                     : "the server is busy: too many sentences are waiting");
     e.retry_after = 1;

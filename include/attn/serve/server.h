@@ -54,6 +54,11 @@ struct ServeOptions {
   std::int64_t max_batch_tokens = 16384;  // a decoding batch's cached tokens
   // Decoding: threads for the ops (0: attn's default), precision, int8.
   int threads = 0;
+  // Decoding loops per model, each its own continuous batch on threads /
+  // inter_threads of the threads (CTranslate2's inter_threads; attn
+  // translate --inter-threads); a request goes to the loop with the fewest
+  // sentences. 0: one loop per thread.
+  int inter_threads = 0;
   Precision precision = Precision::f32;
   bool int8 = false;
   // One access-log line per request: method, path, status, milliseconds,
