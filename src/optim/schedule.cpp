@@ -7,10 +7,6 @@
 
 namespace attn::optim {
 
-LrSchedule parse_lr_schedule(const std::string& name) { return parse_enum<LrSchedule>(name); }
-
-std::string lr_schedule_name(LrSchedule s) { return enum_name(s); }
-
 double scheduled_lr(double lr, std::int64_t step, std::int64_t warmup, LrSchedule schedule) {
   ATTN_CHECK(step >= 1 && warmup >= 0, ValueError,
              "scheduled_lr: step must be >= 1 and warmup >= 0, got {} and {}", step, warmup);

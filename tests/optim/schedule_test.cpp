@@ -28,8 +28,8 @@ TEST(LrSchedule, WarmupThenInverseSquareRoot) {
 }
 
 TEST(LrSchedule, Names) {
-  EXPECT_EQ(parse_lr_schedule("inverse-sqrt"), LrSchedule::inverse_sqrt);
-  EXPECT_EQ(lr_schedule_name(LrSchedule::constant), "constant");
-  EXPECT_THROW(parse_lr_schedule("cosine"), ValueError);
+  EXPECT_EQ(parse_enum<LrSchedule>("inverse-sqrt"), LrSchedule::inverse_sqrt);
+  EXPECT_STREQ(enum_name(LrSchedule::constant), "constant");
+  EXPECT_THROW(parse_enum<LrSchedule>("cosine"), ValueError);
   EXPECT_THROW(scheduled_lr(1.0, 0, 10, LrSchedule::constant), ValueError);
 }

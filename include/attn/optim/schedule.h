@@ -29,10 +29,8 @@ struct attn::EnumNames<attn::optim::LrSchedule> {
 
 namespace attn::optim {
 
-// "constant" / "inverse-sqrt" and back (enum_name, parse_enum); ValueError
-// for another name.
-LrSchedule parse_lr_schedule(const std::string& name);
-std::string lr_schedule_name(LrSchedule schedule);
+// Its names, "constant" and "inverse-sqrt", are EnumNames<LrSchedule>'s
+// (enum_name, parse_enum).
 
 double scheduled_lr(double lr, std::int64_t step, std::int64_t warmup, LrSchedule schedule);
 
