@@ -1,5 +1,5 @@
 // The attention kernels' lane transposes (src/kernels/attention/attention_transpose.h)
-// with AVX2's in-register versions (src/kernels/attention/attention_vec_avx2.h:
+// with AVX2's in-register versions (src/kernels/vec/vec_avx2.h:
 // interleave / deinterleave through an 8 x 8 transpose) against plain
 // element loops (attention_transpose_checks.h), as
 // attention_transpose_test.cpp does for AVX-512: the checks under the
@@ -39,7 +39,7 @@ bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_support
 
 #include "kernels/attention/attention_common.h"
 #include "kernels/attention/attention_transpose.h"
-#include "kernels/attention/attention_vec_avx2.h"
+#include "kernels/vec/vec_avx2.h"
 
 #include "attention_transpose_checks.h"
 

@@ -1,5 +1,5 @@
 // The attention kernels' lane transposes (src/kernels/attention/attention_transpose.h)
-// with AVX-512's in-register versions (src/kernels/attention/attention_vec_avx512.h:
+// with AVX-512's in-register versions (src/kernels/vec/vec_avx512.h:
 // interleave / deinterleave, a 16 x 16 transpose, or two 8 x 8 ones side by
 // side for up to 8 columns) against plain element loops
 // (attention_transpose_checks.h; AVX2's: attention_transpose_avx2_test.cpp),
@@ -51,7 +51,7 @@ bool has_avx512() {
 
 #include "kernels/attention/attention_common.h"
 #include "kernels/attention/attention_transpose.h"
-#include "kernels/attention/attention_vec_avx512.h"
+#include "kernels/vec/vec_avx512.h"
 
 #include "attention_transpose_checks.h"
 

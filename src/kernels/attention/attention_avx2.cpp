@@ -1,5 +1,5 @@
 // The attention kernels (attention_table.h) for AVX2 + FMA, on the vector
-// type of attention_vec_avx2.h. Compiled for AVX2 whatever the build's
+// type of vec_avx2.h. Compiled for AVX2 whatever the build's
 // -march; attention.cpp calls these only when the CPU has AVX2 and FMA.
 //
 // Headers first, for the baseline target; then the target pragma.
@@ -24,7 +24,7 @@
 ATTN_TARGET_BEGIN("avx2,fma")
 
 #include "kernels/attention/attention_table.h"
-#include "kernels/attention/attention_vec_avx2.h"
+#include "kernels/vec/vec_avx2.h"
 
 namespace attn::detail {
 

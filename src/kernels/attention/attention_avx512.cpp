@@ -25,7 +25,7 @@
 ATTN_TARGET_BEGIN_AVX512("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")
 
 #include "kernels/attention/attention_table.h"
-#include "kernels/attention/attention_vec_avx512.h"
+#include "kernels/vec/vec_avx512.h"
 
 namespace attn::detail {
 

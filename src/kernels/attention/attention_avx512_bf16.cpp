@@ -41,7 +41,7 @@
 ATTN_TARGET_BEGIN_AVX512("avx512f,avx512dq,avx512vl,avx512bw,avx512bf16,avx2,fma")
 
 #include "kernels/attention/attention_flash.h"
-#include "kernels/attention/attention_vec_avx512.h"
+#include "kernels/vec/vec_avx512.h"
 
 namespace attn::detail {
 namespace {

@@ -5,7 +5,7 @@
 // The small path keeps W heads lane-interleaved; the tiled kernels keep the
 // query tile transposed (q^T, dO^T, O^T: one lane per query). Both move W
 // rows at a time: where V has interleave / deinterleave (a W x W transpose
-// in registers, attention_vec_avx512.h) through them, else element by
+// in registers, vec_avx512.h) through them, else element by
 // element. Either way every element is multiplied by its scale once, so the
 // two give the same bits.
 #pragma once

@@ -1,7 +1,7 @@
 // src/kernels/vec/vec_exp_poly.h — internal: the polynomial steps of the attention
 // kernels' exps, written once over a vector type V (set1, fma, mul, add),
 // for N registers in lock step: step k of every register, then step k + 1
-// (attention_vec_avx2.h, attention_vec_avx512.h: each exp is one long chain
+// (vec_avx2.h, vec_avx512.h: each exp is one long chain
 // of dependent operations, and N chains side by side keep the ports busy).
 // Included by those headers; the instruction set is the includer's.
 #pragma once

@@ -1,6 +1,7 @@
-// src/kernels/attention/attention_vec_avx512.h — internal: the AVX-512 f32 vector type of
-// the attention kernels (the V of attention_common.h). Included, after their
-// target pragma, by attention_avx512.cpp and attention_avx512_bf16.cpp.
+// src/kernels/vec/vec_avx512.h — internal: the AVX-512 f32 vector type of
+// the attention kernels (the V of attention_common.h) and of the row
+// statistics (row_stats_kernel.h). Included, after their target pragma, by
+// attention_avx512.cpp, attention_avx512_bf16.cpp and row_stats_avx512.cpp.
 #pragma once
 
 #include <immintrin.h>
@@ -32,6 +33,21 @@ struct VecAvx512 {
   static R max(R a, R b) { return _mm512_max_ps(a, b); }
   static float hsum(R x) { return _mm512_reduce_add_ps(x); }
   static float hmax(R x) { return _mm512_reduce_max_ps(x); }
+  // max(x, m), m where either is NaN (vmaxps returns its second operand).
+  // The masked form: GCC 12 warns of _mm512_max_ps's unset pass-through
+  // register.
+  static R max_keep(R x, R m) { return _mm512_mask_max_ps(m, 0xFFFF, x, m); }
+  // The lanes where x >= t, as the low bits of an int.
+  static unsigned ge_mask(R x, R t) { return _mm512_cmp_ps_mask(x, t, _CMP_GE_OQ); }
+  // Doubles, W / 2 a register: a register's low and high lanes widened.
+  using D = __m512d;
+  static D zero_d() { return _mm512_setzero_pd(); }
+  static D add_d(D a, D b) { return _mm512_add_pd(a, b); }
+  static D low_d(R x) { return _mm512_cvtps_pd(_mm512_castps512_ps256(x)); }
+  static D high_d(R x) {
+    return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+  }
+  static void store_d(double* p, D x) { _mm512_storeu_pd(p, x); }
   // The 16 horizontal sums of a[0..15] as one vector (lane j: the sum of
   // a[j]'s lanes): four levels of adjacent pairs added, each pair of vectors
   // becoming one (x's halved lanes, then y's), 30 permutes and 15 adds in
@@ -176,6 +192,9 @@ struct VecAvx512 {
     exp_n<1>(&x);
     return x;
   }
+  // The row statistics' exp: exp itself (its last bit may differ from
+  // exp_simd's: the polynomial's last step fused differently).
+  static R stats_exp(R x) { return exp(x); }
   // exp of N registers in lock step for the tiled forward's online softmax
   // alone (attention_common.h, exp_block): 2^t with t = x log2(e) rounded to
   // f32, split into n = round(t) and f = t - n in [-1/2, 1/2] (exact), 2^f by

@@ -1,11 +1,12 @@
-// src/kernels/attention/attention_vec_avx2.h — internal: the AVX2 + FMA f32 vector type of
-// the attention kernels (the V of attention_common.h): 8 floats per register,
+// src/kernels/vec/vec_avx2.h — internal: the AVX2 + FMA f32 vector type of
+// the attention kernels (the V of attention_common.h) and of the row
+// statistics (row_stats_kernel.h): 8 floats per register,
 // a 6 x 2-register micro-kernel (12 accumulators of 16 registers), 3 x 4 in
 // the tiled forward (a query tile of 32 is one panel of 4 registers: 3
 // broadcasts and 4 loads for 12 FMAs, not 6 and 2; 1.3% faster on a Zen 1 at
 // n 1024, the same bits: each sum still runs over k in order). Included,
-// after its target pragma, by attention_avx2.cpp (and by the transpose's
-// test).
+// after its target pragma, by attention_avx2.cpp and row_stats_avx2.cpp (and
+// by the transpose's test).
 #pragma once
 
 #include <immintrin.h>
@@ -31,6 +32,19 @@ struct VecAvx2 {
   static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
   static R div(R a, R b) { return _mm256_div_ps(a, b); }
   static R max(R a, R b) { return _mm256_max_ps(a, b); }
+  // vmaxps returns its second operand where either is NaN: a NaN x leaves m.
+  static R max_keep(R x, R m) { return _mm256_max_ps(x, m); }
+  // The lanes where x >= t, as the low bits of an int.
+  static unsigned ge_mask(R x, R t) {
+    return static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(x, t, _CMP_GE_OQ)));
+  }
+  // Doubles, W / 2 a register: a register's low and high lanes widened.
+  using D = __m256d;
+  static D zero_d() { return _mm256_setzero_pd(); }
+  static D add_d(D a, D b) { return _mm256_add_pd(a, b); }
+  static D low_d(R x) { return _mm256_cvtps_pd(_mm256_castps256_ps128(x)); }
+  static D high_d(R x) { return _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)); }
+  static void store_d(double* p, D x) { _mm256_storeu_pd(p, x); }
   static float hsum(R x) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -125,6 +139,39 @@ struct VecAvx2 {
   static R exp(R x) {
     exp_n<1>(&x);
     return x;
+  }
+  // exp_simd<float> (vec_math.h) step by step as GCC compiles the
+  // reference's loop for a CPU with FMA, for the row statistics: n by the
+  // shifter trick with its product and sum fused, r = x - n C1 - n C2 and the
+  // polynomial in FMAs, its last step (p r) r + r fused and then + 1. exp()
+  // above rounds n from a rounded product and fuses the last step
+  // differently: with it log_sum_exp drifted from the reference's by up to
+  // 2e-9 relative on short rows, four times what the AVX-512 form does.
+  static R stats_exp(R x) {
+    const R lo = set1(-86.9f), hi = set1(88.7228394f);
+    // Below -86.9 as 0 (its result is 0 anyway), as exp_simd: no subnormal
+    // p 2^(n-1).
+    const R below = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    const R xc = _mm256_min_ps(_mm256_andnot_ps(below, x), hi);
+    const R shifter = set1(12582912.0f);
+    const R n = _mm256_sub_ps(_mm256_fmadd_ps(xc, set1(1.44269504088896341f), shifter), shifter);
+    R r = _mm256_fnmadd_ps(n, set1(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(n, set1(-2.12194440e-4f), r);
+    R p = set1(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, set1(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, set1(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, set1(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, set1(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, set1(5.0000001201e-1f));
+    p = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), set1(1.0f));
+    // 2^n as 2^(n-1) * 2, as exp_simd.
+    const __m256i e = _mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(126));
+    const R scale = _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
+    const R y = _mm256_mul_ps(_mm256_mul_ps(p, scale), set1(2.0f));
+    // Below -86.9: 0; above log(FLT_MAX): inf; NaN stays NaN.
+    const R y0 = _mm256_blendv_ps(y, _mm256_setzero_ps(), below);
+    const R y1 = _mm256_blendv_ps(y0, set1(__builtin_inff()), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+    return _mm256_blendv_ps(y1, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
   }
   // exp of N registers in lock step for the tiled forward's online softmax
   // alone, as VecAvx512::softmax_exp_n: 2^t, t = x log2(e) split into n =
