@@ -10,9 +10,14 @@
 
 namespace attn::detail {
 
+// Philox4x32's multipliers and its key's increments (Salmon et al., 2011),
+// for this function and the vector forms (philox_kernel.h).
+inline constexpr std::uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
+inline constexpr std::uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
+
 inline void philox_inline(std::uint64_t ctr, std::uint64_t key, std::uint32_t* out) {
-  constexpr std::uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  constexpr std::uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  constexpr std::uint32_t kM0 = kPhiloxM0, kM1 = kPhiloxM1;
+  constexpr std::uint32_t kW0 = kPhiloxW0, kW1 = kPhiloxW1;
   std::uint32_t c0 = static_cast<std::uint32_t>(ctr), c1 = static_cast<std::uint32_t>(ctr >> 32);
   std::uint32_t c2 = 0, c3 = 0;
   std::uint32_t k0 = static_cast<std::uint32_t>(key), k1 = static_cast<std::uint32_t>(key >> 32);
