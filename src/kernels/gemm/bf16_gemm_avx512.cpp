@@ -30,10 +30,8 @@ namespace {
     lo##r = _mm512_dpbf16_ps(lo##r, v, w0);               \
     hi##r = _mm512_dpbf16_ps(hi##r, v, w1);               \
   }
-#define ATTN_BF16_ROW_STORE(r) \
-  if constexpr (R > r) gemm_tiles::store_row(a.y + (m0 + r) * a.N + n0, lo##r, hi##r, e);
-
 struct Bf16Tiles {
+  static constexpr std::int64_t kPerStep = 2;
   // y for rows [m0, m0 + R) and group g: the sums over all of K in
   // registers, while the 128 bytes at pf + 64 s are brought into the
   // nearest cache at each step s (the weights a later tile reads).
@@ -49,26 +47,18 @@ struct Bf16Tiles {
     for (std::int64_t s = 0; s < k2; ++s) {
       const __m512bh w0 = (__m512bh)_mm512_loadu_si512(w + s * 64),
                      w1 = (__m512bh)_mm512_loadu_si512(w + s * 64 + 32);
-      _mm_prefetch(reinterpret_cast<const char*>(pf + s * 64), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(pf + s * 64 + 32), _MM_HINT_T0);
+      gemm_tiles::fetch_l1(pf + s * 64);
       ATTN_GEMM_ROWS_12(ATTN_BF16_ROW_STEP)
     }
-    const std::int64_t n0 = g * kGroup;
-    const gemm_tiles::FloatEpilogue e = gemm_tiles::float_epilogue(a.bias, a.relu, a.N, n0);
-    ATTN_GEMM_ROWS_12(ATTN_BF16_ROW_STORE)
+    ATTN_GEMM_FLOAT_STORE_ROWS
   }
 };
-#undef ATTN_BF16_ROW_STEP
-#undef ATTN_BF16_ROW_STORE
 
 }  // namespace
 
 ATTN_TARGET_END_AVX512
 
 // The tiles in gemm_tiles' order (kernels/gemm/gemm_tiles.h).
-void bf16_gemm(const Bf16GemmArgs& a, std::int64_t g0, std::int64_t g1) {
-  gemm_tiles::run_tiles<Bf16Tiles>(a, a.M, a.packed, (a.K + 1) / 2 * kGroup * 2, kGroup * 2, g0,
-                                   g1);
-}
+ATTN_GEMM_ENTRY(bf16_gemm, Bf16GemmArgs, Bf16Tiles)
 
 }  // namespace attn::detail

@@ -50,6 +50,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void store8(float* y, 
   }
 
 struct F32Tiles256 {
+  static constexpr std::int64_t kPerStep = 1;
   // Rows [m0, m0 + S) (S <= 6) of columns [32 g + 16 h, 32 g + 16 h + 16):
   // 12 sums, 2 registers of weights and a broadcast in the 16 registers,
   // while the 64 bytes at pf + 32 k + 16 h are brought into the L2 cache at
@@ -93,16 +94,12 @@ struct F32Tiles256 {
     }
   }
 };
-#undef ATTN_F32_ROW_STEP8
-#undef ATTN_F32_ROW_STORE8
 
 }  // namespace
 
 ATTN_TARGET_END
 
 // The tiles in gemm_tiles' order (kernels/gemm/gemm_tiles.h).
-void f32_gemm_avx2(const F32GemmArgs& a, std::int64_t g0, std::int64_t g1) {
-  gemm_tiles::run_tiles<F32Tiles256>(a, a.M, a.packed, a.K * kGroup, kGroup, g0, g1);
-}
+ATTN_GEMM_ENTRY(f32_gemm_avx2, F32GemmArgs, F32Tiles256)
 
 }  // namespace attn::detail

@@ -28,10 +28,8 @@ namespace {
     lo##r = _mm512_fmadd_ps(v, w0, lo##r);             \
     hi##r = _mm512_fmadd_ps(v, w1, hi##r);             \
   }
-#define ATTN_F32_ROW_STORE(r) \
-  if constexpr (R > r) gemm_tiles::store_row(a.y + (m0 + r) * a.N + n0, lo##r, hi##r, e);
-
 struct F32Tiles512 {
+  static constexpr std::int64_t kPerStep = 1;
   // How many steps ahead a tile fetches its own weights into L1 (2 KB):
   // they come from L2 or beyond, and the hardware's prefetch alone left
   // the loop waiting on them (docs/design/gemm.md, "f32: attn's own kernel").
@@ -57,27 +55,19 @@ struct F32Tiles512 {
     ATTN_GEMM_ROWS_12(ATTN_GEMM_ZERO_SUMS)
     for (std::int64_t k = 0; k < a.K; ++k) {
       const __m512 w0 = _mm512_loadu_ps(w + k * kGroup), w1 = _mm512_loadu_ps(w + k * kGroup + 16);
-      _mm_prefetch(reinterpret_cast<const char*>(pf + k * kGroup), _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(pf + k * kGroup + 16), _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(w + (k + kOwnAhead) * kGroup), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(w + (k + kOwnAhead) * kGroup + 16), _MM_HINT_T0);
+      gemm_tiles::fetch_l2(pf + k * kGroup);
+      gemm_tiles::fetch_l1(w + (k + kOwnAhead) * kGroup);
       ATTN_GEMM_ROWS_12(ATTN_F32_ROW_STEP)
     }
-    const std::int64_t n0 = g * kGroup;
-    const gemm_tiles::FloatEpilogue e = gemm_tiles::float_epilogue(a.bias, a.relu, a.N, n0);
-    ATTN_GEMM_ROWS_12(ATTN_F32_ROW_STORE)
+    ATTN_GEMM_FLOAT_STORE_ROWS
   }
 };
-#undef ATTN_F32_ROW_STEP
-#undef ATTN_F32_ROW_STORE
 
 }  // namespace
 
 ATTN_TARGET_END_AVX512
 
 // The tiles in gemm_tiles' order (kernels/gemm/gemm_tiles.h).
-void f32_gemm_avx512(const F32GemmArgs& a, std::int64_t g0, std::int64_t g1) {
-  gemm_tiles::run_tiles<F32Tiles512>(a, a.M, a.packed, a.K * kGroup, kGroup, g0, g1);
-}
+ATTN_GEMM_ENTRY(f32_gemm_avx512, F32GemmArgs, F32Tiles512)
 
 }  // namespace attn::detail

@@ -15,7 +15,8 @@
 //   size of the last cache, that took the f32 kernel on one thread of the
 //   development machine from 173 to 245 GFLOP/s (K 256 x N 1024).
 //
-// A kernel is a class with a static member template
+// A kernel is a class with kPerStep (values of K a step) and a static
+// member template
 //   template <int R> static void tile(const Args& a, std::int64_t m0,
 //                                     std::int64_t g, const Elem* pf);
 // that computes rows [m0, m0 + R) of column group g and fetches the
@@ -50,6 +51,17 @@ inline constexpr std::int64_t kChunkTiles = 4;
 // kernel fetches lies inside its layout.
 inline constexpr std::int64_t kAhead = 32;
 
+// The 128 bytes at p (a step of a group's weights: two cache lines) asked
+// into L1 (fetch_l1) or L2 (fetch_l2).
+inline void fetch_l1(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
+  _mm_prefetch(static_cast<const char*>(p) + 64, _MM_HINT_T0);
+}
+inline void fetch_l2(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
+  _mm_prefetch(static_cast<const char*>(p) + 64, _MM_HINT_T1);
+}
+
 // Lanes [0, n) of 16 (the columns of a group that exist).
 inline __mmask16 first_lanes(std::int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1u);
@@ -73,11 +85,14 @@ void rows_tile(const Args& a, std::int64_t m0, std::int64_t rows, std::int64_t g
   }
 }
 
-// All M rows of column groups [g0, g1) of `packed`, whose groups are
-// `group` elements each, `step` elements a step of K.
-template <class Kernel, class Args, class Elem>
-void run_tiles(const Args& a, std::int64_t M, const Elem* packed, std::int64_t group,
-               std::int64_t step, std::int64_t g0, std::int64_t g1) {
+// All a.M rows of column groups [g0, g1) of a.packed, whose steps hold
+// Kernel::kPerStep values of K for each of the group's columns (f32 1, bf16
+// 2, int8 4; K rounded up to whole steps).
+template <class Kernel, class Args>
+void run_tiles(const Args& a, std::int64_t g0, std::int64_t g1) {
+  const std::int64_t M = a.M, step = kGroup * Kernel::kPerStep;
+  const std::int64_t group = (a.K + Kernel::kPerStep - 1) / Kernel::kPerStep * step;
+  const auto* packed = a.packed;
   const std::int64_t tiles = (M + kTileRows - 1) / kTileRows;
   if (tiles == 0) return;
   const std::int64_t base = M / tiles, extra = M % tiles;
@@ -91,13 +106,30 @@ void run_tiles(const Args& a, std::int64_t M, const Elem* packed, std::int64_t g
         // Tile t's first row, and the next one's.
         const std::int64_t first = t * base + (t < extra ? t : extra);
         const std::int64_t next = (t + 1) * base + (t + 1 < extra ? t + 1 : extra);
-        const Elem* pf = g == g0 && t == t0 && t0 == 0 ? packed + g * group + kAhead * step
+        const auto* pf = g == g0 && t == t0 && t0 == 0 ? packed + g * group + kAhead * step
                                                        : packed + after * group;
         rows_tile<Kernel>(a, first, next - first, g, pf);
       }
     }
   }
 }
+
+// A kernel's entry, defined after its target region (for the baseline):
+// its tiles in run_tiles' order.
+#define ATTN_GEMM_ENTRY(name, Args, Tiles)                     \
+  void name(const Args& a, std::int64_t g0, std::int64_t g1) { \
+    gemm_tiles::run_tiles<Tiles>(a, g0, g1);                   \
+  }
+
+// The f32 and bf16 AVX-512 tiles' end, after their sums over K: row r's two
+// registers of sums through the bias and the ReLU into y (the columns that
+// exist).
+#define ATTN_GEMM_FLOAT_STORE(r) \
+  if constexpr (R > r) gemm_tiles::store_row(a.y + (m0 + r) * a.N + n0, lo##r, hi##r, e);
+#define ATTN_GEMM_FLOAT_STORE_ROWS                                                         \
+  const std::int64_t n0 = g * kGroup;                                                      \
+  const gemm_tiles::FloatEpilogue e = gemm_tiles::float_epilogue(a.bias, a.relu, a.N, n0); \
+  ATTN_GEMM_ROWS_12(ATTN_GEMM_FLOAT_STORE)
 
 // The f32 and bf16 kernels' way out of the registers: each group's columns'
 // masks, then the bias added and the ReLU applied.

@@ -108,6 +108,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void store8(float* y, 
   }
 
 struct Int8Tiles256 {
+  static constexpr std::int64_t kPerStep = 4;
   // Rows [m0, m0 + S) (S <= 4) of columns [32 g + 16 h, 32 g + 16 h + 16):
   // 8 int32 sums in registers over all of K, with the step's two registers
   // of |Wq|, two of masks, the ones and a broadcast, while the 64
@@ -170,17 +171,12 @@ struct Int8Tiles256 {
     }
   }
 };
-#undef ATTN_INT8_ROW_STEP8
-#undef ATTN_INT8_ROW_STORE8
 
 }  // namespace
 
 ATTN_TARGET_END
 
 // The tiles in gemm_tiles' order (kernels/gemm/gemm_tiles.h).
-void int8_gemm_avx2(const Int8GemmS8Args& a, std::int64_t g0, std::int64_t g1) {
-  gemm_tiles::run_tiles<Int8Tiles256>(a, a.M, a.packed, (a.K + 3) / 4 * kGroup * 4, kGroup * 4, g0,
-                                      g1);
-}
+ATTN_GEMM_ENTRY(int8_gemm_avx2, Int8GemmS8Args, Int8Tiles256)
 
 }  // namespace attn::detail
