@@ -14,11 +14,10 @@ RowScale row_scale_reference(const float* x, std::int64_t K) {
   float amax = 0;
   for (std::int64_t k = 0; k < K; ++k) {
     const float a = std::fabs(x[k]);
-    if (!(a <= FLT_MAX)) return {std::nanf(""), 0.0f, false};
+    if (!(a <= FLT_MAX)) return row_scale_from_amax(a, false);
     amax = std::max(amax, a);
   }
-  if (amax < kTinyAmax) return {1.0f, 0.0f, true};
-  return {amax / 127.0f, 127.0f / amax, true};
+  return row_scale_from_amax(amax, true);
 }
 
 std::int8_t quantize_reference(float x, float inv) {

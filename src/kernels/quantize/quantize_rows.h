@@ -3,6 +3,8 @@
 // the AVX-512 and AVX2 quantization kernels, which give the same bits.
 #pragma once
 
+#include <cfloat>
+#include <cmath>
 #include <cstdint>
 
 namespace attn::detail {
@@ -16,6 +18,18 @@ struct RowScale {
   float inv;  // 127 / max|x|; 0 for a zero or non-finite row
   bool finite;
 };
+
+// The scale of a row from its largest magnitude, `finite` false where the
+// row holds an infinity or a NaN: the one rule of the reference and the
+// kernels. Internal linkage: the kernels call it inside their target regions
+// (kernels/target.h).
+namespace {
+inline RowScale row_scale_from_amax(float amax, bool finite) {
+  if (!finite || !(amax <= FLT_MAX)) return {std::nanf(""), 0.0f, false};
+  if (amax < kTinyAmax) return {1.0f, 0.0f, true};
+  return {amax / 127.0f, 127.0f / amax, true};
+}
+}  // namespace
 
 // The scale of a row of K values.
 RowScale row_scale_reference(const float* x, std::int64_t K);

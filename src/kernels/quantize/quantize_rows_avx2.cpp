@@ -54,20 +54,14 @@ float quantize_row_s8_avx2(const float* x, std::int64_t K, std::int8_t* out) {
     if (!(a <= FLT_MAX)) finite = false;
     amax = a > amax ? a : amax;
   }
-  float scale = 1.0f, inv = 0.0f;
-  if (!finite || !(amax <= FLT_MAX)) {
-    scale = std::nanf("");
-  } else if (amax >= kTinyAmax) {
-    scale = amax / 127.0f;
-    inv = 127.0f / amax;
-  }
-  if (inv == 0.0f) {  // zero or non-finite row: zeros
+  const RowScale s = row_scale_from_amax(amax, finite);
+  if (s.inv == 0.0f) {  // zero or non-finite row: zeros
     std::memset(out, 0, static_cast<std::size_t>(K));
-    return scale;
+    return s.scale;
   }
   // 32 values a step packed to bytes (the packs work per 128-bit lane, the
   // permute puts the dwords back in order); the rest one by one.
-  const __m256 vinv = _mm256_set1_ps(inv);
+  const __m256 vinv = _mm256_set1_ps(s.inv);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   k = 0;
   for (; k + 32 <= K; k += 32) {
@@ -81,10 +75,10 @@ float quantize_row_s8_avx2(const float* x, std::int64_t K, std::int8_t* out) {
                         _mm256_permutevar8x32_epi32(bytes, order));
   }
   for (; k < K; ++k) {
-    const int r = _mm_cvtss_si32(_mm_set_ss(x[k] * inv));
+    const int r = _mm_cvtss_si32(_mm_set_ss(x[k] * s.inv));
     out[k] = static_cast<std::int8_t>(r < -127 ? -127 : r > 127 ? 127 : r);
   }
-  return scale;
+  return s.scale;
 }
 
 ATTN_TARGET_END

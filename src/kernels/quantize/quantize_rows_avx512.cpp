@@ -50,21 +50,15 @@ float row_avx512(const float* x, std::int64_t K, std::uint8_t* out) {
     m0 = _mm512_max_ps(m0, _mm512_abs_ps(v));
   }
   const float amax = _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
-  float scale = 1.0f, inv = 0.0f;
-  if (unordered != 0 || !(amax <= FLT_MAX)) {
-    scale = std::nanf("");
-  } else if (amax >= kTinyAmax) {
-    scale = amax / 127.0f;
-    inv = 127.0f / amax;
-  }
-  if (inv == 0.0f) {  // zero or non-finite row: zeros
+  const RowScale s = row_scale_from_amax(amax, unordered == 0);
+  if (s.inv == 0.0f) {  // zero or non-finite row: zeros
     std::memset(out, 128, static_cast<std::size_t>(K));
-    return scale;
+    return s.scale;
   }
   // round(x * inv) to nearest even, clamped to [-127, 127], + 128; 64 values
   // a step packed to bytes (the packs work per 128-bit lane, the permute puts
   // the dwords back in order).
-  const __m512 vinv = _mm512_set1_ps(inv);
+  const __m512 vinv = _mm512_set1_ps(s.inv);
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
   k = 0;
   for (; k + 64 <= K; k += 64) {
@@ -82,7 +76,7 @@ float row_avx512(const float* x, std::int64_t K, std::uint8_t* out) {
     _mm512_mask_cvtepi32_storeu_epi8(out + k, m,
                                      quantize16_avx512(_mm512_maskz_loadu_ps(m, x + k), vinv));
   }
-  return scale;
+  return s.scale;
 }
 
 }  // namespace
