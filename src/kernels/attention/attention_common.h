@@ -40,6 +40,14 @@
 #include "kernels/philox/philox.h"
 #include "kernels/philox/philox_inline.h"
 
+// The names a kernel over the vector type V uses: its element, its register
+// and its width (V's own, repeated in each kernel: a dependent base's names
+// would need qualifying at every use).
+#define ATTN_VEC_NAMES(V)  \
+  using T = typename V::T; \
+  using R = typename V::R; \
+  static constexpr int W = V::W
+
 namespace attn::detail {
 namespace {
 
@@ -49,10 +57,10 @@ inline i64 round_up(i64 x, i64 m) { return (x + m - 1) / m * m; }
 inline i64 ceil_div(i64 x, i64 m) { return (x + m - 1) / m; }
 
 // x[i] = V::exp(x[i]) for i < N: in V's lock-step form where it has one
-// (exp_n, attention_vec_avx2.h: N independent chains side by side), else one
+// (exp_n, vec_avx2.h: N independent chains side by side), else one
 // register after another. The same results either way. kSoftmax: the tiled
 // forward's online softmax, which takes V's softmax_exp_n where V has one (a
-// cheaper exp of other bits: attention_vec_avx512.h, attention_vec_avx2.h).
+// cheaper exp of other bits: vec_avx512.h, vec_avx2.h).
 template <class V, int N, bool kSoftmax = false>
 inline void exp_block(typename V::R* x) {
   if constexpr (kSoftmax && requires { V::template softmax_exp_n<N>(x); }) {
@@ -183,6 +191,11 @@ class Carver {
     used_ += static_cast<std::size_t>(round_up(n * static_cast<i64>(sizeof(U)), 64));
     if (p_) p_ += round_up(n * static_cast<i64>(sizeof(U)), 64);
     return r;
+  }
+  // take<U>(n) for each of `pieces` in turn.
+  template <class U, class... P>
+  void take_each(i64 n, P&... pieces) {
+    ((pieces = take<U>(n)), ...);
   }
   std::size_t used() const { return used_; }
 

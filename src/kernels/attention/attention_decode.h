@@ -32,9 +32,7 @@ struct KeysByTable {
 
 template <class V>
 struct DecodeAttention {
-  using T = typename V::T;
-  using R = typename V::R;
-  static constexpr int W = V::W;
+  ATTN_VEC_NAMES(V);
 
   // sc[c - ka] = x . k_c for c in [ka, ka + n); four keys at a time (four
   // independent FMA chains), a scalar tail over the head dim.

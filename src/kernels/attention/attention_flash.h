@@ -36,12 +36,10 @@ namespace {
 
 template <class V>
 struct FlashAttention {
-  using T = typename V::T;
-  using R = typename V::R;
+  ATTN_VEC_NAMES(V);
   using Gemm = TileGemm<V>;
   using FwdGemm = TileGemm<V, FwdBlock<V>::mr, FwdBlock<V>::nv>;
   using Lanes = LaneTranspose<V>;
-  static constexpr int W = V::W;
 
   // ---- masks on a transposed score tile st (bc keys x brp queries) ----
 
@@ -98,11 +96,7 @@ struct FlashAttention {
     FwdTiles t{};
     t.st = cv.take<T>(Bc * Br);
     t.ot = cv.take<T>(std::max<i64>(a.Dv, 1) * Br);
-    t.m = cv.take<T>(Br);
-    t.l = cv.take<T>(Br);
-    t.alpha = cv.take<T>(Br);
-    t.smax = cv.take<T>(Br);
-    t.zero = cv.take<T>(Br);
+    cv.take_each<T>(Br, t.m, t.l, t.alpha, t.smax, t.zero);
     t.lim = cv.take<i64>(Br);
     t.words = cv.take<std::uint32_t>(Bc + 8);
     return t;
@@ -341,15 +335,11 @@ struct FlashAttention {
                               i64 Dp, i64 Dvp) {
     BwdTiles t{};
     t.dqacc = cv.take<T>(a.Q * Dp);
-    t.di = cv.take<T>(Qp);
-    t.lse = cv.take<T>(Qp);
-    t.zero = cv.take<T>(Qp);
+    cv.take_each<T>(Qp, t.di, t.lse, t.zero);
     t.lim = cv.take<i64>(Qp);
-    t.tmax = cv.take<i64>(nqt);
-    t.tmin = cv.take<i64>(nqt);
+    cv.take_each<i64>(nqt, t.tmax, t.tmin);
     t.tzero = cv.take<unsigned char>(nqt);
-    t.pt = cv.take<T>(Bc * Br);
-    t.dpt = cv.take<T>(Bc * Br);
+    cv.take_each<T>(Bc * Br, t.pt, t.dpt);
     t.wt = a.drop.on ? cv.take<T>(Bc * Br) : nullptr;
     t.dkacc = cv.take<T>(Bc * Dp);
     t.dvacc = cv.take<T>(Bc * std::max<i64>(Dvp, W));

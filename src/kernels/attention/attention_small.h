@@ -21,9 +21,7 @@ namespace {
 
 template <class V>
 struct SmallAttention {
-  using T = typename V::T;
-  using R = typename V::R;
-  static constexpr int W = V::W;
+  ATTN_VEC_NAMES(V);
   using Lanes = LaneTranspose<V>;  // W rows to lanes and back
 
   // Group gi's part of a.saved: q (scaled), k, v, out, the masked scores
