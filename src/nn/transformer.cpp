@@ -69,23 +69,29 @@ Tensor EncoderBlock::forward(const Tensor& X, const Tensor& valid_lens) {
   return addnorm2->forward(Y, ffn->forward(Y));
 }
 
-namespace {
-// embedding(X) * sqrt(num_hiddens), then the positional encoding from `start`.
-Tensor embed(Embedding& emb, PositionalEncoding& pe, const Tensor& X, std::int64_t num_hiddens,
-             std::int64_t start) {
-  ATTN_CHECK(X.dim() == 2, ShapeError, "Transformer: expected token ids (batch, steps), got {}",
-             shape_str(X.shape()));
-  return pe.forward(mul(emb.forward(X), std::sqrt(static_cast<double>(num_hiddens))), start);
-}
-}  // namespace
-
-TransformerEncoder::TransformerEncoder(const TransformerConfig& c) : num_hiddens(c.num_hiddens) {
+template <class Block>
+TransformerStack<Block>::TransformerStack(const TransformerConfig& c, std::int64_t vocab_size)
+    : num_hiddens(c.num_hiddens) {
   c.validate();
-  embedding =
-      register_module("embedding", std::make_shared<Embedding>(c.src_vocab_size, c.num_hiddens));
+  embedding = register_module("embedding", std::make_shared<Embedding>(vocab_size, c.num_hiddens));
   pos_encoding = register_module(
       "pos_encoding", std::make_shared<PositionalEncoding>(c.num_hiddens, c.dropout, c.max_len));
-  blks = register_module("blks", std::make_shared<Blocks<EncoderBlock>>());
+  blks = register_module("blks", std::make_shared<Blocks<Block>>());
+}
+
+template <class Block>
+Tensor TransformerStack<Block>::embed(const Tensor& X, std::int64_t start) {
+  ATTN_CHECK(X.dim() == 2, ShapeError, "Transformer: expected token ids (batch, steps), got {}",
+             shape_str(X.shape()));
+  return pos_encoding->forward(
+      mul(embedding->forward(X), std::sqrt(static_cast<double>(num_hiddens))), start);
+}
+
+template class TransformerStack<EncoderBlock>;
+template class TransformerStack<DecoderBlock>;
+
+TransformerEncoder::TransformerEncoder(const TransformerConfig& c)
+    : TransformerStack(c, c.src_vocab_size) {
   for (std::int64_t i = 0; i < c.num_layers; ++i)
     blks->append(std::make_shared<EncoderBlock>(
         c.num_hiddens, c.num_hiddens, c.num_hiddens, c.num_hiddens, c.layer_norm_shape(),
@@ -93,7 +99,7 @@ TransformerEncoder::TransformerEncoder(const TransformerConfig& c) : num_hiddens
 }
 
 Tensor TransformerEncoder::forward(const Tensor& X, const Tensor& valid_lens) {
-  Tensor H = embed(*embedding, *pos_encoding, X, num_hiddens, 0);
+  Tensor H = embed(X, 0);
   for (auto& blk : blks->blocks) H = blk->forward(H, valid_lens);
   return H;
 }
@@ -174,13 +180,7 @@ Tensor DecoderBlock::forward_cached(const Tensor& X, DecoderState& state,
 }
 
 TransformerDecoder::TransformerDecoder(const TransformerConfig& c)
-    : num_hiddens(c.num_hiddens), num_layers(c.num_layers) {
-  c.validate();
-  embedding =
-      register_module("embedding", std::make_shared<Embedding>(c.tgt_vocab_size, c.num_hiddens));
-  pos_encoding = register_module(
-      "pos_encoding", std::make_shared<PositionalEncoding>(c.num_hiddens, c.dropout, c.max_len));
-  blks = register_module("blks", std::make_shared<Blocks<DecoderBlock>>());
+    : TransformerStack(c, c.tgt_vocab_size), num_layers(c.num_layers) {
   for (std::int64_t i = 0; i < c.num_layers; ++i)
     blks->append(std::make_shared<DecoderBlock>(c.num_hiddens, c.num_hiddens, c.num_hiddens,
                                                 c.num_hiddens, c.layer_norm_shape(), c.num_hiddens,
@@ -203,7 +203,7 @@ DecoderState TransformerDecoder::init_state(const Tensor& enc_outputs,
 }
 
 Tensor TransformerDecoder::forward(const Tensor& X, const DecoderState& state) {
-  Tensor H = embed(*embedding, *pos_encoding, X, num_hiddens, 0);
+  Tensor H = embed(X, 0);
   Tensor enc = state.enc_outputs, lens = state.enc_valid_lens;
   if (state.encoder_index.defined()) {  // rows selected: the encoder side of each
     enc = index_select(enc, 0, state.encoder_index);
@@ -248,7 +248,7 @@ Tensor TransformerDecoder::step_hidden(const Tensor& X, DecoderState& state) {
   autograd::NoGradGuard no_grad;  // the cache is written in place: inference only
   // The new tokens sit at positions steps, steps + 1, ... (d2l adds position
   // 0's encoding at every inference step; see docs/design/d2l.md).
-  Tensor H = embed(*embedding, *pos_encoding, X, num_hiddens, state.steps);
+  Tensor H = embed(X, state.steps);
   const Tensor& rows = state.encoder_index;
   const Tensor cross_lens = rows.defined() && state.enc_valid_lens.defined()
                                 ? index_select(state.enc_valid_lens, 0, rows)

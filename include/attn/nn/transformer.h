@@ -72,18 +72,33 @@ class Blocks : public Module {
   std::vector<std::shared_ptr<Block>> blocks;
 };
 
-class TransformerEncoder : public Module {
+// What the encoder and the decoder share: the token embedding, scaled by
+// sqrt(num_hiddens), the positional encoding and the stack of blocks,
+// registered in d2l's order (embedding, pos_encoding, blks: the names of the
+// parameters a checkpoint holds). Block is EncoderBlock or DecoderBlock.
+template <class Block>
+class TransformerStack : public Module {
+ public:
+  std::int64_t num_hiddens;
+  std::shared_ptr<Embedding> embedding;
+  std::shared_ptr<PositionalEncoding> pos_encoding;
+  std::shared_ptr<Blocks<Block>> blks;
+
+ protected:
+  // Validates c; the blocks are the derived class's to append.
+  TransformerStack(const TransformerConfig& c, std::int64_t vocab_size);
+  // Token ids X (B, T): embedding(X) * sqrt(num_hiddens), then the
+  // positional encoding from position `start`.
+  Tensor embed(const Tensor& X, std::int64_t start);
+};
+
+class TransformerEncoder : public TransformerStack<EncoderBlock> {
  public:
   explicit TransformerEncoder(const TransformerConfig& c);
   // X (B, T) ids, valid_lens (B) -> (B, T, num_hiddens)
   Tensor forward(const Tensor& X, const Tensor& valid_lens);
   // Self-attention weights of each layer from the last forward: (B * heads, T, T).
   std::vector<Tensor> attention_weights() const;
-
-  std::int64_t num_hiddens;
-  std::shared_ptr<Embedding> embedding;
-  std::shared_ptr<PositionalEncoding> pos_encoding;
-  std::shared_ptr<Blocks<EncoderBlock>> blks;
 };
 
 // ---- Rows at different positions (continuous batching) ----
@@ -146,7 +161,7 @@ class DecoderBlock : public Module {
   std::shared_ptr<PositionWiseFFN> ffn;
 };
 
-class TransformerDecoder : public Module {
+class TransformerDecoder : public TransformerStack<DecoderBlock> {
  public:
   explicit TransformerDecoder(const TransformerConfig& c);
   DecoderState init_state(const Tensor& enc_outputs, const Tensor& enc_valid_lens) const;
@@ -171,10 +186,7 @@ class TransformerDecoder : public Module {
   // last call, each (B * heads, T_query, T_key).
   std::array<std::vector<Tensor>, 2> attention_weights() const;
 
-  std::int64_t num_hiddens, num_layers;
-  std::shared_ptr<Embedding> embedding;
-  std::shared_ptr<PositionalEncoding> pos_encoding;
-  std::shared_ptr<Blocks<DecoderBlock>> blks;
+  std::int64_t num_layers;
   std::shared_ptr<Linear> dense;
 
  private:
