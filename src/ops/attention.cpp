@@ -49,8 +49,8 @@ using detail::AttnMask;
 using detail::AttnPath;
 using detail::AttnTiles;
 using detail::HeadView;
-using Grads = std::vector<Tensor>;
-using Needs = std::vector<bool>;
+using autograd::Grads;
+using autograd::Needs;
 
 // ---- kernel selection ----
 

@@ -33,8 +33,8 @@
 namespace attn {
 
 using autograd::record;
-using Grads = std::vector<Tensor>;
-using Needs = std::vector<bool>;
+using autograd::Grads;
+using autograd::Needs;
 
 void detail::check_linear_shapes(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                  const char* op) {

@@ -191,20 +191,22 @@ void run_kernel(PackedStore& store, const Tensor& xc, const Tensor& w, const Ten
   const float* bias = bc.defined() ? bc.data<float>() : nullptr;
   const std::int64_t groups = (N + 31) / 32;
   const int threads = loop_threads(M * N * K >= kSerialWork * grain_scale() && groups > 1);
-  if (!bf16) {
-    const F32GemmArgs a{.x = xc.data<float>(),
-                        .ldx = K,
-                        .packed = static_cast<const float*>(packed),
-                        .bias = bias,
-                        .relu = relu,
-                        .M = M,
-                        .K = K,
-                        .N = N,
-                        .y = y.data<float>()};
-    parallel_ranges(groups, threads,
-                    [&](std::int64_t g0, std::int64_t g1) { f32_gemm(a, g0, g1); });
-    return;
-  }
+  // The kernel's rows x (ldx apart) against the packed weights, the column
+  // groups shared out over the threads.
+  auto run = [&]<class Args, class Elem>(const Elem* x, std::int64_t ldx,
+                                         void (*gemm)(const Args&, std::int64_t, std::int64_t)) {
+    const Args a{.x = x,
+                 .ldx = ldx,
+                 .packed = static_cast<const Elem*>(packed),
+                 .bias = bias,
+                 .relu = relu,
+                 .M = M,
+                 .K = K,
+                 .N = N,
+                 .y = y.data<float>()};
+    parallel_ranges(groups, threads, [&](std::int64_t g0, std::int64_t g1) { gemm(a, g0, g1); });
+  };
+  if (!bf16) return run(xc.data<float>(), K, &f32_gemm);
   // x in bf16, rows of an even length (a zero after an odd K's values).
   thread_local std::vector<std::uint16_t> xs;
   const std::int64_t ldx = K + (K & 1);
@@ -218,16 +220,7 @@ void run_kernel(PackedStore& store, const Tensor& xc, const Tensor& w, const Ten
       xs[static_cast<std::size_t>(m * ldx + K)] = 0;
     }
   }
-  const Bf16GemmArgs a{.x = xs.data(),
-                       .ldx = ldx,
-                       .packed = static_cast<const std::uint16_t*>(packed),
-                       .bias = bias,
-                       .relu = relu,
-                       .M = M,
-                       .K = K,
-                       .N = N,
-                       .y = y.data<float>()};
-  parallel_ranges(groups, threads, [&](std::int64_t g0, std::int64_t g1) { bf16_gemm(a, g0, g1); });
+  run(static_cast<const std::uint16_t*>(xs.data()), ldx, &bf16_gemm);
 }
 
 // The path packed_linear takes for a product: none (linear() computes it

@@ -20,8 +20,8 @@
 namespace attn {
 
 using autograd::record;
-using Grads = std::vector<Tensor>;
-using Needs = std::vector<bool>;
+using autograd::Grads;
+using autograd::Needs;
 
 namespace {
 

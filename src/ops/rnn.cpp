@@ -22,7 +22,7 @@
 namespace attn {
 
 using autograd::record;
-using Needs = std::vector<bool>;
+using autograd::Needs;
 
 namespace {
 

@@ -18,10 +18,14 @@
 
 namespace attn::autograd {
 
-// Maps the output's gradient to one gradient per input (an undefined Tensor
-// where an input needs none). `needs[i]` says whether input i wants one.
-using BackwardFn =
-    std::function<std::vector<Tensor>(const Tensor& grad_output, const std::vector<bool>& needs)>;
+// A backward's result, one gradient per input (an undefined Tensor where an
+// input needs none), and which inputs want one.
+using Grads = std::vector<Tensor>;
+using Needs = std::vector<bool>;
+
+// Maps the output's gradient to one gradient per input; `needs[i]` says
+// whether input i wants one.
+using BackwardFn = std::function<Grads(const Tensor& grad_output, const Needs& needs)>;
 
 struct Node {
   std::string name;
