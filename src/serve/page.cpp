@@ -1,19 +1,14 @@
 // The web page (src/serve/page.h).
 #include "serve/page.h"
 
+#include "viz/html_page.h"
+
 namespace attn::serve {
 
 namespace {
 
-constexpr const char* kPage = R"page(<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>attn translate</title>
-<style>
-:root { --ink: #1d2330; --muted: #5d6677; --hi: #1f5fb4; --card: #fff; --line: #c5cad4; }
-* { box-sizing: border-box; }
+// The page after html_page()'s opening (viz/html_page.h).
+constexpr const char* kPage = R"page(:root { --ink: #1d2330; --muted: #5d6677; --hi: #1f5fb4; --card: #fff; --line: #c5cad4; }
 body { margin: 0; padding: 20px 24px 32px; background: #f3f4f7; color: var(--ink);
   font: 16px/1.45 system-ui, "Segoe UI", "DejaVu Sans", "Liberation Sans", sans-serif; }
 h1 { font-size: 22px; margin: 0 0 14px; font-weight: 600; }
@@ -224,7 +219,7 @@ main();
 }  // namespace
 
 const std::string& page_html() {
-  static const std::string page = kPage;
+  static const std::string page = viz::detail::html_page("attn translate", kPage);
   return page;
 }
 

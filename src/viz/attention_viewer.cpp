@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attention_viewer_page.h"
+#include "html_page.h"
 #include "attn/core/error.h"
 
 namespace attn::viz {
@@ -51,7 +52,7 @@ std::string attention_viewer_html(std::string_view data_json, const AttentionVie
     initial["head"] = view.head;
   else
     initial["head"] = "all";
-  std::string page = detail::kAttentionViewerPage;
+  std::string page = detail::html_page("Attention viewer", detail::kAttentionViewerPage);
   replace_once(page, "ATTN_VIEW_JSON", script_safe(initial.dump()));
   // Last: the data may hold the other marker's text in a token.
   replace_once(page, "ATTN_DATA_JSON", script_safe(data_json));
