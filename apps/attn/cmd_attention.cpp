@@ -129,7 +129,7 @@ void setup_attention(CLI::App& parent, Context& ctx) {
   auto a = std::make_shared<AttentionArgs>();
   CLI::App* sub = parent.add_subcommand(
       "attention", "Translate one sentence and draw every layer's and head's attention weights");
-  sub->add_option("--model", a->model, "Model directory written by 'attn train'")->required();
+  add_model_option(sub, a->model);
   sub->add_option("sentence", a->sentence, "The English sentence")->required();
   a->out_option =
       sub->add_option("--out", a->out,

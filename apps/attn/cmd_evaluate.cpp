@@ -233,7 +233,7 @@ void setup_evaluate(CLI::App& parent, Context& ctx) {
   auto a = std::make_shared<EvaluateArgs>();
   CLI::App* sub = parent.add_subcommand(
       "evaluate", "Loss, perplexity and corpus BLEU of a model on a parallel corpus");
-  sub->add_option("--model", a->model, "Model directory written by 'attn train'")->required();
+  add_model_option(sub, a->model);
   sub->add_option("--data", a->data,
                   "Parallel corpus, 'source<TAB>target' per line, plain or gzip");
   sub->add_flag("--reverse", a->reverse,

@@ -27,6 +27,10 @@ seq2seq::LoadedModel load_model_for_cli(const std::string& dir) {
   }
 }
 
+void add_model_option(CLI::App* sub, std::string& dir) {
+  sub->add_option("--model", dir, "Model directory written by 'attn train'")->required();
+}
+
 namespace {
 
 constexpr const char* kManifestFooter =

@@ -176,7 +176,7 @@ void setup_translate(CLI::App& parent, Context& ctx) {
       "translate",
       "Translate English sentences (arguments, or one per line on stdin) with greedy decoding or "
       "beam search");
-  sub->add_option("--model", a->model, "Model directory written by 'attn train'")->required();
+  add_model_option(sub, a->model);
   sub->add_option("sentences", a->sentences, "Sentences to translate; none: read stdin");
   a->decoding.add_to(sub, /*with_n_best=*/true, /*with_batches=*/true);
   sub->footer(

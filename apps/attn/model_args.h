@@ -5,10 +5,17 @@
 
 #include "attn/seq2seq/model_dir.h"
 
+namespace CLI {
+class App;
+}
+
 namespace attn::cli {
 
 // seq2seq::load_model, with a hint for a directory that has no manifest
 // (a model from PyTorch or from an older attn): 'attn manifest DIR'.
 seq2seq::LoadedModel load_model_for_cli(const std::string& dir);
+
+// The required --model option of a command that reads one model directory.
+void add_model_option(CLI::App* sub, std::string& dir);
 
 }  // namespace attn::cli
