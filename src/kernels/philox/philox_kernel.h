@@ -1,10 +1,10 @@
 // src/kernels/philox/philox_kernel.h — internal: Philox4x32-10 for W
-// counters at once, written once over a lane type P (philox_avx2.cpp: 8
-// lanes of AVX2, philox_avx512.cpp: 16 of AVX-512), the same words as
-// philox_inline. P gives:
+// counters at once, written once over a vector type P (kernels/vec/:
+// VecAvx2's 8 lanes in philox_avx2.cpp, VecAvx512's 16 in
+// philox_avx512.cpp), the same words as philox_inline. P gives:
 //   I, W                         the register of W 32-bit lanes
-//   set1(u), zero()
-//   counters(ctr0, c0, c1)       the low and high words of ctr0 .. ctr0 + W - 1
+//   set1_u32(u)
+//   count_from(ctr0, c0, c1)     the low and high words of ctr0 .. ctr0 + W - 1
 //   mul_hi_lo(a, m, &lo)         hi (returned) and lo of the 32 x 32-bit products
 //   xor3(a, b, c)                a ^ b ^ c
 //   unpack32(a, b, lo, hi)       vpunpck{l,h}dq: a's and b's words interleaved
@@ -27,18 +27,18 @@ namespace {
 template <class P>
 inline void philox_lanes(std::uint64_t ctr0, std::uint64_t key, std::uint32_t* out) {
   using I = typename P::I;
-  const I m0 = P::set1(kPhiloxM0), m1 = P::set1(kPhiloxM1);
+  const I m0 = P::set1_u32(kPhiloxM0), m1 = P::set1_u32(kPhiloxM1);
   I c0, c1;
-  P::counters(ctr0, c0, c1);
-  I c2 = P::zero(), c3 = P::zero();
+  P::count_from(ctr0, c0, c1);
+  I c2 = P::set1_u32(0), c3 = c2;
   std::uint32_t k0 = static_cast<std::uint32_t>(key), k1 = static_cast<std::uint32_t>(key >> 32);
   for (int round = 0; round < 10; ++round) {
     I lo0, lo1;
     const I hi0 = P::mul_hi_lo(c0, m0, &lo0);
     const I hi1 = P::mul_hi_lo(c2, m1, &lo1);
-    c0 = P::xor3(hi1, c1, P::set1(k0));
+    c0 = P::xor3(hi1, c1, P::set1_u32(k0));
     c1 = lo1;
-    c2 = P::xor3(hi0, c3, P::set1(k1));
+    c2 = P::xor3(hi0, c3, P::set1_u32(k1));
     c3 = lo0;
     k0 += kPhiloxW0;
     k1 += kPhiloxW1;

@@ -1,6 +1,7 @@
 // src/kernels/vec/vec_avx2.h — internal: the AVX2 + FMA f32 vector type of
 // the attention kernels (the V of attention_common.h) and of the row
-// statistics (row_stats_kernel.h): 8 floats per register,
+// statistics (row_stats_kernel.h) and the Philox words
+// (philox_kernel.h): 8 floats per register,
 // a 6 x 2-register micro-kernel (12 accumulators of 16 registers), 3 x 4 in
 // the tiled forward (a query tile of 32 is one panel of 4 registers: 3
 // broadcasts and 4 loads for 12 FMAs, not 6 and 2; 1.3% faster on a Zen 1 at
@@ -10,6 +11,8 @@
 #pragma once
 
 #include <immintrin.h>
+
+#include <cstdint>
 
 #include "kernels/vec/vec_exp_poly.h"
 
@@ -195,6 +198,49 @@ struct VecAvx2 {
     exp2_fraction_poly<VecAvx2, N>(f, p);
 #pragma GCC unroll 8
     for (int i = 0; i < N; ++i) x[i] = _mm256_mul_ps(p[i], scale[i]);
+  }
+  // 32-bit integer lanes, W a register (the Philox words, philox_kernel.h).
+  using I = __m256i;
+  static I set1_u32(std::uint32_t u) { return _mm256_set1_epi32(static_cast<int>(u)); }
+  // The low and high words of the 64-bit counters ctr0 + lane. The carry
+  // out of the low words, lo < ctr0's unsigned: a signed compare with both
+  // sign bits flipped; -1 where it carries, so hi - carry.
+  static void count_from(std::uint64_t ctr0, I& lo, I& hi) {
+    const I first = set1_u32(static_cast<std::uint32_t>(ctr0));
+    lo = _mm256_add_epi32(first, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const I sign = set1_u32(0x80000000u);
+    const I carry = _mm256_cmpgt_epi32(_mm256_xor_si256(first, sign), _mm256_xor_si256(lo, sign));
+    hi = _mm256_sub_epi32(set1_u32(static_cast<std::uint32_t>(ctr0 >> 32)), carry);
+  }
+  // hi (returned) and lo of the 32 x 32 -> 64-bit products a * m per lane:
+  // even lanes by one vpmuludq, odd lanes (swapped down) by another;
+  // vpblendd where AVX-512 has masked blends.
+  static I mul_hi_lo(I a, I m, I* lo) {
+    const I even = _mm256_mul_epu32(a, m);
+    const I odd = _mm256_mul_epu32(_mm256_shuffle_epi32(a, 0xB1), m);
+    *lo = _mm256_blend_epi32(even, _mm256_shuffle_epi32(odd, 0xB1), 0xAA);
+    return _mm256_blend_epi32(_mm256_shuffle_epi32(even, 0xB1), odd, 0xAA);
+  }
+  static I xor3(I a, I b, I c) { return _mm256_xor_si256(_mm256_xor_si256(a, b), c); }
+  // a's and b's words interleaved (vpunpck{l,h}dq), then their pairs of
+  // words (vpunpck{l,h}qdq), within each 128-bit lane.
+  static void unpack32(I a, I b, I& lo, I& hi) {
+    lo = _mm256_unpacklo_epi32(a, b);
+    hi = _mm256_unpackhi_epi32(a, b);
+  }
+  static void unpack64(I a, I b, I& lo, I& hi) {
+    lo = _mm256_unpacklo_epi64(a, b);
+    hi = _mm256_unpackhi_epi64(a, b);
+  }
+  // out from four registers whose 128-bit lane l of u_j holds quad 4 l + j
+  // (a 4 x W transpose's last step): the permutes pair quads 0-1, 2-3, 4-5,
+  // 6-7.
+  static void store_quads(I u0, I u1, I u2, I u3, std::uint32_t* out) {
+    auto* o = reinterpret_cast<I*>(out);
+    _mm256_storeu_si256(o, _mm256_permute2x128_si256(u0, u1, 0x20));
+    _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(u2, u3, 0x20));
+    _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(u0, u1, 0x31));
+    _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(u2, u3, 0x31));
   }
 };
 

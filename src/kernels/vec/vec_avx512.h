@@ -1,6 +1,7 @@
 // src/kernels/vec/vec_avx512.h — internal: the AVX-512 f32 vector type of
 // the attention kernels (the V of attention_common.h) and of the row
-// statistics (row_stats_kernel.h). Included, after their target pragma, by
+// statistics (row_stats_kernel.h) and the Philox words
+// (philox_kernel.h). Included, after their target pragma, by
 // attention_avx512.cpp, attention_avx512_bf16.cpp and row_stats_avx512.cpp.
 #pragma once
 
@@ -220,6 +221,52 @@ struct VecAvx512 {
       const __mmask16 below = _mm512_cmp_ps_mask(x[i], set1(-86.9f), _CMP_LT_OQ);
       x[i] = _mm512_maskz_scalef_ps(static_cast<__mmask16>(~below), p[i], n[i]);
     }
+  }
+  // 32-bit integer lanes, W a register (the Philox words, philox_kernel.h).
+  using I = __m512i;
+  static I set1_u32(std::uint32_t u) { return _mm512_set1_epi32(static_cast<int>(u)); }
+  // The low and high words of the 64-bit counters ctr0 + lane, the carry
+  // out of the low words added to the high ones.
+  static void count_from(std::uint64_t ctr0, I& lo, I& hi) {
+    const I first = set1_u32(static_cast<std::uint32_t>(ctr0));
+    lo = _mm512_add_epi32(first,
+                          _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    const __mmask16 carry = _mm512_cmplt_epu32_mask(lo, first);
+    const I high = set1_u32(static_cast<std::uint32_t>(ctr0 >> 32));
+    hi = _mm512_mask_add_epi32(high, carry, high, set1_u32(1));
+  }
+  // hi (returned) and lo of the 32 x 32 -> 64-bit products a * m per lane:
+  // even lanes by one vpmuludq, odd lanes (swapped down) by another; the
+  // swaps are shuffles, not shifts, to leave the multiplier's port to the
+  // products.
+  static I mul_hi_lo(I a, I m, I* lo) {
+    const I even = _mm512_mul_epu32(a, m);
+    const I odd = _mm512_mul_epu32(_mm512_shuffle_epi32(a, _MM_PERM_CDAB), m);
+    *lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_shuffle_epi32(odd, _MM_PERM_CDAB));
+    return _mm512_mask_blend_epi32(0xAAAA, _mm512_shuffle_epi32(even, _MM_PERM_CDAB), odd);
+  }
+  // One instruction (truth table 0x96).
+  static I xor3(I a, I b, I c) { return _mm512_ternarylogic_epi32(a, b, c, 0x96); }
+  // a's and b's words interleaved (vpunpck{l,h}dq), then their pairs of
+  // words (vpunpck{l,h}qdq), within each 128-bit lane.
+  static void unpack32(I a, I b, I& lo, I& hi) {
+    lo = _mm512_unpacklo_epi32(a, b);
+    hi = _mm512_unpackhi_epi32(a, b);
+  }
+  static void unpack64(I a, I b, I& lo, I& hi) {
+    lo = _mm512_unpacklo_epi64(a, b);
+    hi = _mm512_unpackhi_epi64(a, b);
+  }
+  // out from four registers whose 128-bit lane l of u_j holds quad 4 l + j
+  // (a 4 x W transpose's last step): the shuffles gather quads 0-3, 4-7,
+  // 8-11, 12-15.
+  static void store_quads(I u0, I u1, I u2, I u3, std::uint32_t* out) {
+    const I v0 = _mm512_shuffle_i32x4(u0, u1, 0x44), v1 = _mm512_shuffle_i32x4(u2, u3, 0x44);
+    const I v2 = _mm512_shuffle_i32x4(u0, u1, 0xEE), v3 = _mm512_shuffle_i32x4(u2, u3, 0xEE);
+    _mm512_storeu_si512(out, _mm512_shuffle_i32x4(v0, v1, 0x88));
+    _mm512_storeu_si512(out + 16, _mm512_shuffle_i32x4(v0, v1, 0xDD));
+    _mm512_storeu_si512(out + 32, _mm512_shuffle_i32x4(v2, v3, 0x88));
+    _mm512_storeu_si512(out + 48, _mm512_shuffle_i32x4(v2, v3, 0xDD));
   }
 };
 
