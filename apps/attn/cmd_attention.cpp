@@ -127,9 +127,9 @@ int run_attention(const AttentionArgs& a) {
 
 void setup_attention(CLI::App& parent, Context& ctx) {
   auto a = std::make_shared<AttentionArgs>();
-  CLI::App* sub = parent.add_subcommand(
-      "attention", "Translate one sentence and draw every layer's and head's attention weights");
-  add_model_option(sub, a->model);
+  CLI::App* sub = add_model_command(
+      parent, "attention",
+      "Translate one sentence and draw every layer's and head's attention weights", a->model);
   sub->add_option("sentence", a->sentence, "The English sentence")->required();
   a->out_option =
       sub->add_option("--out", a->out,

@@ -231,9 +231,9 @@ int run_evaluate(const EvaluateArgs& a) {
 
 void setup_evaluate(CLI::App& parent, Context& ctx) {
   auto a = std::make_shared<EvaluateArgs>();
-  CLI::App* sub = parent.add_subcommand(
-      "evaluate", "Loss, perplexity and corpus BLEU of a model on a parallel corpus");
-  add_model_option(sub, a->model);
+  CLI::App* sub = add_model_command(
+      parent, "evaluate", "Loss, perplexity and corpus BLEU of a model on a parallel corpus",
+      a->model);
   sub->add_option("--data", a->data,
                   "Parallel corpus, 'source<TAB>target' per line, plain or gzip");
   sub->add_flag("--reverse", a->reverse,

@@ -27,8 +27,11 @@ seq2seq::LoadedModel load_model_for_cli(const std::string& dir) {
   }
 }
 
-void add_model_option(CLI::App* sub, std::string& dir) {
+CLI::App* add_model_command(CLI::App& parent, const std::string& name, const std::string& help,
+                            std::string& dir) {
+  CLI::App* sub = parent.add_subcommand(name, help);
   sub->add_option("--model", dir, "Model directory written by 'attn train'")->required();
+  return sub;
 }
 
 namespace {

@@ -172,11 +172,11 @@ int run_translate(const TranslateArgs& a) {
 
 void setup_translate(CLI::App& parent, Context& ctx) {
   auto a = std::make_shared<TranslateArgs>();
-  CLI::App* sub = parent.add_subcommand(
-      "translate",
+  CLI::App* sub = add_model_command(
+      parent, "translate",
       "Translate English sentences (arguments, or one per line on stdin) with greedy decoding or "
-      "beam search");
-  add_model_option(sub, a->model);
+      "beam search",
+      a->model);
   sub->add_option("sentences", a->sentences, "Sentences to translate; none: read stdin");
   a->decoding.add_to(sub, /*with_n_best=*/true, /*with_batches=*/true);
   sub->footer(

@@ -15,7 +15,9 @@ namespace attn::cli {
 // (a model from PyTorch or from an older attn): 'attn manifest DIR'.
 seq2seq::LoadedModel load_model_for_cli(const std::string& dir);
 
-// The required --model option of a command that reads one model directory.
-void add_model_option(CLI::App* sub, std::string& dir);
+// The subcommand `name` of a command that reads one model directory, with
+// its required --model option into `dir`.
+CLI::App* add_model_command(CLI::App& parent, const std::string& name, const std::string& help,
+                            std::string& dir);
 
 }  // namespace attn::cli
