@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <vector>
 
 #include "attn/core/error.h"
 
@@ -47,6 +48,26 @@ void in_pieces(std::span<T> data, F f) {
   }
 }
 
+// ordered_sum's chain: process r receives the sum of processes 0..r-1, adds
+// its own values and passes it on, a piece of 2^18 values at a time (the
+// pieces flow down the chain one behind the other); the last process then
+// holds the sums in rank order and sends them to all.
+template <class T>
+void chain_sum(std::span<T> data, MPI_Datatype type, int rank, int size) {
+  constexpr std::size_t kPiece = std::size_t{1} << 18;
+  std::vector<T> before(std::min(kPiece, data.size()));
+  for (std::size_t at = 0; at < data.size(); at += kPiece) {
+    const int n = static_cast<int>(std::min(kPiece, data.size() - at));
+    T* mine = data.data() + at;
+    if (rank > 0) {
+      MPI_Recv(before.data(), n, type, rank - 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      for (int i = 0; i < n; ++i) mine[i] = before[static_cast<std::size_t>(i)] + mine[i];
+    }
+    if (rank + 1 < size) MPI_Send(mine, n, type, rank + 1, 0, MPI_COMM_WORLD);
+  }
+  in_pieces(data, [&](T* p, int n) { MPI_Bcast(p, n, type, size - 1, MPI_COMM_WORLD); });
+}
+
 class MpiWorld final : public optim::Communicator {
  public:
   MpiWorld() {
@@ -72,6 +93,8 @@ class MpiWorld final : public optim::Communicator {
       MPI_Allreduce(MPI_IN_PLACE, p, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     });
   }
+  void ordered_sum(std::span<float> data) override { chain_sum(data, MPI_FLOAT, rank_, size_); }
+  void ordered_sum(std::span<double> data) override { chain_sum(data, MPI_DOUBLE, rank_, size_); }
   void broadcast(std::span<float> data, int root) override {
     in_pieces(data, [root](float* p, int n) { MPI_Bcast(p, n, MPI_FLOAT, root, MPI_COMM_WORLD); });
   }

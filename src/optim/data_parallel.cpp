@@ -23,7 +23,7 @@ void check_f32_contiguous(const Tensor& p) {
 }  // namespace
 
 void allreduce_gradients(Communicator& comm, const std::vector<Tensor>& params,
-                         std::span<double> extra, std::vector<float>& buffer) {
+                         std::span<double> extra, std::vector<float>& buffer, ReduceOrder order) {
   std::size_t total = 0;
   for (const Tensor& p : params) {
     check_f32_contiguous(p);
@@ -40,8 +40,13 @@ void allreduce_gradients(Communicator& comm, const std::vector<Tensor>& params,
       std::fill_n(buffer.data() + at, n, 0.0f);
     at += n;
   }
-  comm.allreduce_sum(std::span<float>(buffer));
-  if (!extra.empty()) comm.allreduce_sum(extra);
+  if (order == ReduceOrder::ordered) {
+    comm.ordered_sum(std::span<float>(buffer));
+    if (!extra.empty()) comm.ordered_sum(extra);
+  } else {
+    comm.allreduce_sum(std::span<float>(buffer));
+    if (!extra.empty()) comm.allreduce_sum(extra);
+  }
   // The sums go back into the gradients in place, unless a gradient is
   // missing, strided, or shares its memory with another parameter's.
   std::vector<const void*> written;

@@ -106,6 +106,9 @@ class FakeComm : public optim::Communicator {
     ASSERT_EQ(d.size(), others64.size());
     for (std::size_t i = 0; i < d.size(); ++i) d[i] += others64[i];
   }
+  // Process 0's ordered sum is x0 + x1, as the allreduce's.
+  void ordered_sum(std::span<float> d) override { allreduce_sum(d); }
+  void ordered_sum(std::span<double> d) override { allreduce_sum(d); }
   void broadcast(std::span<float> d, int root) override {
     EXPECT_EQ(root, 0);
     std::copy_n(root_values.begin(), d.size(), d.begin());

@@ -29,6 +29,11 @@ class Communicator {
   // In place: every process's data becomes the elementwise sum over processes.
   virtual void allreduce_sum(std::span<float> data) = 0;
   virtual void allreduce_sum(std::span<double> data) = 0;
+  // In place: every process's data becomes the sum over processes taken in
+  // rank order, ((x0 + x1) + x2) + ...: the same bits whatever the transport
+  // or the timing, and those of one process adding the parts in that order.
+  virtual void ordered_sum(std::span<float> data) = 0;
+  virtual void ordered_sum(std::span<double> data) = 0;
   // In place: every process's data becomes process `root`'s.
   virtual void broadcast(std::span<float> data, int root) = 0;
   // Every process's `bytes` become process `root`'s (sizes may differ before).
@@ -43,13 +48,20 @@ struct RowRange {
 };
 RowRange shard_rows(std::int64_t total, int rank, int size);
 
+// How the processes' gradients are summed: ordered (ordered_sum: in rank
+// order, so that N processes give the bits of one process with N
+// micro-batches), or fast (allreduce_sum: the MPI library's own order,
+// which for 3 or more processes rounds otherwise).
+enum class ReduceOrder { ordered, fast };
+
 // Sums every parameter's gradient over the processes, together with `extra`
 // (losses, flags): one allreduce of one f32 buffer for the gradients (f32
 // parameters; a parameter without a gradient contributes zeros and gets
 // one), one of f64 for `extra`. The buffers are kept between calls in
 // `buffer`.
 void allreduce_gradients(Communicator& comm, const std::vector<Tensor>& params,
-                         std::span<double> extra, std::vector<float>& buffer);
+                         std::span<double> extra, std::vector<float>& buffer,
+                         ReduceOrder order = ReduceOrder::ordered);
 
 // Process 0's parameter values on every process.
 void broadcast_parameters(Communicator& comm, const std::vector<Tensor>& params);
