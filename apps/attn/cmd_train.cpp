@@ -13,6 +13,7 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -324,10 +325,11 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   Model m = make_model(s);
   print_start(s, d, m, log);
   if (comm)
-    log.line(
-        fmt::format("train: {} processes (mpirun), {} each; each batch is split "
-                    "between them by rows and the gradients summed (MPI_Allreduce)",
-                    comm->size(), count_of(run.threads, "thread")));
+    log.line(fmt::format(
+        "train: {} processes (mpirun), {} each; each batch is split "
+        "between them by rows and the gradients summed ({})",
+        comm->size(), count_of(run.threads, "thread"),
+        a.reduce == optim::ReduceOrder::ordered ? "in the processes' order" : "MPI_Allreduce"));
   const std::string checkpoint_path = (fs::path(s.out) / seq2seq::kCheckpointFile).string();
   const data::Vocab &sv = d.vocab(data::Side::source), &tv = d.vocab(data::Side::target);
   auto save = [&] {
@@ -352,6 +354,7 @@ int run_train(const TrainArgs& a, const Context& ctx) {
   };
   hooks.should_stop = [] { return stop_signal() != 0; };
   hooks.comm = comm;
+  hooks.reduce = a.reduce;
   const bool validating = d.tr && run.train.valid_freq > 0 && !d.tr->split.valid.empty();
   if (validating) {
     hooks.validate = [&](nn::Seq2SeqModel& net) {
@@ -424,9 +427,11 @@ constexpr const char* kTrainFooter =
     "\n"
     "Several processes: 'mpirun -np N attn train ...' trains one model with N\n"
     "processes (data-parallel: each computes its rows of every batch, the gradients\n"
-    "are summed with MPI_Allreduce); the batch flags mean the whole batch, process 0\n"
-    "alone writes, and --resume works with any N. 'attn --version' says whether\n"
-    "this attn was built with MPI.";
+    "are summed in the processes' order); the batch flags mean the whole batch,\n"
+    "process 0 alone writes, and --resume works with any N. N processes compute\n"
+    "the same bits as one with --accum-steps N (N micro-batches a step), so a run\n"
+    "can move between them. 'attn --version' says whether this attn was built with\n"
+    "MPI.";
 
 void setup_train(CLI::App& parent, Context& ctx) {
   auto a = std::make_shared<TrainArgs>();
@@ -469,6 +474,14 @@ void setup_train(CLI::App& parent, Context& ctx) {
       ->option_text("N|Ns")
       ->capture_default_str();
   sub->add_flag("--quiet", a->quiet, "No progress bar and no progress lines");
+  sub->add_option("--reduce", a->reduce,
+                  "Under mpirun, how the processes' gradients are summed: ordered, in the "
+                  "processes' order (N processes give the bits of one with --accum-steps N); "
+                  "fast, MPI_Allreduce's own order")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, optim::ReduceOrder>{
+          {"ordered", optim::ReduceOrder::ordered}, {"fast", optim::ReduceOrder::fast}}))
+      ->option_text("ordered|fast")
+      ->capture_default_str();
   set_action(sub, ctx, [a, sub, &parent](const Context& c) {
     a->hp.collect(sub, &parent);
     a->out_given = sub->get_option("--out")->count() > 0;

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "attn/optim/data_parallel.h"
+
 #include "attn/seq2seq/checkpoint.h"
 #include "attn/seq2seq/hparams.h"
 #include "commands.h"
@@ -27,6 +29,7 @@ struct TrainArgs {
   std::int64_t checkpoint_every = 100;
   bool quiet = false;
   bool overwrite = false;
+  optim::ReduceOrder reduce = optim::ReduceOrder::ordered;
   HParamFlags hp;
   bool out_given = false;
 };

@@ -182,6 +182,12 @@ constexpr HParam kRows[] = {
     {"batch_size", HGroup::train, HType::integer, 1, 1 << 20, OnResume::fixed, HFlag::command,
      "Sentence pairs per step (without --batch-tokens)", {}, {},
      ATTN_MEMBER(&R::train, &O::batch_size), "64"},
+    {"accum_steps", HGroup::train, HType::integer, 1, 4096, OnResume::may_change,
+     HFlag::command,
+     "Split each batch into this many micro-batches, their gradients added in order before "
+     "the step: a large batch on a small machine. One process with K equals mpirun -np K bit "
+     "for bit (docs/design/data-parallel.md)", {}, {},
+     ATTN_MEMBER(&R::train, &O::accum_steps), "1"},
     {"grad_clip", HGroup::train, HType::real, 1e-9, 1e6, OnResume::fixed, HFlag::command,
      "Clip the gradients' global L2 norm to this (d2l: 1)", {}, {},
      ATTN_MEMBER(&R::train, &O::grad_clip), "1"},
@@ -456,6 +462,7 @@ void hparams_from_json(const io::JsonObject& o, HGroup group, RunSpec& run) {
     // Added later still: a checkpoint without it started as d2l's did.
     if (key == "embedding_init" && !o.has(key)) continue;
     if (key == "precision" && !o.has(key)) continue;  // f32, as every run before bf16
+    if (key == "accum_steps" && !o.has(key)) continue;  // one micro-batch, as before it
     // Added with the languages: a file without them records none, and read
     // its corpus as written.
     if ((key == "source_lang" || key == "target_lang" || key == "reverse") && !o.has(key)) continue;

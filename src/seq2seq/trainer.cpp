@@ -154,8 +154,11 @@ namespace {
 // process does on its own.
 class DataParallel {
  public:
-  explicit DataParallel(optim::Communicator* comm)
-      : comm_(comm && comm->size() > 1 ? comm : nullptr) {}
+  DataParallel(optim::Communicator* comm, optim::ReduceOrder order)
+      : comm_(comm && comm->size() > 1 ? comm : nullptr), order_(order) {}
+
+  int rank() const { return comm_ ? comm_->rank() : 0; }
+  int size() const { return comm_ ? comm_->size() : 1; }
 
   // The parameters start as process 0's.
   void broadcast(const std::vector<Tensor>& params) {
@@ -170,19 +173,6 @@ class DataParallel {
     return v > 0;
   }
 
-  // This process's rows of a batch of n; with several processes, `shard`
-  // makes the dropout generator draw those rows' part of the whole batch's
-  // numbers.
-  optim::RowRange rows(std::int64_t n, std::optional<RowShardScope>& shard) const {
-    if (!comm_) return {0, n};
-    const optim::RowRange r = optim::shard_rows(n, comm_->rank(), comm_->size());
-    if (r.count > 0)
-      shard.emplace(default_generator(), Generator::RowShard{static_cast<std::uint64_t>(r.first),
-                                                             static_cast<std::uint64_t>(r.count),
-                                                             static_cast<std::uint64_t>(n)});
-    return r;
-  }
-
   // The gradients and `loss` summed over the processes, and the dropout
   // generator's offset from a process that drew (one with no rows did not);
   // the time spent waiting and summing is added to `seconds`.
@@ -191,7 +181,7 @@ class DataParallel {
     std::array<double, 3> extra = {
         loss, drew ? static_cast<double>(default_generator().offset()) : 0.0, drew ? 1.0 : 0.0};
     const auto t0 = std::chrono::steady_clock::now();
-    optim::allreduce_gradients(*comm_, params, extra, buffer_);
+    optim::allreduce_gradients(*comm_, params, extra, buffer_, order_);
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     loss = extra[0];
     default_generator().set_offset(static_cast<std::uint64_t>(extra[1] / extra[2]));
@@ -211,6 +201,7 @@ class DataParallel {
 
  private:
   optim::Communicator* comm_;
+  optim::ReduceOrder order_;
   std::vector<float> buffer_;
 };
 
@@ -230,7 +221,7 @@ class Training {
         bos_(source.bos()),
         num_batches_(source.num_batches()),
         shuffle_(o.seed ^ 0x5eed5eedULL),
-        dp_(hooks.comm) {}
+        dp_(hooks.comm, hooks.reduce) {}
 
   TrainResult run();
 
@@ -244,6 +235,7 @@ class Training {
   void checkpoint(bool last);
   bool validate();
   double forward_backward(const data::PairBatch& b, double step_tokens);
+  double micro_batches(const data::PairBatch& whole, double step_tokens, bool& drew);
   void step(const data::PairBatch& whole);
   void end_epoch();
   void after_step();
@@ -364,19 +356,48 @@ double Training::forward_backward(const data::PairBatch& b, double step_tokens) 
   return sum(mul(nll, mask)).item<double>();
 }
 
+// This process's micro-batches of `whole`, in order: the batch is cut into
+// processes x accum_steps parts by rows (optim::shard_rows), process r taking
+// parts r K .. r K + K - 1. Each part's gradients are added to the ones
+// before, in order, and its loss likewise; each draws its rows' part of the
+// dropout numbers of the whole batch, from the step's first offset
+// (Generator::RowShard). So one process with K parts computes what K
+// processes with one part each do, and the ordered sum over the processes
+// (optim::ReduceOrder::ordered) adds them in the same order. `drew`: some
+// part had rows.
+double Training::micro_batches(const data::PairBatch& whole, double step_tokens, bool& drew) {
+  const std::int64_t n = whole.src.size(0), k = o_.accum_steps, parts = dp_.size() * k;
+  if (parts == 1) {
+    drew = n > 0;
+    return n > 0 ? forward_backward(whole, step_tokens) : 0.0;
+  }
+  Generator& gen = default_generator();
+  const std::uint64_t start = gen.offset();
+  std::uint64_t end = start;
+  double loss = 0;
+  drew = false;
+  for (std::int64_t j = dp_.rank() * k; j < (dp_.rank() + 1) * k; ++j) {
+    const optim::RowRange rows = optim::shard_rows(n, static_cast<int>(j), static_cast<int>(parts));
+    if (rows.count == 0) continue;
+    gen.set_offset(start);
+    RowShardScope shard(gen, Generator::RowShard{static_cast<std::uint64_t>(rows.first),
+                                                 static_cast<std::uint64_t>(rows.count),
+                                                 static_cast<std::uint64_t>(n)});
+    loss += forward_backward(rows.count == n ? whole : rows_of(whole, rows), step_tokens);
+    end = gen.offset();
+    drew = true;
+  }
+  gen.set_offset(end);
+  return loss;
+}
+
 // One optimizer step on the batch `whole`, and its records.
 void Training::step(const data::PairBatch& whole) {
   const double step_tokens = sum(whole.tgt_len.to(DType::f64)).item<double>();
-  std::optional<RowShardScope> shard;
-  const optim::RowRange rows = dp_.rows(whole.src.size(0), shard);
   adam_.zero_grad();
-  double step_loss = 0;
-  if (rows.count > 0)
-    step_loss = forward_backward(
-        rows.count == whole.src.size(0) && rows.first == 0 ? whole : rows_of(whole, rows),
-        step_tokens);
-  shard.reset();
-  dp_.reduce(adam_.params(), step_loss, /*drew=*/rows.count > 0, result_.allreduce_seconds);
+  bool drew = false;
+  double step_loss = micro_batches(whole, step_tokens, drew);
+  dp_.reduce(adam_.params(), step_loss, drew, result_.allreduce_seconds);
   // Clipping fused into the update: the same bits as clip_grad_norm, then step.
   const double norm = optim::grad_norm(adam_.params());
   adam_.set_lr(optim::scheduled_lr(o_.lr, state_.step + 1, o_.lr_warmup, schedule_));

@@ -205,6 +205,118 @@ TEST(MpiTrain, TranslatorWithValidationFollowsOneProcess) {
   EXPECT_EQ(outputs[0], outputs[1]);
 }
 
+// The tensors' bytes of a model.safetensors (what follows its JSON header,
+// which names the run and so differs between the two runs).
+std::string weight_bytes(const fs::path& model) {
+  const std::string all = attn::testing::read_file(model / "model.safetensors");
+  if (all.size() < 8) return "";
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i)
+    n = n << 8 | static_cast<unsigned char>(all[static_cast<std::size_t>(i)]);
+  return n + 8 <= all.size() ? all.substr(static_cast<std::size_t>(n + 8)) : "";
+}
+
+// `attn train <flags>` as one process (one thread) with --accum-steps n into
+// w/one, and as n processes (one thread each) into w/many: every step's loss
+// and every weight the same, bit for bit.
+void expect_accum_equals_processes(const fs::path& w, int n, std::vector<std::string> flags) {
+  fs::remove_all(w);
+  fs::create_directories(w);
+  flags.insert(flags.begin(), "train");
+  for (const std::string& s : {"--quiet", "--checkpoint-every", "0"}) flags.push_back(s);
+  auto with = [&](const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> a = flags;
+    for (const std::string& s : {std::string("--out"), (w / name).string(),
+                                 std::string("--metrics-json"), (w / (name + ".json")).string()})
+      a.push_back(s);
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  std::vector<std::string> one = {"--threads", "1"};
+  for (const auto& s : with("one", {"--accum-steps", std::to_string(n)})) one.push_back(s);
+  ASSERT_EQ(run_attn(g_attn, one, w / "one"), 0) << logs(w / "one");
+  ASSERT_EQ(run_attn(g_mpirun, mpirun_args(n, with("many", {})), w / "many"), 0)
+      << logs(w / "many");
+  const auto la = read_json(w / "one.json")["step_losses"].get<std::vector<double>>();
+  const auto lb = read_json(w / "many.json")["step_losses"].get<std::vector<double>>();
+  ASSERT_GE(la.size(), 50u);
+  ASSERT_EQ(la.size(), lb.size());
+  for (std::size_t i = 0; i < la.size(); ++i)
+    ASSERT_EQ(la[i], lb[i]) << "step " << i + 1 << " of " << n << " micro-batches";
+  const std::string wa = weight_bytes(w / "one"), wb = weight_bytes(w / "many");
+  ASSERT_FALSE(wa.empty());
+  EXPECT_TRUE(wa == wb) << "the weights differ";
+  std::printf("  %d processes = --accum-steps %d: %zu step losses and %zu weight bytes equal\n", n,
+              n, la.size(), wa.size());
+}
+
+// d2l's preset, 50 steps (batches of 64: 32 + 32, or 21 + 21 + 22), with
+// dropout: N processes summed in their order give one process's bits with
+// N micro-batches; a run moves between the two with --resume.
+TEST(MpiTrain, ProcessesEqualAccumStepsOnD2lPreset) {
+  if (const std::string why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  for (int n : {2, 3})
+    expect_accum_equals_processes(work_dir() / ("d2l_accum" + std::to_string(n)), n,
+                                  {"--data", kCorpus, "--epochs", "5"});
+  if (HasFatalFailure()) return;
+  // Three epochs as 2 processes, then two more as one with --accum-steps 2:
+  // the 50 steps of the run that took one process throughout.
+  const fs::path w = work_dir() / "d2l_accum2";
+  const fs::path moved = w / "moved";
+  ASSERT_EQ(run_attn(g_mpirun,
+                     mpirun_args(2, {"train", "--data", kCorpus, "--epochs", "3", "--quiet",
+                                     "--checkpoint-every", "0", "--out", moved.string()}),
+                     w / "first"),
+            0)
+      << logs(w / "first");
+  ASSERT_EQ(
+      run_attn(g_attn,
+               {"--threads", "1", "train", "--resume", moved.string(), "--epochs", "5",
+                "--accum-steps", "2", "--quiet", "--metrics-json", (w / "moved.json").string()},
+               w / "second"),
+      0)
+      << logs(w / "second");
+  const auto la = read_json(w / "one.json")["step_losses"].get<std::vector<double>>();
+  const auto lb = read_json(w / "moved.json")["step_losses"].get<std::vector<double>>();
+  ASSERT_EQ(la.size(), lb.size());
+  for (std::size_t i = 0; i < la.size(); ++i) ASSERT_EQ(la[i], lb[i]) << "step " << i + 1;
+  EXPECT_TRUE(weight_bytes(w / "one") == weight_bytes(moved)) << "the weights differ";
+}
+
+// The translator's recipe, small (SentencePiece, token batches, dropout,
+// label smoothing, warmup), 56 steps: the same with 2 and 3.
+TEST(MpiTrain, ProcessesEqualAccumStepsOnTranslatorRecipe) {
+  if (const std::string why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  for (int n : {2, 3})
+    expect_accum_equals_processes(work_dir() / ("spm_accum" + std::to_string(n)), n,
+                                  {"--preset",
+                                   "tatoeba",
+                                   "--data",
+                                   kCorpus,
+                                   "--num-examples",
+                                   "3000",
+                                   "--vocab-size",
+                                   "400",
+                                   "--valid-size",
+                                   "100",
+                                   "--test-size",
+                                   "100",
+                                   "--num-hiddens",
+                                   "32",
+                                   "--ffn-num-hiddens",
+                                   "64",
+                                   "--num-layers",
+                                   "1",
+                                   "--batch-tokens",
+                                   "512",
+                                   "--valid-freq",
+                                   "0",
+                                   "--epochs",
+                                   "1",
+                                   "--time-limit",
+                                   "0"});
+}
+
 // The processes (children of mpirun) with their rank.
 std::vector<std::pair<pid_t, int>> ranks_of(pid_t mpirun) {
   std::vector<std::pair<pid_t, int>> out;

@@ -59,6 +59,7 @@ TEST(HParams, EveryEnumValueNamesItsRow) {
       {HP::num_epochs, "num_epochs"},
       {HP::lr, "lr"},
       {HP::batch_size, "batch_size"},
+      {HP::accum_steps, "accum_steps"},
       {HP::grad_clip, "grad_clip"},
       {HP::seed, "seed"},
       {HP::embedding_init, "embedding_init"},

@@ -125,6 +125,7 @@ enum class HP : std::size_t {
   num_epochs,
   lr,
   batch_size,
+  accum_steps,
   grad_clip,
   seed,
   embedding_init,

@@ -33,6 +33,9 @@ struct TrainOptions {
   std::int64_t num_epochs = 200;
   double lr = 0.005;
   std::int64_t batch_size = 64;
+  // Micro-batches a batch is split into (gradients added in order); with N
+  // processes each takes accum_steps of the N * accum_steps parts.
+  std::int64_t accum_steps = 1;
   double grad_clip = 1.0;  // d2l's grad_clipping(net, 1)
   std::uint64_t seed = 0;  // shuffling (dropout and init draw from the default generator)
   EmbeddingInit embedding_init = EmbeddingInit::normal;  // seq2seq/options.h
@@ -173,7 +176,8 @@ struct TrainHooks {
   // Data parallelism: with a communicator of more than one process, every
   // process runs train_seq2seq with the same arguments; each builds the
   // whole batch (so that every row is padded as one process would pad it),
-  // takes its rows of it (optim::shard_rows), draws its rows' part of the
+  // takes its rows of it (optim::shard_rows; with accum_steps K, process r
+  // of N takes micro-batches r K .. r K + K - 1 of N K), draws its rows' part of the
   // dropout numbers of the whole batch (Generator::RowShard), and the
   // gradients and losses are summed over the processes before every process
   // takes the same step. The parameters start as process 0's. Stopping
@@ -183,6 +187,9 @@ struct TrainHooks {
   // caller's choice. `validate` is called on every process (it may split the
   // work, e.g. validate_translator with the communicator).
   optim::Communicator* comm = nullptr;
+  // How the gradients are summed over the processes (optim::ReduceOrder):
+  // ordered, the bits of one process with --accum-steps N; fast, MPI's order.
+  optim::ReduceOrder reduce = optim::ReduceOrder::ordered;
 };
 
 struct TrainResult {
