@@ -45,6 +45,7 @@ packages=(
   doxygen              # the API reference (make docs)
   libopenmpi-dev       # data-parallel training: mpirun -np N attn train
   openmpi-bin          # mpirun (the MPI tests)
+  iproute2             # ip netns: the two-host MPI test's network namespaces
   chromium             # headless browser: the attention viewer test (attn attention --html)
 )
 

@@ -223,7 +223,7 @@ void expect_accum_equals_processes(const fs::path& w, int n, std::vector<std::st
   fs::remove_all(w);
   fs::create_directories(w);
   flags.insert(flags.begin(), "train");
-  for (const std::string& s : {"--quiet", "--checkpoint-every", "0"}) flags.push_back(s);
+  for (const char* s : {"--quiet", "--checkpoint-every", "0"}) flags.push_back(s);
   auto with = [&](const std::string& name, std::vector<std::string> extra) {
     std::vector<std::string> a = flags;
     for (const std::string& s : {std::string("--out"), (w / name).string(),
@@ -412,6 +412,165 @@ TEST(MpiTrain, DeadProcessStopsTheRunAndResumeFinishes) {
     EXPECT_EQ(end.state.epoch, 60) << dir;
     EXPECT_EQ(end.state.step, 600) << dir;
   }
+}
+
+// ---- Two hosts over TCP, on this machine ----
+//
+// Two network namespaces joined by a veth pair (10.231.0.1 and .2, inside
+// the namespaces only) stand for two hosts: mpirun runs in the first, and
+// starts the second host's daemon through a launch agent that enters the
+// second namespace where ssh would log in. Open MPI's TCP transport alone
+// (--mca btl tcp,self: no shared memory) carries the sums, so the
+// multi-host path runs. Made and removed by the test; skipped with a
+// message where namespaces cannot be made (not root, no iproute2).
+class TwoHosts {
+ public:
+  explicit TwoHosts(const fs::path& dir) {
+    const std::string tag = std::to_string(::getpid());
+    ns_[0] = "attn" + tag + "h0";
+    ns_[1] = "attn" + tag + "h1";
+    const std::string v0 = "av" + tag + "a", v1 = "av" + tag + "b";
+    made_ = sh("ip netns add " + ns_[0]) && sh("ip netns add " + ns_[1]);
+    made_ = made_ && sh("ip link add " + v0 + " type veth peer name " + v1) &&
+            sh("ip link set " + v0 + " netns " + ns_[0]) &&
+            sh("ip link set " + v1 + " netns " + ns_[1]) &&
+            sh("ip -n " + ns_[0] + " addr add 10.231.0.1/24 dev " + v0) &&
+            sh("ip -n " + ns_[1] + " addr add 10.231.0.2/24 dev " + v1);
+    for (int i = 0; i < 2 && made_; ++i)
+      made_ = sh("ip -n " + ns_[i] + " link set lo up") &&
+              sh("ip -n " + ns_[i] + " link set " + (i == 0 ? v0 : v1) + " up");
+    link_ = v1;
+    // The launch agent: `agent HOST COMMAND...`, as mpirun calls ssh.
+    agent_ = dir / "agent.sh";
+    agent_log_ = dir / "agent.log";
+    std::ofstream(agent_) << "#!/bin/sh\n"
+                          << "host=$1; shift\n"
+                          << "echo \"$host\" >> " << agent_log_.string() << "\n"
+                          << "case \"$host\" in\n"
+                          << "  10.231.0.1) ns=" << ns_[0] << " ;;\n"
+                          << "  10.231.0.2) ns=" << ns_[1] << " ;;\n"
+                          << "  *) echo \"agent: no host $host\" >&2; exit 255 ;;\n"
+                          << "esac\n"
+                          << "exec ip netns exec \"$ns\" /bin/sh -c \"$*\"\n";
+    fs::permissions(agent_, fs::perms::owner_all);
+  }
+  ~TwoHosts() {
+    for (const std::string& ns : ns_) {
+      sh("ip netns pids " + ns + " 2>/dev/null | xargs -r kill -9");
+      sh("ip netns del " + ns + " 2>/dev/null");
+    }
+  }
+  bool made() const { return made_; }
+  // mpirun in the first namespace, one process on each host, one thread each.
+  std::vector<std::string> mpirun(const std::vector<std::string>& args) const {
+    std::vector<std::string> all = {
+        "ip", "netns", "exec", ns_[0], g_mpirun, "-np", "2", "--host", "10.231.0.1:1,10.231.0.2:1",
+        "--mca", "plm_rsh_agent", agent_.string(), "--mca", "btl", "tcp,self", "--mca",
+        "btl_tcp_if_include", "10.231.0.0/24", "--mca", "oob_tcp_if_include", "10.231.0.0/24",
+        // A lost host noticed within seconds.
+        "--mca", "oob_tcp_keepalive_time", "1", "--mca", "oob_tcp_keepalive_intvl", "1", "--mca",
+        "oob_tcp_keepalive_probes", "3", "--bind-to", "none", g_attn, "--threads", "1"};
+    all.insert(all.end(), args.begin(), args.end());
+    return all;
+  }
+  bool link_down() const { return sh("ip -n " + ns_[1] + " link set " + link_ + " down"); }
+  std::string agent_log() const { return attn::testing::read_file(agent_log_); }
+
+ private:
+  static bool sh(const std::string& command) {
+    return std::system((command + " >/dev/null 2>&1").c_str()) == 0;
+  }
+  std::string ns_[2], link_;
+  fs::path agent_, agent_log_;
+  bool made_ = false;
+};
+
+const char* const kEnv = "/usr/bin/env";  // runs `ip` from PATH
+
+// The d2l preset, 50 steps, as two hosts: the bits of one process with
+// --accum-steps 2. Then a run whose link goes down after step 20: mpirun
+// ends within 30 s with an error, the last checkpoint loads, and --resume
+// (one process, --accum-steps 2) finishes the run.
+TEST(MpiTrain, TwoHostsOverTcp) {
+  if (const std::string why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  const fs::path w = work_dir() / "hosts";
+  fs::remove_all(w);
+  fs::create_directories(w);
+  TwoHosts hosts(w);
+  if (!hosts.made()) GTEST_SKIP() << "cannot make network namespaces (needs root and iproute2)";
+  const std::vector<std::string> d2l = {"train", "--data", kCorpus, "--quiet"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = d2l;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  ASSERT_EQ(run_attn(g_attn,
+                     {"--threads", "1", "train", "--data", kCorpus, "--quiet", "--epochs", "5",
+                      "--checkpoint-every", "0", "--accum-steps", "2", "--out",
+                      (w / "one").string(), "--metrics-json", (w / "one.json").string()},
+                     w / "one"),
+            0)
+      << logs(w / "one");
+  ASSERT_EQ(run_attn(kEnv,
+                     hosts.mpirun(
+                         with({"--epochs", "5", "--checkpoint-every", "0", "--out",
+                               (w / "two").string(), "--metrics-json", (w / "two.json").string()})),
+                     w / "two"),
+            0)
+      << logs(w / "two");
+  EXPECT_NE(hosts.agent_log().find("10.231.0.2"), std::string::npos)
+      << "the second host was not started through the agent";
+  const auto la = read_json(w / "one.json")["step_losses"].get<std::vector<double>>();
+  const auto lb = read_json(w / "two.json")["step_losses"].get<std::vector<double>>();
+  ASSERT_EQ(la.size(), 50u);
+  ASSERT_EQ(la.size(), lb.size());
+  for (std::size_t i = 0; i < la.size(); ++i) ASSERT_EQ(la[i], lb[i]) << "step " << i + 1;
+  EXPECT_TRUE(weight_bytes(w / "one") == weight_bytes(w / "two")) << "the weights differ";
+
+  // The link taken down mid-run.
+  const fs::path out = w / "cut";
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t mpirun = spawn_attn(
+      kEnv,
+      hosts.mpirun(with({"--epochs", "60", "--checkpoint-every", "5", "--out", out.string()})),
+      w / "cut");
+  ASSERT_GT(mpirun, 0);
+  const fs::path ckpt = out / seq2seq::kCheckpointFile;
+  std::int64_t step = 0;
+  while (step < 20 && seconds_since(t0) < 120) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    int status = 0;
+    ASSERT_EQ(waitpid(mpirun, &status, WNOHANG), 0) << "mpirun ended early\n" << logs(w / "cut");
+    try {
+      if (fs::exists(ckpt)) step = seq2seq::load_checkpoint(ckpt.string()).state.step;
+    } catch (const std::exception&) {}
+  }
+  ASSERT_GE(step, 20) << logs(w / "cut");
+  ASSERT_TRUE(hosts.link_down());
+  const auto cut = std::chrono::steady_clock::now();
+  int status = 0;
+  while (waitpid(mpirun, &status, WNOHANG) == 0 && seconds_since(cut) < 60)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const double took = seconds_since(cut);
+  if (took >= 60) {
+    ::kill(mpirun, SIGKILL);
+    wait_status(mpirun);
+  }
+  std::printf("  link down after checkpoint step %lld; mpirun ended %.1f s later with %d\n",
+              static_cast<long long>(step), took, exit_code(status));
+  ASSERT_LT(took, 30.0) << logs(w / "cut");
+  EXPECT_NE(exit_code(status), 0);
+  seq2seq::Checkpoint ck;
+  ASSERT_NO_THROW(ck = seq2seq::load_checkpoint(ckpt.string()));
+  EXPECT_GE(ck.state.step, 20);
+  fs::remove(out / ".lock");
+  ASSERT_EQ(run_attn(g_attn,
+                     {"--threads", "1", "train", "--resume", out.string(), "--accum-steps", "2",
+                      "--quiet"},
+                     w / "resume"),
+            0)
+      << logs(w / "resume");
+  EXPECT_EQ(seq2seq::load_checkpoint(ckpt.string()).state.step, 600);
 }
 
 }  // namespace

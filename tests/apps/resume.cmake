@@ -38,9 +38,13 @@ attn_app_test(apps_interrupt interrupt.cpp ARGS --runs=${ATTN_INTERRUPT_RUNS} TI
 attn_app_test(apps_model_dir model_dir_cli.cpp TIMEOUT 900)
 
 # Data-parallel training (mpi_train.cpp): mpirun -np 2 attn train against one
-# process (the same losses to 1e-5, the same translations), and a run whose
-# second process is killed (the first ends within 30 s; --resume with 1 and 2
-# processes finishes). Skipped with a message without mpirun or MPI.
+# process (the same losses to 1e-5, the same translations); N = 2 and 3
+# processes against one with --accum-steps N (the same bits); two hosts over
+# TCP in two network namespaces (the same bits; a link taken down ends the
+# run within 30 s and --resume finishes it); and a run whose second process
+# is killed (the first ends within 30 s; --resume with 1 and 2 processes
+# finishes). Skipped with a message without mpirun or MPI (the two-host case
+# also without root and iproute2).
 # Under the sanitizers it is not run (skipped with that reason): the
 # processes would run inside Open MPI's uninstrumented runtime, which keeps
 # its memory and hooks the allocator; the data-parallel code of the library
