@@ -25,6 +25,7 @@
 #include "attn/attn.h"
 #include "attn/ops/attention.h"
 #include "attn/ops/precision.h"
+#include "bench_timing.h"
 #include "commands.h"
 #include "precision_flag.h"
 #include "rss.h"
@@ -41,26 +42,6 @@ struct AttentionBenchOptions {
   int threads = 0;  // 0: the global setting
   int repeats = 5;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-// Milliseconds of each of `repeats` calls of f, after one warm-up call.
-template <class F>
-double median_ms(int repeats, F f) {
-  f();
-  std::vector<double> ms;
-  for (int i = 0; i < repeats; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    f();
-    ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return median(ms);
-}
 
 // Applies --isa and --no-small-path; an instruction set this CPU lacks is a
 // runtime error (exit 1), an unknown name was refused by the parser (exit 2).
