@@ -139,6 +139,37 @@ TEST(MpiTrain, D2lPresetFollowsOneProcess) {
   EXPECT_LE(all, 0.25);  // the same training, not another one
 }
 
+// The tatoeba recipe at toy size on 3,000 pairs (one epoch, 56 steps),
+// validating every `valid_freq` steps (0: never).
+std::vector<std::string> small_translator(int valid_freq) {
+  return {"--preset",
+          "tatoeba",
+          "--data",
+          kCorpus,
+          "--num-examples",
+          "3000",
+          "--vocab-size",
+          "400",
+          "--valid-size",
+          "100",
+          "--test-size",
+          "100",
+          "--num-hiddens",
+          "32",
+          "--ffn-num-hiddens",
+          "64",
+          "--num-layers",
+          "1",
+          "--batch-tokens",
+          "512",
+          "--valid-freq",
+          std::to_string(valid_freq),
+          "--epochs",
+          "1",
+          "--time-limit",
+          "0"};
+}
+
 // A translator's run (the tatoeba recipe: SentencePiece, token batches,
 // dropout, label smoothing, warmup; validation split between the processes)
 // on 3,000 pairs, 56 steps: the step losses follow one process to 1e-5, the
@@ -147,32 +178,7 @@ TEST(MpiTrain, D2lPresetFollowsOneProcess) {
 TEST(MpiTrain, TranslatorWithValidationFollowsOneProcess) {
   if (const std::string why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
   const fs::path w = work_dir() / "spm";
-  train_one_and_two(w, {"--preset",
-                        "tatoeba",
-                        "--data",
-                        kCorpus,
-                        "--num-examples",
-                        "3000",
-                        "--vocab-size",
-                        "400",
-                        "--valid-size",
-                        "100",
-                        "--test-size",
-                        "100",
-                        "--num-hiddens",
-                        "32",
-                        "--ffn-num-hiddens",
-                        "64",
-                        "--num-layers",
-                        "1",
-                        "--batch-tokens",
-                        "512",
-                        "--valid-freq",
-                        "15",
-                        "--epochs",
-                        "1",
-                        "--time-limit",
-                        "0"});
+  train_one_and_two(w, small_translator(15));
   if (HasFatalFailure()) return;
   const auto a = read_json(w / "one.json"), b = read_json(w / "two.json");
   ASSERT_GE(a["step_losses"].size(), 15u);
@@ -289,32 +295,27 @@ TEST(MpiTrain, ProcessesEqualAccumStepsOnTranslatorRecipe) {
   if (const std::string why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
   for (int n : {2, 3})
     expect_accum_equals_processes(work_dir() / ("spm_accum" + std::to_string(n)), n,
-                                  {"--preset",
-                                   "tatoeba",
-                                   "--data",
-                                   kCorpus,
-                                   "--num-examples",
-                                   "3000",
-                                   "--vocab-size",
-                                   "400",
-                                   "--valid-size",
-                                   "100",
-                                   "--test-size",
-                                   "100",
-                                   "--num-hiddens",
-                                   "32",
-                                   "--ffn-num-hiddens",
-                                   "64",
-                                   "--num-layers",
-                                   "1",
-                                   "--batch-tokens",
-                                   "512",
-                                   "--valid-freq",
-                                   "0",
-                                   "--epochs",
-                                   "1",
-                                   "--time-limit",
-                                   "0"});
+                                  small_translator(0));
+}
+
+// The step of the checkpoint `ckpt` once it is 20 or later (within 120 s of
+// t0), while `mpirun` runs; a failure if it ends first.
+std::int64_t wait_for_checkpoint(pid_t mpirun, const fs::path& ckpt,
+                                 std::chrono::steady_clock::time_point t0, const fs::path& stem) {
+  std::int64_t step = 0;
+  while (step < 20 && seconds_since(t0) < 120) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    int status = 0;
+    if (waitpid(mpirun, &status, WNOHANG) != 0) {
+      ADD_FAILURE() << "mpirun ended early\n" << logs(stem);
+      return step;
+    }
+    try {
+      if (fs::exists(ckpt)) step = seq2seq::load_checkpoint(ckpt.string()).state.step;
+    } catch (const std::exception&) {}
+  }
+  EXPECT_GE(step, 20) << logs(stem);
+  return step;
 }
 
 // The processes (children of mpirun) with their rank.
@@ -364,15 +365,7 @@ TEST(MpiTrain, DeadProcessStopsTheRunAndResumeFinishes) {
   // Wait for a checkpoint of step 20 or later.
   const fs::path ckpt = out / seq2seq::kCheckpointFile;
   std::int64_t step = 0;
-  while (step < 20 && seconds_since(t0) < 120) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    int status = 0;
-    ASSERT_EQ(waitpid(mpirun, &status, WNOHANG), 0) << "mpirun ended early\n" << logs(w / "run");
-    try {
-      if (fs::exists(ckpt)) step = seq2seq::load_checkpoint(ckpt.string()).state.step;
-    } catch (const std::exception&) {}
-  }
-  ASSERT_GE(step, 20) << logs(w / "run");
+  ASSERT_GE(step = wait_for_checkpoint(mpirun, ckpt, t0, w / "run"), 20);
   pid_t victim = -1;
   for (auto [pid, rank] : ranks_of(mpirun))
     if (rank == 1) victim = pid;
@@ -537,15 +530,7 @@ TEST(MpiTrain, TwoHostsOverTcp) {
   ASSERT_GT(mpirun, 0);
   const fs::path ckpt = out / seq2seq::kCheckpointFile;
   std::int64_t step = 0;
-  while (step < 20 && seconds_since(t0) < 120) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    int status = 0;
-    ASSERT_EQ(waitpid(mpirun, &status, WNOHANG), 0) << "mpirun ended early\n" << logs(w / "cut");
-    try {
-      if (fs::exists(ckpt)) step = seq2seq::load_checkpoint(ckpt.string()).state.step;
-    } catch (const std::exception&) {}
-  }
-  ASSERT_GE(step, 20) << logs(w / "cut");
+  ASSERT_GE(step = wait_for_checkpoint(mpirun, ckpt, t0, w / "cut"), 20);
   ASSERT_TRUE(hosts.link_down());
   const auto cut = std::chrono::steady_clock::now();
   int status = 0;
