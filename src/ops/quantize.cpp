@@ -170,8 +170,8 @@ Tensor run_int8_kernel(Int8Kernel kernel, const Tensor& x, std::int64_t M, Quant
                    : quantize_row_s8(px + m * K, K, xq8 + m * K, true);
   });
   const float* b = bc.defined() ? bc.data<float>() : nullptr;
-  const detail::Int8GemmArgs a{.u = s.xq.data(),
-                               .ldu = K,
+  const detail::Int8GemmArgs a{.x = s.xq.data(),
+                               .ldx = K,
                                .sx = s.sx.data(),
                                .packed = w.gemm_layout(),
                                .comp = w.comp.data(),

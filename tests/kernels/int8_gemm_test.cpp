@@ -57,8 +57,8 @@ Operands random_operands(std::int64_t M, std::int64_t K, std::int64_t N, std::in
 
 Int8GemmArgs args(const Operands& o, const std::vector<std::int8_t>& packed, bool with_bias,
                   std::int64_t M, std::int64_t K, std::int64_t N, std::int64_t ldu, float* y) {
-  return {.u = o.u.data(),
-          .ldu = ldu,
+  return {.x = o.u.data(),
+          .ldx = ldu,
           .sx = o.sx.data(),
           .packed = packed.data(),
           .comp = o.comp.data(),
@@ -237,8 +237,8 @@ TEST(Int8Gemm, ReferenceByHand) {
   const float sx[] = {0.5f}, sw[] = {2.0f, 1.0f}, bias[] = {0.25f, -1.0f};
   float y[2];
   Int8GemmArgs a{};
-  a.u = u;
-  a.ldu = 4;
+  a.x = u;
+  a.ldx = 4;
   a.sx = sx;
   a.comp = comp;
   a.sw = sw;

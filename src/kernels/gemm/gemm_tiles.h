@@ -167,4 +167,21 @@ __attribute__((target("avx512f"), always_inline)) inline void store_row(float* y
   _mm512_mask_storeu_ps(y + 16, e.mhi, finish(hi, e.bhi, e));
 }
 
+// The f32 and bf16 tiles' way out (gemm_tile_loop.h): a group's epilogue,
+// and row m's two registers of sums into y.
+struct FloatOut {
+  template <class Args>
+  __attribute__((target("avx512f"), always_inline)) static FloatEpilogue epilogue(const Args& a,
+                                                                                  std::int64_t n0) {
+    return float_epilogue(a.bias, a.relu, a.N, n0);
+  }
+  template <class Args>
+  __attribute__((target("avx512f"), always_inline)) static void store(const Args& a, std::int64_t m,
+                                                                      std::int64_t n0, __m512 lo,
+                                                                      __m512 hi,
+                                                                      const FloatEpilogue& e) {
+    store_row(a.y + m * a.N + n0, lo, hi, e);
+  }
+};
+
 }  // namespace attn::detail::gemm_tiles

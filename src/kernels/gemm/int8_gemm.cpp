@@ -24,7 +24,7 @@ std::vector<std::int8_t> pack_int8_gemm(const std::int8_t* wq, std::int64_t N, s
 }
 
 void int8_gemm_reference(const Int8GemmArgs& a, const std::int8_t* wq) {
-  int8_reference_rows(a.u, a.ldu, wq, a.comp, a.sx, a.sw, a.bias, a.M, a.N, a.K, a.y);
+  int8_reference_rows(a.x, a.ldx, wq, a.comp, a.sx, a.sw, a.bias, a.M, a.N, a.K, a.y);
 }
 
 }  // namespace attn::detail

@@ -33,8 +33,8 @@ namespace attn::detail {
 std::vector<std::int8_t> pack_int8_gemm(const std::int8_t* wq, std::int64_t N, std::int64_t K);
 
 struct Int8GemmArgs {
-  const std::uint8_t* u;  // M rows of K u8 values, row m at u + m * ldu
-  std::int64_t ldu;
+  const std::uint8_t* x;  // M rows of K u8 values (xq + 128), row m at x + m * ldx
+  std::int64_t ldx;
   const float* sx;  // M
   const std::int8_t* packed;  // pack_int8_gemm's layout
   const std::int32_t* comp;  // N

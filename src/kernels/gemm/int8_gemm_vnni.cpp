@@ -10,11 +10,12 @@
 #include "kernels/gemm/int8_gemm.h"
 #include "kernels/target.h"
 
+ATTN_TARGET_BEGIN_AVX512("avx512f,avx512bw,avx512vl,avx512vnni")
+#include "kernels/gemm/gemm_tile_loop.h"
+
 namespace attn::detail {
 
 using gemm_tiles::kGroup;
-
-ATTN_TARGET_BEGIN_AVX512("avx512f,avx512bw,avx512vl,avx512vnni")
 
 namespace {
 
@@ -47,61 +48,55 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) i
   asm("vpdpbusd %[w], %[x], %[acc]" : [acc] "+v"(acc) : [x] "v"(x), [w] "v"(w));
 }
 
-// One row's step: its 4 bytes broadcast, two vpdpbusd. Named sums, not an
-// array: GCC kept an array's sums on the stack, loading and storing them at
-// every step.
-#define ATTN_INT8_ROW_STEP(r)                               \
-  if constexpr (R > r) {                                    \
-    std::int32_t four;                                      \
-    std::memcpy(&four, u + (r)*a.ldu + 4 * s, sizeof four); \
-    const __m512i x = _mm512_set1_epi32(four);              \
-    dpbusd(lo##r, x, w0);                                   \
-    dpbusd(hi##r, x, w1);                                   \
-  }
-#define ATTN_INT8_ROW_STORE(r) \
-  if constexpr (R > r) store_row(a.y + (m0 + r) * a.N + n0, a.sx[m0 + r], lo##r, hi##r, e);
-
-// y for rows [m0, m0 + R) and group g: the sums over all of K in registers,
-// then acc - comp, times sx * sw, plus the bias, as dequantize_row does;
-// meanwhile the 128 bytes at pf + 128 s are brought into the nearest cache
-// at each step s (the weights a later tile reads).
-struct Int8Tiles {
+// y for rows [m0, m0 + R) and group g (gemm_tile_loop.h's loop): the sums
+// over all of K in registers, then acc - comp, times sx * sw, plus the bias,
+// as dequantize_row does; meanwhile the 128 bytes at pf + 128 s are brought
+// into the nearest cache at each step s (the weights a later tile reads).
+struct Int8Tiles : TileLoop<Int8Tiles> {
+  using Args = Int8GemmArgs;
+  using Elem = std::int8_t;
+  using Sum = __m512i;
+  using Weight = __m512i;
   static constexpr std::int64_t kPerStep = 4;
-  template <int R>
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), noinline)) static void tile(
-      const Int8GemmArgs& a, std::int64_t m0, std::int64_t g, const std::int8_t* pf);
+
+  static Sum zero() { return _mm512_setzero_si512(); }
+  static void weights(const std::int8_t* w, const std::int8_t* pf, Weight& w0, Weight& w1) {
+    w0 = _mm512_loadu_si512(w);
+    w1 = _mm512_loadu_si512(w + 64);
+    gemm_tiles::fetch_l1(pf);
+  }
+  // Its 4 bytes broadcast, two vpdpbusd.
+  static void row(const std::uint8_t* u, std::int64_t s, Weight w0, Weight w1, Sum& lo, Sum& hi) {
+    std::int32_t four;
+    std::memcpy(&four, u + 4 * s, sizeof four);
+    const __m512i x = _mm512_set1_epi32(four);
+    dpbusd(lo, x, w0);
+    dpbusd(hi, x, w1);
+  }
+  static Epilogue epilogue(const Args& a, std::int64_t n0) {
+    Epilogue e;
+    e.mlo = gemm_tiles::first_lanes(a.N - n0);
+    e.mhi = gemm_tiles::first_lanes(a.N - n0 - 16);
+    e.clo = _mm512_maskz_loadu_epi32(e.mlo, a.comp + n0);
+    e.chi = _mm512_maskz_loadu_epi32(e.mhi, a.comp + n0 + 16);
+    e.slo = _mm512_maskz_loadu_ps(e.mlo, a.sw + n0);
+    e.shi = _mm512_maskz_loadu_ps(e.mhi, a.sw + n0 + 16);
+    e.blo = a.bias ? _mm512_maskz_loadu_ps(e.mlo, a.bias + n0) : _mm512_setzero_ps();
+    e.bhi = a.bias ? _mm512_maskz_loadu_ps(e.mhi, a.bias + n0 + 16) : _mm512_setzero_ps();
+    return e;
+  }
+  static void store(const Args& a, std::int64_t m, std::int64_t n0, Sum lo, Sum hi,
+                    const Epilogue& e) {
+    store_row(a.y + m * a.N + n0, a.sx[m], lo, hi, e);
+  }
 };
 
-template <int R>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), noinline)) void Int8Tiles::tile(
-    const Int8GemmArgs& a, std::int64_t m0, std::int64_t g, const std::int8_t* pf) {
-  static_assert(R >= 1 && R <= gemm_tiles::kTileRows);
-  const std::int64_t k4 = (a.K + 3) / 4;
-  const std::int8_t* w = a.packed + g * k4 * kGroup * 4;
-  const std::uint8_t* u = a.u + m0 * a.ldu;
-  const __m512i z = _mm512_setzero_si512();
-  ATTN_GEMM_ROWS_12(ATTN_GEMM_ZERO_SUMS)
-  for (std::int64_t s = 0; s < k4; ++s) {
-    const __m512i w0 = _mm512_loadu_si512(w + s * 128), w1 = _mm512_loadu_si512(w + s * 128 + 64);
-    gemm_tiles::fetch_l1(pf + s * 128);
-    ATTN_GEMM_ROWS_12(ATTN_INT8_ROW_STEP)
-  }
-  const std::int64_t n0 = g * kGroup;
-  Epilogue e;
-  e.mlo = gemm_tiles::first_lanes(a.N - n0);
-  e.mhi = gemm_tiles::first_lanes(a.N - n0 - 16);
-  e.clo = _mm512_maskz_loadu_epi32(e.mlo, a.comp + n0);
-  e.chi = _mm512_maskz_loadu_epi32(e.mhi, a.comp + n0 + 16);
-  e.slo = _mm512_maskz_loadu_ps(e.mlo, a.sw + n0);
-  e.shi = _mm512_maskz_loadu_ps(e.mhi, a.sw + n0 + 16);
-  e.blo = a.bias ? _mm512_maskz_loadu_ps(e.mlo, a.bias + n0) : _mm512_setzero_ps();
-  e.bhi = a.bias ? _mm512_maskz_loadu_ps(e.mhi, a.bias + n0 + 16) : _mm512_setzero_ps();
-  ATTN_GEMM_ROWS_12(ATTN_INT8_ROW_STORE)
-}
-
 }  // namespace
+}  // namespace attn::detail
 
 ATTN_TARGET_END_AVX512
+
+namespace attn::detail {
 
 // The tiles in gemm_tiles' order (kernels/gemm/gemm_tiles.h). The next group's
 // weights fetched ahead made int8 greedy translation of the 2,000 test
