@@ -28,6 +28,11 @@ inline __m512i quantize16_avx512(__m512 v, __m512 vinv) {
   return _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(r, lo), hi), shift);
 }
 
+// Lanes [0, n) of 16, n > 0.
+inline __mmask16 first_lanes(std::int64_t n) {
+  return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
+}
+
 // The same row into u8 (xq + 128) with AVX-512: the same f32 product, the
 // same rounding (to nearest even), the same clamp. Returns the row's scale.
 float row_avx512(const float* x, std::int64_t K, std::uint8_t* out) {
@@ -43,8 +48,7 @@ float row_avx512(const float* x, std::int64_t K, std::uint8_t* out) {
     m1 = _mm512_max_ps(m1, _mm512_abs_ps(b));
   }
   for (; k < K; k += 16) {
-    const __mmask16 m =
-        K - k >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (K - k)) - 1u);
+    const __mmask16 m = first_lanes(K - k);
     const __m512 v = _mm512_maskz_loadu_ps(m, x + k);
     unordered |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
     m0 = _mm512_max_ps(m0, _mm512_abs_ps(v));
@@ -55,24 +59,12 @@ float row_avx512(const float* x, std::int64_t K, std::uint8_t* out) {
     std::memset(out, 128, static_cast<std::size_t>(K));
     return s.scale;
   }
-  // round(x * inv) to nearest even, clamped to [-127, 127], + 128; 64 values
-  // a step packed to bytes (the packs work per 128-bit lane, the permute puts
-  // the dwords back in order).
+  // round(x * inv) to nearest even, clamped to [-127, 127], + 128, 16
+  // values a step (vpmovdb keeps each lane's low byte: the value itself,
+  // in [1, 255]); the last step masked.
   const __m512 vinv = _mm512_set1_ps(s.inv);
-  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  k = 0;
-  for (; k + 64 <= K; k += 64) {
-    const __m512i q0 = quantize16_avx512(_mm512_loadu_ps(x + k), vinv),
-                  q1 = quantize16_avx512(_mm512_loadu_ps(x + k + 16), vinv),
-                  q2 = quantize16_avx512(_mm512_loadu_ps(x + k + 32), vinv),
-                  q3 = quantize16_avx512(_mm512_loadu_ps(x + k + 48), vinv);
-    const __m512i bytes =
-        _mm512_packus_epi16(_mm512_packs_epi32(q0, q1), _mm512_packs_epi32(q2, q3));
-    _mm512_storeu_si512(out + k, _mm512_permutexvar_epi32(order, bytes));
-  }
-  for (; k < K; k += 16) {
-    const __mmask16 m =
-        K - k >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (K - k)) - 1u);
+  for (k = 0; k < K; k += 16) {
+    const __mmask16 m = first_lanes(K - k);
     _mm512_mask_cvtepi32_storeu_epi8(out + k, m,
                                      quantize16_avx512(_mm512_maskz_loadu_ps(m, x + k), vinv));
   }
