@@ -23,27 +23,23 @@ namespace {
 // AVX-512, could be the ones the linker keeps for every caller.
 
 struct Bf16Tiles : gemm_tiles::FloatOut, TileLoop<Bf16Tiles> {
-  using Args = Bf16GemmArgs;
-  using Elem = std::uint16_t;
-  using Sum = __m512;
   using Weight = __m512bh;
   static constexpr std::int64_t kPerStep = 2;
 
-  static Sum zero() { return _mm512_setzero_ps(); }
+  static __m512 zero() { return _mm512_setzero_ps(); }
+  // Its two bf16 values broadcast, two VDPBF16PS.
+  static void row(const std::uint16_t* x, std::int64_t s, Weight w0, Weight w1, __m512& lo,
+                  __m512& hi) {
+    const __m512bh v = (__m512bh)step_bytes(x + 2 * s);
+    lo = _mm512_dpbf16_ps(lo, v, w0);
+    hi = _mm512_dpbf16_ps(hi, v, w1);
+  }
   // The 128 bytes at pf (the weights a later tile reads) into the nearest
   // cache.
   static void weights(const std::uint16_t* w, const std::uint16_t* pf, Weight& w0, Weight& w1) {
     w0 = (__m512bh)_mm512_loadu_si512(w);
     w1 = (__m512bh)_mm512_loadu_si512(w + 32);
     gemm_tiles::fetch_l1(pf);
-  }
-  // Its two bf16 values broadcast, two VDPBF16PS.
-  static void row(const std::uint16_t* x, std::int64_t s, Weight w0, Weight w1, Sum& lo, Sum& hi) {
-    std::int32_t two;
-    std::memcpy(&two, x + 2 * s, sizeof two);
-    const __m512bh v = (__m512bh)_mm512_set1_epi32(two);
-    lo = _mm512_dpbf16_ps(lo, v, w0);
-    hi = _mm512_dpbf16_ps(hi, v, w1);
   }
 };
 
@@ -52,9 +48,5 @@ struct Bf16Tiles : gemm_tiles::FloatOut, TileLoop<Bf16Tiles> {
 
 ATTN_TARGET_END_AVX512
 
-namespace attn::detail {
-
 // The tiles in gemm_tiles' order (kernels/gemm/gemm_tiles.h).
 ATTN_GEMM_ENTRY(bf16_gemm, Bf16GemmArgs, Bf16Tiles)
-
-}  // namespace attn::detail

@@ -99,7 +99,7 @@ struct F32Tiles256 {
 
 ATTN_TARGET_END
 
+}  // namespace attn::detail
+
 // The tiles in gemm_tiles' order (kernels/gemm/gemm_tiles.h).
 ATTN_GEMM_ENTRY(f32_gemm_avx2, F32GemmArgs, F32Tiles256)
-
-}  // namespace attn::detail

@@ -23,9 +23,6 @@ namespace {
 // AVX-512, could be the ones the linker keeps for every caller.
 
 struct F32Tiles512 : gemm_tiles::FloatOut, TileLoop<F32Tiles512> {
-  using Args = F32GemmArgs;
-  using Elem = float;
-  using Sum = __m512;
   using Weight = __m512;
   static constexpr std::int64_t kPerStep = 1;
   // How many steps ahead a tile fetches its own weights into L1 (2 KB):
@@ -34,7 +31,13 @@ struct F32Tiles512 : gemm_tiles::FloatOut, TileLoop<F32Tiles512> {
   static constexpr std::int64_t kOwnAhead = 16;
   static_assert(kAhead >= kOwnAhead);  // the layout's closing zeros cover the last group's
 
-  static Sum zero() { return _mm512_setzero_ps(); }
+  static __m512 zero() { return _mm512_setzero_ps(); }
+  // Its float broadcast, two FMAs.
+  static void row(const float* x, std::int64_t k, Weight w0, Weight w1, __m512& lo, __m512& hi) {
+    const __m512 v = _mm512_set1_ps(x[k]);
+    lo = _mm512_fmadd_ps(v, w0, lo);
+    hi = _mm512_fmadd_ps(v, w1, hi);
+  }
   // The 128 bytes at pf (the weights a later tile reads) into the L2 cache,
   // and the tile's own weights kOwnAhead steps on into L1. The next group
   // not into L1: at K 256 a group is 32 KB, and the next one fetched beside
@@ -47,12 +50,6 @@ struct F32Tiles512 : gemm_tiles::FloatOut, TileLoop<F32Tiles512> {
     gemm_tiles::fetch_l2(pf);
     gemm_tiles::fetch_l1(w + kOwnAhead * kGroup);
   }
-  // Its float broadcast, two FMAs.
-  static void row(const float* x, std::int64_t k, Weight w0, Weight w1, Sum& lo, Sum& hi) {
-    const __m512 v = _mm512_set1_ps(x[k]);
-    lo = _mm512_fmadd_ps(v, w0, lo);
-    hi = _mm512_fmadd_ps(v, w1, hi);
-  }
 };
 
 }  // namespace
@@ -60,9 +57,5 @@ struct F32Tiles512 : gemm_tiles::FloatOut, TileLoop<F32Tiles512> {
 
 ATTN_TARGET_END_AVX512
 
-namespace attn::detail {
-
 // The tiles in gemm_tiles' order (kernels/gemm/gemm_tiles.h).
 ATTN_GEMM_ENTRY(f32_gemm_avx512, F32GemmArgs, F32Tiles512)
-
-}  // namespace attn::detail

@@ -4,11 +4,11 @@
 // each row out through the kernel's epilogue. Included after a kernel's
 // target pragma (internal linkage, kernels/target.h); a kernel K gives:
 //
-//   Args, Elem, Sum, Weight     its arguments (activations a.x, rows
-//                               a.ldx apart), weight element, sum and
-//                               weight registers
+//   Weight                      its weight registers (its arguments hold
+//                               the activations a.x, rows a.ldx apart,
+//                               and the packed weights a.packed)
 //   kPerStep                    values of K a step holds (gemm_tiles.h)
-//   zero()                      a zero sum
+//   zero()                      a zero sum register
 //   weights(w, pf, w0, w1)      a step's two weight registers from w (and
 //                               the prefetches that go with the step: pf,
 //                               the weights a later tile reads, as far in)
@@ -23,23 +23,33 @@
 // instructions.
 #pragma once
 
+#include <immintrin.h>
+
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/gemm/gemm_tiles.h"
 
 namespace attn::detail {
 namespace {
 
-template <class K, int R>
-inline void tile_loop(const typename K::Args& a, std::int64_t m0, std::int64_t g,
-                      const typename K::Elem* pf) {
+// The 4 bytes of a row's step (two bf16 values, four u8) in every 32-bit
+// lane: what the dot-product kernels multiply a step's weights by.
+inline __m512i step_bytes(const void* p) {
+  std::int32_t four;
+  std::memcpy(&four, p, sizeof four);
+  return _mm512_set1_epi32(four);
+}
+
+template <class K, int R, class Args, class Elem>
+inline void tile_loop(const Args& a, std::int64_t m0, std::int64_t g, const Elem* pf) {
   static_assert(R >= 1 && R <= gemm_tiles::kTileRows);
   constexpr std::int64_t kStep = gemm_tiles::kGroup * K::kPerStep;
   const std::int64_t steps = (a.K + K::kPerStep - 1) / K::kPerStep;
-  const typename K::Elem* w = a.packed + g * steps * kStep;
+  const Elem* w = a.packed + g * steps * kStep;
   const auto* x = a.x + m0 * a.ldx;
   const std::int64_t ld = a.ldx;
-  const typename K::Sum z = K::zero();
+  const auto z = K::zero();
   ATTN_GEMM_ROWS_12(ATTN_GEMM_ZERO_SUMS)
   for (std::int64_t s = 0; s < steps; ++s) {
     typename K::Weight w0, w1;

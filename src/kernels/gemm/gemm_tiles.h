@@ -114,11 +114,13 @@ void run_tiles(const Args& a, std::int64_t g0, std::int64_t g1) {
   }
 }
 
-// A kernel's entry, defined after its target region (for the baseline):
-// its tiles in run_tiles' order.
+// A kernel's entry in attn::detail, defined after its target region (for
+// the baseline, outside any namespace): its tiles in run_tiles' order.
 #define ATTN_GEMM_ENTRY(name, Args, Tiles)                     \
+  namespace attn::detail {                                     \
   void name(const Args& a, std::int64_t g0, std::int64_t g1) { \
     gemm_tiles::run_tiles<Tiles>(a, g0, g1);                   \
+  }                                                            \
   }
 
 // The f32 and bf16 AVX-512 tiles' end, after their sums over K: row r's two

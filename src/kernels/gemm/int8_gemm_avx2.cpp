@@ -176,7 +176,7 @@ struct Int8Tiles256 {
 
 ATTN_TARGET_END
 
+}  // namespace attn::detail
+
 // The tiles in gemm_tiles' order (kernels/gemm/gemm_tiles.h).
 ATTN_GEMM_ENTRY(int8_gemm_avx2, Int8GemmS8Args, Int8Tiles256)
-
-}  // namespace attn::detail
