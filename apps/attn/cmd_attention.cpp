@@ -136,14 +136,12 @@ void setup_attention(CLI::App& parent, Context& ctx) {
                       "Path stem of the pictures (-encoder.png, ... are appended); drawn when "
                       "--out is given or neither --json nor --html is")
           ->capture_default_str();
-  sub->add_option("--json", a->json,
+  add_file_option(sub, "--json", a->json,
                   "Also write every weight (each layer, head and kind: encoder self-, decoder\n"
-                  "self- and cross-attention, [layer][head][query][key]) with the tokens as JSON")
-      ->option_text("FILE");
-  sub->add_option("--html", a->html,
+                  "self- and cross-attention, [layer][head][query][key]) with the tokens as JSON");
+  add_file_option(sub, "--html", a->html,
                   "Also write an interactive viewer: one self-contained HTML page (no network)\n"
-                  "to choose the kind, layer and head and hover a token to see its weights")
-      ->option_text("FILE");
+                  "to choose the kind, layer and head and hover a token to see its weights");
   sub->add_option("--layer", a->layer, "The viewer's first layer (1-based)")
       ->check(in_range(std::int64_t{1}, std::int64_t{1024}))
       ->capture_default_str();

@@ -146,9 +146,8 @@ void setup_serve(CLI::App& parent, Context& ctx) {
   sub->add_option("--req-limit", o.req_limit, "Most requests per client per minute; 0: none")
       ->check(in_range<std::int64_t>(0, 1 << 30))
       ->capture_default_str();
-  sub->add_option("--api-keys", a->api_keys,
-                  "A file of API keys, one per line: every translation then needs one (api_key)")
-      ->option_text("FILE");
+  add_file_option(sub, "--api-keys", a->api_keys,
+                  "A file of API keys, one per line: every translation then needs one (api_key)");
   sub->add_option("--cors-origin", o.cors_origin,
                   "Access-Control-Allow-Origin of every answer; '' for none")
       ->capture_default_str();

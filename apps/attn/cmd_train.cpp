@@ -445,9 +445,8 @@ void setup_train(CLI::App& parent, Context& ctx) {
                   "batches, validation; --preset tatoeba --dump-config shows every value)")
       ->check(CLI::IsMember(seq2seq::preset_names()))
       ->capture_default_str();
-  sub->add_option("--config", a->config,
-                  "A JSON object of hyperparameters by name (as --dump-config prints them)")
-      ->option_text("FILE");
+  add_file_option(sub, "--config", a->config,
+                  "A JSON object of hyperparameters by name (as --dump-config prints them)");
   sub->add_flag("--dump-config", a->dump_config,
                 "Print every hyperparameter as resolved (preset, --config, flags) and exit");
   sub->add_option("--out", a->out, "Model directory to write")->capture_default_str();
@@ -464,8 +463,7 @@ void setup_train(CLI::App& parent, Context& ctx) {
   a->hp.add_to(sub, preset_run("d2l"));
   sub->add_option("--metrics-json", a->metrics_json,
                   "Write loss, validations, speed, memory and translations as JSON here");
-  sub->add_option("--log", a->log, "Append every progress and validation line to this file")
-      ->option_text("FILE");
+  add_file_option(sub, "--log", a->log, "Append every progress and validation line to this file");
   sub->add_option("--log-every", a->log_every,
                   "A progress line every N steps, or with Ns every N seconds (0: d2l's line "
                   "every tenth of the epochs). Not given, and the output not a terminal: also "

@@ -71,6 +71,12 @@ inline void set_action(CLI::App* sub, Context& ctx, Action action) {
   sub->callback([&ctx, action = std::move(action)] { ctx.action = action; });
 }
 
+// An option naming a file (shown as FILE in --help).
+inline CLI::Option* add_file_option(CLI::App* sub, const std::string& name, std::string& path,
+                                    const std::string& help) {
+  return sub->add_option(name, path, help)->option_text("FILE");
+}
+
 // A check for a numeric option in [lo, hi] that tells a value that is not a
 // number ("'fast' is not a number", "'2.5' is not an integer") from one out
 // of range ("100 is not in [1e-09, 10]"); CLI::Range calls both "not in range".
