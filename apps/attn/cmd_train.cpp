@@ -13,7 +13,6 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -472,16 +471,15 @@ void setup_train(CLI::App& parent, Context& ctx) {
       ->option_text("N|Ns")
       ->capture_default_str();
   sub->add_flag("--quiet", a->quiet, "No progress bar and no progress lines");
-  sub->add_option("--reduce", a->reduce,
-                  "Under mpirun, how the processes' gradients are summed: ordered, in the "
-                  "processes' order (N processes give the bits of one with --accum-steps N); "
-                  "fast, MPI_Allreduce's own order")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, optim::ReduceOrder>{
-          {"ordered", optim::ReduceOrder::ordered}, {"fast", optim::ReduceOrder::fast}}))
-      ->option_text("ordered|fast")
-      ->capture_default_str();
+  sub->add_option("--reduce", a->reduce_name,
+                  "Under mpirun, how the processes' gradients are summed: ordered (the default), "
+                  "in the processes' order (N processes give the bits of one with --accum-steps "
+                  "N); fast, MPI_Allreduce's own order")
+      ->check(CLI::IsMember({"ordered", "fast"}))
+      ->option_text("ordered|fast");
   set_action(sub, ctx, [a, sub, &parent](const Context& c) {
     a->hp.collect(sub, &parent);
+    a->reduce = a->reduce_name == "fast" ? optim::ReduceOrder::fast : optim::ReduceOrder::ordered;
     a->out_given = sub->get_option("--out")->count() > 0;
     a->log_every_given = sub->get_option("--log-every")->count() > 0;
     if (sub->get_option("--resume")->count() > 0 && a->resume.empty())

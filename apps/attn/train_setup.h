@@ -29,6 +29,7 @@ struct TrainArgs {
   std::int64_t checkpoint_every = 100;
   bool quiet = false;
   bool overwrite = false;
+  std::string reduce_name = "ordered";  // --reduce, parsed into `reduce`
   optim::ReduceOrder reduce = optim::ReduceOrder::ordered;
   HParamFlags hp;
   bool out_given = false;
