@@ -20,13 +20,14 @@
 //   template <int R> static void tile(const Args& a, std::int64_t m0,
 //                                     std::int64_t g, const Elem* pf);
 // that computes rows [m0, m0 + R) of column group g and fetches the
-// weights at pf + step * s at its step s. The kernels compile their tiles
-// for their instruction sets; what is here is plain code that calls them.
+// weights at pf + step * s at its step s (the AVX-512 kernels get it from
+// gemm_tile_loop.h's TileLoop). The kernels compile their tiles for their
+// instruction sets; what is here is plain code that calls them.
 //
 // A tile's rows are unrolled by these macros, once for every kernel:
 // ATTN_GEMM_ROWS_12(STEP) is STEP(0) STEP(1) ... STEP(11) (_6 and _4 the
-// first 6 and 4), where STEP(r) is a kernel's own macro for row r, guarded
-// by `if constexpr (R > r)`; ATTN_GEMM_ROWS_n(ATTN_GEMM_ZERO_SUMS) declares
+// first 6 and 4), where STEP(r) is the step for row r, guarded by
+// `if constexpr (R > r)`; ATTN_GEMM_ROWS_n(ATTN_GEMM_ZERO_SUMS) declares
 // the sums lo0, hi0, lo1, ... from a zero register z. Named sums, not an
 // array: GCC kept an array's sums on the stack.
 #pragma once
@@ -122,16 +123,6 @@ void run_tiles(const Args& a, std::int64_t g0, std::int64_t g1) {
     gemm_tiles::run_tiles<Tiles>(a, g0, g1);                   \
   }                                                            \
   }
-
-// The f32 and bf16 AVX-512 tiles' end, after their sums over K: row r's two
-// registers of sums through the bias and the ReLU into y (the columns that
-// exist).
-#define ATTN_GEMM_FLOAT_STORE(r) \
-  if constexpr (R > r) gemm_tiles::store_row(a.y + (m0 + r) * a.N + n0, lo##r, hi##r, e);
-#define ATTN_GEMM_FLOAT_STORE_ROWS                                                         \
-  const std::int64_t n0 = g * kGroup;                                                      \
-  const gemm_tiles::FloatEpilogue e = gemm_tiles::float_epilogue(a.bias, a.relu, a.N, n0); \
-  ATTN_GEMM_ROWS_12(ATTN_GEMM_FLOAT_STORE)
 
 // The f32 and bf16 kernels' way out of the registers: each group's columns'
 // masks, then the bias added and the ReLU applied.

@@ -8,18 +8,19 @@
 // 2 ulp) summed in f64, plain loops the compiler vectorizes. row_stats: the
 // same in AVX-512 or AVX2 + FMA where the CPU has it (checked once, the
 // CPU alone decides; row_stats.cpp): the maximum in four independent
-// registers, the exponentials (AVX-512: the attention kernels'
-// VecAvx512::exp, the same degree-7 polynomial, 2^n applied by vscalefps
-// rather than built in the exponent bits; AVX2: exp_simd's own steps, 8 at
-// a time; an input below -86.9 gives 0, as exp_simd's) and their f64 sums
-// in four independent registers.
+// registers, the exponentials (written once over the vector types,
+// row_stats_kernel.h; AVX-512: VecAvx512::exp, the same degree-7
+// polynomial, 2^n applied by vscalefps rather than built in the exponent
+// bits; AVX2: VecAvx2::stats_exp, exp_simd's own steps, 8 at a time; an
+// input below -86.9 gives 0, as exp_simd's) and their f64 sums in four
+// independent registers.
 // On a row of 8,000 logits the AVX-512 form is 1.8x faster than the
 // reference, the AVX2 form 1.43x on an AMD EPYC Zen 1 (17 against 24 us;
 // GCC vectorizes the reference in 128-bit registers there). AVX-512's
 // exponentials may differ from exp_simd's in their last bit (the
 // polynomial's last step fused differently), AVX2's follow exp_simd's steps
-// (row_stats.cpp; the same exponentials where the reference is built with
-// FMA), and the sums run in another order: log_sum_exp agrees with the
+// (VecAvx2::stats_exp; the same exponentials where the reference is built
+// with FMA), and the sums run in another order: log_sum_exp agrees with the
 // reference to a few 1e-9 relative, far inside the f32 rounding of the
 // logits themselves (tests/kernels/row_stats_test.cpp).
 // NaN logits: ignored by the maximum unless the first is NaN (then the
