@@ -9,6 +9,7 @@
 #include "attn/ops/loss.h"
 #include "attn/ops/matmul.h"
 #include "attn/ops/norm.h"
+#include "attn/ops/positions.h"
 #include "attn/ops/precision.h"
 #include "attn/ops/reduce.h"
 #include "attn/ops/rnn.h"

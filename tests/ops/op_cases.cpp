@@ -60,6 +60,11 @@ std::vector<OpCase> all_cases() {
   v.push_back({"sigmoid", "", {real({5, 13}, {512, 1024}, -4, 4)}, [](const In& x) {
                  return sigmoid(x[0]);
                }});
+  // ---- positions ----
+  v.push_back(
+      {"rotary", "from position 3", {real({2, 3, 7, 10}, {8, 8, 128, 64})}, [](const In& x) {
+         return rotary(x[0], 3);
+       }});
   // ---- reductions ----
   v.push_back({"sum", "dims 0, 2", {real({3, 5, 7}, {64, 256, 512})}, [](const In& x) {
                  return sum(x[0], {0, 2});
