@@ -42,6 +42,8 @@
 
 namespace attn {
 
+using autograd::Grads;
+using autograd::Needs;
 using autograd::record;
 using detail::AttnArgs;
 using detail::AttnKernelTable;
@@ -49,8 +51,6 @@ using detail::AttnMask;
 using detail::AttnPath;
 using detail::AttnTiles;
 using detail::HeadView;
-using autograd::Grads;
-using autograd::Needs;
 
 // ---- kernel selection ----
 

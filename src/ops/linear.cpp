@@ -32,9 +32,9 @@
 
 namespace attn {
 
-using autograd::record;
 using autograd::Grads;
 using autograd::Needs;
+using autograd::record;
 
 void detail::check_linear_shapes(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                  const char* op) {

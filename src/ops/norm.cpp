@@ -30,9 +30,9 @@
 
 namespace attn {
 
-using autograd::record;
 using autograd::Grads;
 using autograd::Needs;
+using autograd::record;
 
 namespace {
 

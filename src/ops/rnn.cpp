@@ -21,8 +21,8 @@
 
 namespace attn {
 
-using autograd::record;
 using autograd::Needs;
+using autograd::record;
 
 namespace {
 

@@ -8,7 +8,8 @@ namespace attn::serve {
 namespace {
 
 // The page after html_page()'s opening (viz/html_page.h).
-constexpr const char* kPage = R"page(:root { --ink: #1d2330; --muted: #5d6677; --hi: #1f5fb4; --card: #fff; --line: #c5cad4; }
+constexpr const char* kPage =
+    R"page(:root { --ink: #1d2330; --muted: #5d6677; --hi: #1f5fb4; --card: #fff; --line: #c5cad4; }
 body { margin: 0; padding: 20px 24px 32px; background: #f3f4f7; color: var(--ink);
   font: 16px/1.45 system-ui, "Segoe UI", "DejaVu Sans", "Liberation Sans", sans-serif; }
 h1 { font-size: 22px; margin: 0 0 14px; font-weight: 600; }

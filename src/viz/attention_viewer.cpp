@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "attention_viewer_page.h"
-#include "html_page.h"
 #include "attn/core/error.h"
+#include "html_page.h"
 
 namespace attn::viz {
 

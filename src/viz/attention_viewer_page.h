@@ -8,7 +8,8 @@
 namespace attn::viz::detail {
 
 // The page after html_page()'s opening (viz/html_page.h).
-inline constexpr const char* kAttentionViewerPage = R"page(:root { --ink: #1d2330; --muted: #5d6677; --line: #1f5fb4; --hi: #1f5fb4; --card: #fff; }
+inline constexpr const char* kAttentionViewerPage =
+    R"page(:root { --ink: #1d2330; --muted: #5d6677; --line: #1f5fb4; --hi: #1f5fb4; --card: #fff; }
 body { margin: 0; padding: 20px 28px 28px; background: #f3f4f7; color: var(--ink);
   font: 15px/1.4 system-ui, "Segoe UI", "DejaVu Sans", "Liberation Sans", sans-serif; }
 h1 { font-size: 21px; margin: 0 0 2px; font-weight: 600; }

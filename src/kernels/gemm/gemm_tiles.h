@@ -36,6 +36,8 @@
 
 #include <cstdint>
 
+#include "kernels/vec/lane_mask.h"
+
 #define ATTN_GEMM_ROWS_4(STEP) STEP(0) STEP(1) STEP(2) STEP(3)
 #define ATTN_GEMM_ROWS_6(STEP) ATTN_GEMM_ROWS_4(STEP) STEP(4) STEP(5)
 #define ATTN_GEMM_ROWS_12(STEP) \
@@ -61,11 +63,6 @@ inline void fetch_l1(const void* p) {
 inline void fetch_l2(const void* p) {
   _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
   _mm_prefetch(static_cast<const char*>(p) + 64, _MM_HINT_T1);
-}
-
-// Lanes [0, n) of 16 (the columns of a group that exist).
-inline __mmask16 first_lanes(std::int64_t n) {
-  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1u);
 }
 
 template <class Kernel, class Args, class Elem>
@@ -135,8 +132,8 @@ struct FloatEpilogue {
 __attribute__((target("avx512f"), always_inline)) inline FloatEpilogue float_epilogue(
     const float* bias, bool relu, std::int64_t N, std::int64_t n0) {
   FloatEpilogue e;
-  e.mlo = first_lanes(N - n0);
-  e.mhi = first_lanes(N - n0 - 16);
+  e.mlo = first_lanes16(N - n0);
+  e.mhi = first_lanes16(N - n0 - 16);
   e.bias = bias != nullptr;
   e.relu = relu;
   e.blo = e.bias ? _mm512_maskz_loadu_ps(e.mlo, bias + n0) : _mm512_setzero_ps();

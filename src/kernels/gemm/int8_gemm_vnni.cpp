@@ -71,8 +71,8 @@ struct Int8Tiles : TileLoop<Int8Tiles> {
   }
   static Epilogue epilogue(const Int8GemmArgs& a, std::int64_t n0) {
     Epilogue e;
-    e.mlo = gemm_tiles::first_lanes(a.N - n0);
-    e.mhi = gemm_tiles::first_lanes(a.N - n0 - 16);
+    e.mlo = first_lanes16(a.N - n0);
+    e.mhi = first_lanes16(a.N - n0 - 16);
     e.clo = _mm512_maskz_loadu_epi32(e.mlo, a.comp + n0);
     e.chi = _mm512_maskz_loadu_epi32(e.mhi, a.comp + n0 + 16);
     e.slo = _mm512_maskz_loadu_ps(e.mlo, a.sw + n0);

@@ -10,6 +10,7 @@
 
 #include "kernels/quantize/quantize_rows.h"
 #include "kernels/target.h"
+#include "kernels/vec/lane_mask.h"
 
 namespace attn::detail {
 
@@ -28,11 +29,6 @@ inline __m512i quantize16_avx512(__m512 v, __m512 vinv) {
   return _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(r, lo), hi), shift);
 }
 
-// Lanes [0, n) of 16, n > 0.
-inline __mmask16 first_lanes(std::int64_t n) {
-  return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
-}
-
 // The same row into u8 (xq + 128) with AVX-512: the same f32 product, the
 // same rounding (to nearest even), the same clamp. Returns the row's scale.
 float row_avx512(const float* x, std::int64_t K, std::uint8_t* out) {
@@ -48,7 +44,7 @@ float row_avx512(const float* x, std::int64_t K, std::uint8_t* out) {
     m1 = _mm512_max_ps(m1, _mm512_abs_ps(b));
   }
   for (; k < K; k += 16) {
-    const __mmask16 m = first_lanes(K - k);
+    const __mmask16 m = first_lanes16(K - k);
     const __m512 v = _mm512_maskz_loadu_ps(m, x + k);
     unordered |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
     m0 = _mm512_max_ps(m0, _mm512_abs_ps(v));
@@ -64,7 +60,7 @@ float row_avx512(const float* x, std::int64_t K, std::uint8_t* out) {
   // in [1, 255]); the last step masked.
   const __m512 vinv = _mm512_set1_ps(s.inv);
   for (k = 0; k < K; k += 16) {
-    const __mmask16 m = first_lanes(K - k);
+    const __mmask16 m = first_lanes16(K - k);
     _mm512_mask_cvtepi32_storeu_epi8(out + k, m,
                                      quantize16_avx512(_mm512_maskz_loadu_ps(m, x + k), vinv));
   }
