@@ -147,7 +147,7 @@ struct Launch {
 // table; a later device would be chosen here too.
 template <class T>
 Launch<T> kernels_for(std::int64_t Q, std::int64_t K, std::int64_t D, std::int64_t Dv,
-                      bool need_grad, bool dropout) {
+                      bool need_grad, bool dropout, bool bias = false) {
   const KernelSetting& s = setting();
   Launch<T> l;
   if constexpr (std::is_same_v<T, float>)
@@ -157,11 +157,13 @@ Launch<T> kernels_for(std::int64_t Q, std::int64_t K, std::int64_t D, std::int64
   l.tiles = l.kernels->tiles;
   if (std::int64_t br = s.tile_br.load()) l.tiles.br = l.tiles.fwd_br = br;
   if (std::int64_t bc = s.tile_bc.load()) l.tiles.bc = l.tiles.fwd_bc = bc;
-  l.path = detail::choose_attention_path(Q, K, D, Dv, need_grad, dropout, s.small_path.load());
+  // The small and bf16 kernels have no position bias.
+  l.path =
+      detail::choose_attention_path(Q, K, D, Dv, need_grad, dropout, s.small_path.load() && !bias);
   l.tiled_forward = l.kernels->forward;
   l.tiled_backward = l.kernels->backward;
   if constexpr (std::is_same_v<T, float>) {
-    if (l.path == AttnPath::tiled && matmul_precision() == Precision::bf16 &&
+    if (l.path == AttnPath::tiled && !bias && matmul_precision() == Precision::bf16 &&
         std::string_view(l.kernels->name) == "avx512" && detail::attention_forward_bf16()) {
       l.tiled_forward = detail::attention_forward_bf16();
       l.tiled_backward = detail::attention_backward_bf16();
@@ -284,6 +286,9 @@ struct Problem {
   Tensor kv_rows;
   bool causal = false;
   double scale = 1.0;
+  std::int64_t kv_group = 1;  // query heads per key and value head
+  Tensor bias;  // (H, 2K - 1), detached, contiguous, or undefined
+  Tensor qstart;  // (B) i64, contiguous, or undefined
   std::int64_t N() const { return B * H; }
   Shape out_shape() const { return four_d ? Shape{B, Q, H, Dv} : Shape{B, Q, Dv}; }
   AttnMask mask() const {
@@ -299,6 +304,33 @@ struct Problem {
 Tensor rows_unit_stride(const Tensor& t) {
   Tensor d = t.detach();
   return d.size(-1) > 1 && d.stride(-1) != 1 ? d.contiguous() : d;
+}
+
+// AttentionOptions::position_bias and query_start into p.bias and p.qstart.
+void check_positions(Problem& p, const AttentionOptions& opt, DType dtype, const char* op) {
+  if (opt.query_start.defined()) {
+    const Tensor& qs = opt.query_start;
+    ATTN_CHECK(qs.dim() == 1 && qs.size(0) == p.B && !is_floating(qs.dtype()), ShapeError,
+               "{}: query_start must be integers of shape [{}] (one per batch row), got {} {}", op,
+               p.B, dtype_name(qs.dtype()), shape_str(qs.shape()));
+    p.qstart = qs.detach().to(DType::i64).contiguous();
+    const std::int64_t* s = p.qstart.data<std::int64_t>();
+    for (std::int64_t b = 0; b < p.B; ++b)
+      ATTN_CHECK(s[b] >= 0 && s[b] + p.Q <= p.K, ValueError,
+                 "{}: query_start[{}] = {} puts its {} queries outside the {} key positions", op, b,
+                 s[b], p.Q, p.K);
+  }
+  if (!opt.position_bias.defined()) return;
+  const Tensor& pb = opt.position_bias;
+  ATTN_CHECK(p.K >= 1 && pb.dim() == 2 && pb.size(0) == p.H && pb.size(1) == 2 * p.K - 1,
+             ShapeError, "{}: position_bias must have shape [{}, {}] (heads, 2 x keys - 1), got {}",
+             op, p.H, 2 * p.K - 1, shape_str(pb.shape()));
+  ATTN_CHECK(pb.dtype() == dtype, DTypeError,
+             "{}: position_bias must be {} like the queries, got {}", op, dtype_name(dtype),
+             dtype_name(pb.dtype()));
+  ATTN_CHECK(p.qstart.defined() || p.Q <= p.K, ValueError,
+             "{}: a position bias with {} queries after {} keys needs query_start", op, p.Q, p.K);
+  p.bias = pb.detach().contiguous();
 }
 
 Problem prepare(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt,
@@ -325,11 +357,15 @@ Problem prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Attenti
   p.K = k.size(t_dim);
   p.D = q.size(d_dim);
   p.Dv = v.size(d_dim);
-  const bool heads_match = !four || (k.size(2) == p.H && v.size(2) == p.H);
+  const bool heads_match =
+      !four || (k.size(2) == v.size(2) && k.size(2) >= 1 && p.H % k.size(2) == 0);
   const bool rows = opt.kv_rows.defined();
   ATTN_CHECK((rows || k.size(0) == p.B) && v.size(0) == k.size(0) && heads_match, ShapeError,
-             "{}: batch{} sizes differ: queries {}, keys {}, values {}", op, four ? " or head" : "",
-             shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
+             "{}: batch{} sizes differ: queries {}, keys {}, values {}{}", op,
+             four ? " or head" : "", shape_str(q.shape()), shape_str(k.shape()),
+             shape_str(v.shape()),
+             four ? " (keys and values need one number of heads, a divisor of the queries')" : "");
+  p.kv_group = four ? p.H / k.size(2) : 1;
   ATTN_CHECK(v.size(t_dim) == p.K, ShapeError,
              "{}: keys {} and values {} must have the same number of steps", op,
              shape_str(k.shape()), shape_str(v.shape()));
@@ -346,6 +382,7 @@ Problem prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Attenti
   p.scale = opt.scale != 0.0 ? opt.scale : 1.0 / std::sqrt(static_cast<double>(p.D));
   p.causal = opt.causal;
   p.limits = attention_limits(opt.valid_lens, opt.causal, p.B, p.Q, p.K, op);
+  check_positions(p, opt, q.dtype(), op);
   p.q = rows_unit_stride(q);
   p.k = rows_unit_stride(k);
   p.v = rows_unit_stride(v);
@@ -380,6 +417,9 @@ AttnArgs<T> make_args(const Problem& p) {
     (p.kv_rows.dim() == 1 ? a.kv_rows : a.kv_key_rows) = rows;
   }
   a.scale = p.scale;
+  a.kv_group = p.kv_group;
+  if (p.bias.defined()) a.bias = p.bias.data<T>();
+  if (p.qstart.defined()) a.qstart = p.qstart.data<std::int64_t>();
   return a;
 }
 
@@ -421,12 +461,18 @@ Tensor run_decode(const Problem& p, const AttnKernelTable<T>& kernels) {
 
 // The backward of run_fused with the kernels its forward ran (the small
 // path's saved buffers are laid out for that table's vector width).
+// With a position bias, its gradient comes fourth when `bias_grad`.
 template <class T>
 Grads fused_backward(const Problem& p, const detail::AttnDropout& drop, const Tensor& out,
-                     const Tensor& lse, const Tensor& saved, const Launch<T>& l, const Tensor& g) {
+                     const Tensor& lse, const Tensor& saved, const Launch<T>& l, const Tensor& g,
+                     bool bias_grad) {
   const DType dt = p.q.dtype();
-  if (p.Q == 0 || p.K == 0)
-    return {zeros(p.q.shape(), dt), zeros(p.k.shape(), dt), zeros(p.v.shape(), dt)};
+  Tensor dbias = p.bias.defined() ? zeros(p.bias.shape(), dt) : Tensor();
+  if (p.Q == 0 || p.K == 0) {
+    Grads z{zeros(p.q.shape(), dt), zeros(p.k.shape(), dt), zeros(p.v.shape(), dt)};
+    if (dbias.defined()) z.push_back(dbias);
+    return z;
+  }
   Tensor dq = Tensor::empty(p.q.shape(), dt), dk = Tensor::empty(p.k.shape(), dt),
          dv = Tensor::empty(p.v.shape(), dt);
   Tensor gc = rows_unit_stride(g);
@@ -439,17 +485,20 @@ Grads fused_backward(const Problem& p, const detail::AttnDropout& drop, const Te
   a.dk = head_view<T>(dk, p.four_d);
   a.dv = head_view<T>(dv, p.four_d);
   a.saved = saved.defined() ? saved.data<T>() : nullptr;
+  if (bias_grad) a.dbias = dbias.data<T>();
   if (l.path == AttnPath::small)
     l.kernels->backward_small(a);
   else
     l.tiled_backward(a, l.tiles);
+  if (dbias.defined()) return {dq, dk, dv, dbias};
   return {dq, dk, dv};
 }
 
 // The small or tiled forward, recorded for autograd when need_grad.
 template <class T>
 Tensor run_fused(const Problem& p, const DropoutDraw& drop, const Launch<T>& l, bool need_grad,
-                 const Tensor& q, const Tensor& k, const Tensor& v, const char* op) {
+                 const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
+                 const char* op) {
   const DType dt = p.q.dtype();
   Tensor out = p.K == 0 ? zeros(p.out_shape(), dt) : Tensor::empty(p.out_shape(), dt);
   Tensor lse = need_grad ? Tensor::empty({p.N(), p.Q}, dt) : Tensor();
@@ -474,9 +523,12 @@ Tensor run_fused(const Problem& p, const DropoutDraw& drop, const Launch<T>& l, 
   if (!need_grad) return out;
   Tensor od = out.detach();
   detail::AttnDropout dp = drop.params;
-  return record(out, op, {q, k, v}, [p, dp, od, lse, saved, l](const Tensor& g, const Needs&) {
-    return fused_backward<T>(p, dp, od, lse, saved, l, g);
-  });
+  std::vector<Tensor> inputs{q, k, v};
+  if (bias.defined()) inputs.push_back(bias);
+  return record(
+      out, op, std::move(inputs), [p, dp, od, lse, saved, l](const Tensor& g, const Needs& needs) {
+        return fused_backward<T>(p, dp, od, lse, saved, l, g, needs.size() > 3 && needs[3]);
+      });
 }
 
 }  // namespace
@@ -493,25 +545,56 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                     return Grads{zeros(qs, g.dtype()), zeros(ks, g.dtype()), zeros(vs, g.dtype())};
                   });
   }
-  const bool need_grad = autograd::any_requires_grad({q, k, v});
+  const Tensor& bias = opt.position_bias;
+  const bool need_grad = bias.defined() ? autograd::any_requires_grad({q, k, v, bias})
+                                        : autograd::any_requires_grad({q, k, v});
   return dispatch_float(q.dtype(), op, [&]<class T>() {
-    const Launch<T> l = kernels_for<T>(p.Q, p.K, p.D, p.Dv, need_grad, drop.params.on);
+    const Launch<T> l =
+        kernels_for<T>(p.Q, p.K, p.D, p.Dv, need_grad, drop.params.on, bias.defined());
     if (l.path == AttnPath::decode) return run_decode<T>(p, *l.kernels);
-    if (p.kv_rows.defined()) {
-      // Only the decode kernel reads the rows in place: the others get them
-      // gathered (dropout already drawn: it stays as drawn).
-      Tensor kg = detail::gather_kv(k, p.kv_rows), vg = detail::gather_kv(v, p.kv_rows);
+    if (p.kv_rows.defined() || p.kv_group > 1) {
+      // Only the decode kernel reads rows and grouped heads in place: the
+      // others get them gathered and repeated per query head (dropout
+      // already drawn: it stays as drawn).
+      Tensor kg = k, vg = v;
       Problem g = p;
+      if (p.kv_rows.defined()) {
+        kg = detail::gather_kv(kg, p.kv_rows);
+        vg = detail::gather_kv(vg, p.kv_rows);
+        g.kv_rows = Tensor();
+      }
+      if (p.kv_group > 1) {
+        kg = repeat_interleave(kg, p.kv_group, 2);
+        vg = repeat_interleave(vg, p.kv_group, 2);
+        g.kv_group = 1;
+      }
       g.k = rows_unit_stride(kg);
       g.v = rows_unit_stride(vg);
-      g.kv_rows = Tensor();
-      return run_fused<T>(g, drop, l, need_grad, q, kg, vg, op);
+      return run_fused<T>(g, drop, l, need_grad, q, kg, vg, bias, op);
     }
-    return run_fused<T>(p, drop, l, need_grad, q, k, v, op);
+    return run_fused<T>(p, drop, l, need_grad, q, k, v, bias, op);
   });
 }
 
 namespace {
+
+// The position bias of every score, (N, Q, K) in d2l's row order, gathered
+// from `bias` (H, 2K - 1) (differentiable: index_select's gradient adds by
+// offset).
+Tensor bias_scores(const Tensor& bias, const Problem& p) {
+  const std::int64_t rows = p.qstart.defined() ? p.B : 1;
+  Tensor index = Tensor::empty({rows * p.Q * p.K}, DType::i64);
+  std::int64_t* ix = index.data<std::int64_t>();
+  for (std::int64_t b = 0; b < rows; ++b) {
+    const std::int64_t s = p.qstart.defined() ? p.qstart.data<std::int64_t>()[b] : p.K - p.Q;
+    for (std::int64_t q = 0; q < p.Q; ++q)
+      for (std::int64_t k = 0; k < p.K; ++k) *ix++ = s + q - k + p.K - 1;
+  }
+  // (H, rows * Q * K) -> (rows, H, Q, K), broadcast over the batch when rows is 1.
+  Tensor g = index_select(bias, 1, index).reshape({p.H, rows, p.Q, p.K}).permute({1, 0, 2, 3});
+  if (rows == 1) g = g.expand({p.B, p.H, p.Q, p.K});
+  return g.reshape({p.N(), p.Q, p.K});
+}
 
 MaterializedAttention materialized(const Tensor& q, const Tensor& k, const Tensor& v,
                                    const AttentionOptions& opt, const char* op) {
@@ -521,6 +604,9 @@ MaterializedAttention materialized(const Tensor& q, const Tensor& k, const Tenso
     o.kv_rows = Tensor();
     return materialized(q, detail::gather_kv(k, p.kv_rows), detail::gather_kv(v, p.kv_rows), o, op);
   }
+  if (p.kv_group > 1)
+    return materialized(q, repeat_interleave(k, p.kv_group, 2), repeat_interleave(v, p.kv_group, 2),
+                        opt, op);
   const std::int64_t N = p.N();
   // (B, T, H, d) -> (B * H, T, d), d2l's transpose_qkv.
   auto to3 = [&](const Tensor& t) {
@@ -531,6 +617,7 @@ MaterializedAttention materialized(const Tensor& q, const Tensor& k, const Tenso
   // d2l divides by math.sqrt(d); a scale given multiplies.
   scores =
       opt.scale != 0.0 ? mul(scores, opt.scale) : div(scores, std::sqrt(static_cast<double>(p.D)));
+  if (p.bias.defined()) scores = add(scores, bias_scores(opt.position_bias, p));
   Tensor weights;
   if (!opt.valid_lens.defined() && !opt.causal) {
     weights = softmax(scores);

@@ -3,9 +3,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
 
 #include "attn/autograd/node.h"
 #include "attn/core/error.h"
+#include "attn/ops/index.h"
+#include "core/parallel.h"
 
 namespace attn {
 
@@ -15,35 +21,109 @@ using autograd::record;
 
 namespace {
 
-// x rotated by `sign` times rotary's angles (sign -1: back), a new tensor.
-Tensor rotate(const Tensor& x, std::int64_t start, double base, int sign) {
-  const Tensor xc = x.contiguous();
-  const std::int64_t D = xc.size(-1), T = xc.size(-2), rows = xc.numel() / D;
-  // The angles' cosines and sines once per (position, pair), in f64.
-  std::vector<double> c(static_cast<std::size_t>(T * (D / 2))), s(c.size());
-  for (std::int64_t t = 0; t < T; ++t)
-    for (std::int64_t i = 0; i < D / 2; ++i) {
-      const double angle = static_cast<double>(start + t) *
-                           std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(D));
-      c[static_cast<std::size_t>(t * (D / 2) + i)] = std::cos(angle);
-      s[static_cast<std::size_t>(t * (D / 2) + i)] = sign * std::sin(angle);
+// The cosines and sines of rotary's angles position x theta_i, theta_i =
+// base^(-2i / D), for positions [0, P) and pairs i < D / 2, in f64: (P, D / 2)
+// each.
+struct Angles {
+  std::int64_t P = 0;
+  std::vector<double> cos, sin;
+};
+
+Angles compute_angles(std::int64_t D, double base, std::int64_t P) {
+  const std::int64_t half = D / 2;
+  Angles a;
+  a.P = P;
+  a.cos.resize(static_cast<std::size_t>(P * half));
+  a.sin.resize(a.cos.size());
+  for (std::int64_t i = 0; i < half; ++i) {
+    const double theta = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+    for (std::int64_t t = 0; t < P; ++t) {
+      const double angle = static_cast<double>(t) * theta;
+      a.cos[static_cast<std::size_t>(t * half + i)] = std::cos(angle);
+      a.sin[static_cast<std::size_t>(t * half + i)] = std::sin(angle);
     }
+  }
+  return a;
+}
+
+// Positions beyond this are computed per call, not kept.
+constexpr std::int64_t kKeptPositions = 1 << 16;
+
+// The angles of positions [0, P), kept per (D, base) and grown geometrically
+// (a decoder asks for one more position each step): each computed once.
+std::shared_ptr<const Angles> angles(std::int64_t D, double base, std::int64_t P) {
+  if (P > kKeptPositions) return std::make_shared<const Angles>(compute_angles(D, base, P));
+  static std::mutex mutex;
+  static std::map<std::pair<std::int64_t, double>, std::shared_ptr<const Angles>> kept;
+  const std::lock_guard lock(mutex);
+  std::shared_ptr<const Angles>& a = kept[{D, base}];
+  if (!a || a->P < P) {
+    const std::int64_t grown =
+        std::min(kKeptPositions, std::max({P, 2 * (a ? a->P : 0), std::int64_t{64}}));
+    a = std::make_shared<const Angles>(compute_angles(D, base, grown));
+  }
+  return a;
+}
+
+// Elements from which a rotation is split over threads.
+constexpr std::int64_t kParallelElements = std::int64_t{1} << 16;
+
+// x (rows of D) rotated by `sign` times rotary's angles (sign -1: back), a
+// new tensor; flat row r sits at position pos(r), every position in [0, P).
+// The angles of the positions [lo, P) used are rounded to T once, then each
+// row is a multiply-add over its pairs.
+template <class Pos>
+Tensor rotate(const Tensor& x, std::int64_t lo, std::int64_t P, double base, int sign, Pos pos) {
+  const Tensor xc = x.contiguous();
+  const std::int64_t D = xc.size(-1), half = D / 2, rows = D == 0 ? 0 : xc.numel() / D;
+  const std::shared_ptr<const Angles> a = angles(D, base, P);
   Tensor out = Tensor::empty(xc.shape(), xc.dtype());
   dispatch_float(xc.dtype(), "rotary", [&]<class T_>() {
+    std::vector<T_> cs(static_cast<std::size_t>((P - lo) * half)), sn(cs.size());
+    for (std::int64_t k = 0; k < (P - lo) * half; ++k) {
+      cs[static_cast<std::size_t>(k)] =
+          static_cast<T_>(a->cos[static_cast<std::size_t>(lo * half + k)]);
+      sn[static_cast<std::size_t>(k)] =
+          static_cast<T_>(sign * a->sin[static_cast<std::size_t>(lo * half + k)]);
+    }
     const T_* in = xc.data<T_>();
     T_* o = out.data<T_>();
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t t = r % T;
-      for (std::int64_t i = 0; i < D / 2; ++i) {
-        const auto k = static_cast<std::size_t>(t * (D / 2) + i);
-        const T_ a = in[r * D + 2 * i], b = in[r * D + 2 * i + 1];
-        const T_ ci = static_cast<T_>(c[k]), si = static_cast<T_>(s[k]);
-        o[r * D + 2 * i] = a * ci - b * si;
-        o[r * D + 2 * i + 1] = a * si + b * ci;
-      }
-    }
+    detail::parallel_ranges(rows, detail::loop_threads(rows * D >= kParallelElements),
+                            [&](std::int64_t r0, std::int64_t r1) {
+                              for (std::int64_t r = r0; r < r1; ++r) {
+                                const T_* c = cs.data() + (pos(r) - lo) * half;
+                                const T_* si = sn.data() + (pos(r) - lo) * half;
+                                const T_* u = in + r * D;
+                                T_* y = o + r * D;
+#pragma omp simd
+                                for (std::int64_t i = 0; i < half; ++i) {
+                                  y[2 * i] = u[2 * i] * c[i] - u[2 * i + 1] * si[i];
+                                  y[2 * i + 1] = u[2 * i] * si[i] + u[2 * i + 1] * c[i];
+                                }
+                              }
+                            });
   });
   return out;
+}
+
+Tensor rotate_rows(const Tensor& x, std::int64_t start, double base, int sign) {
+  const std::int64_t T = x.size(-2);
+  return rotate(x, start, start + T, base, sign,
+                [start, T](std::int64_t r) { return start + r % T; });
+}
+
+// Heads x (B, T, H, D): flat row r = (b, t, h) at position start[b] + t.
+Tensor rotate_heads(const Tensor& x, const Tensor& start, double base, int sign) {
+  const std::int64_t B = x.size(0), T = x.size(1), H = x.size(2);
+  std::vector<std::int64_t> s(static_cast<std::size_t>(B), 0);
+  if (start.defined())
+    for (std::int64_t b = 0; b < B; ++b)
+      s[static_cast<std::size_t>(b)] = start.data<std::int64_t>()[b];
+  const std::int64_t lo = B == 0 ? 0 : *std::min_element(s.begin(), s.end());
+  const std::int64_t P = (B == 0 ? 0 : *std::max_element(s.begin(), s.end())) + T;
+  return rotate(x, lo, P, base, sign, [&s, T, H](std::int64_t r) {
+    return s[static_cast<std::size_t>(r / (T * H))] + r / H % T;
+  });
 }
 
 }  // namespace
@@ -53,9 +133,29 @@ Tensor rotary(const Tensor& x, std::int64_t start, double base) {
              "rotary: expected (..., T, D) with D even, got {}", shape_str(x.shape()));
   ATTN_CHECK(start >= 0, ValueError, "rotary: start must be >= 0, got {}", start);
   ATTN_CHECK(base > 1.0, ValueError, "rotary: base must be > 1, got {}", base);
-  Tensor out = rotate(x, start, base, 1);
+  Tensor out = rotate_rows(x, start, base, 1);
   return record(out, "rotary", {x}, [start, base](const Tensor& g, const Needs&) {
-    return Grads{rotate(g, start, base, -1)};
+    return Grads{rotate_rows(g, start, base, -1)};
+  });
+}
+
+Tensor rotary_heads(const Tensor& x, const Tensor& start, double base) {
+  ATTN_CHECK(x.dim() == 4 && x.size(-1) % 2 == 0, ShapeError,
+             "rotary_heads: expected heads (B, T, H, D) with D even, got {}", shape_str(x.shape()));
+  ATTN_CHECK(base > 1.0, ValueError, "rotary_heads: base must be > 1, got {}", base);
+  Tensor s;
+  if (start.defined()) {
+    ATTN_CHECK(start.dim() == 1 && start.size(0) == x.size(0) && !is_floating(start.dtype()),
+               ShapeError, "rotary_heads: start must be integers of shape [{}], got {} {}",
+               x.size(0), dtype_name(start.dtype()), shape_str(start.shape()));
+    s = start.detach().to(DType::i64).contiguous();
+    for (std::int64_t b = 0; b < s.numel(); ++b)
+      ATTN_CHECK(s.data<std::int64_t>()[b] >= 0, ValueError,
+                 "rotary_heads: start[{}] = {} is negative", b, s.data<std::int64_t>()[b]);
+  }
+  Tensor out = rotate_heads(x, s, base, 1);
+  return record(out, "rotary_heads", {x}, [s, base](const Tensor& g, const Needs&) {
+    return Grads{rotate_heads(g, s, base, -1)};
   });
 }
 
@@ -95,6 +195,32 @@ std::int64_t t5_bucket(std::int64_t offset, bool bidirectional, std::int64_t num
                         static_cast<double>(num_buckets - exact);
   return bucket +
          std::min<std::int64_t>(exact + static_cast<std::int64_t>(scaled), num_buckets - 1);
+}
+
+Tensor alibi_bias(std::int64_t heads, std::int64_t K, DType dtype) {
+  ATTN_CHECK(K >= 1, ValueError, "alibi_bias: needs at least one key, got {}", K);
+  const std::vector<double> slopes = alibi_slopes(heads);
+  Tensor out = Tensor::empty({heads, 2 * K - 1}, dtype);
+  dispatch_float(dtype, "alibi_bias", [&]<class T_>() {
+    T_* o = out.data<T_>();
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t i = 0; i < 2 * K - 1; ++i)
+        o[h * (2 * K - 1) + i] = static_cast<T_>(-slopes[static_cast<std::size_t>(h)] *
+                                                 static_cast<double>(std::abs(i - (K - 1))));
+  });
+  return out;
+}
+
+Tensor t5_bias(const Tensor& table, std::int64_t K, bool bidirectional, std::int64_t max_distance) {
+  ATTN_CHECK(table.defined() && table.dim() == 2, ShapeError,
+             "t5_bias: expected a table (heads, buckets), got {}",
+             table.defined() ? shape_str(table.shape()) : std::string("undefined"));
+  ATTN_CHECK(K >= 1, ValueError, "t5_bias: needs at least one key, got {}", K);
+  Tensor index = Tensor::empty({2 * K - 1}, DType::i64);
+  for (std::int64_t i = 0; i < 2 * K - 1; ++i)
+    index.data<std::int64_t>()[i] =
+        t5_bucket(K - 1 - i, bidirectional, table.size(1), max_distance);  // key - query
+  return index_select(table, 1, index);
 }
 
 }  // namespace attn

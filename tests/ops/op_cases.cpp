@@ -187,6 +187,79 @@ std::vector<OpCase> all_cases() {
     c.differentiable = false;
     v.push_back(c);
   }
+  // ---- relative positions and grouped heads (ops/positions.h) ----
+  {
+    // A learned bias by distance (T5's, ALiBi's form), causal: the bias a real input.
+    OpCase c{"scaled_dot_product_attention",
+             "position bias, causal",
+             {real({2, 7, 3, 8}, {8, 128, 4, 64}), real({2, 7, 3, 8}, {8, 128, 4, 64}),
+              real({2, 7, 3, 8}, {8, 128, 4, 64}), real({3, 13}, {4, 255})}};
+    auto opts = [](const In& x) {
+      AttentionOptions o;
+      o.causal = true;
+      o.training = false;
+      o.position_bias = x[3];
+      return o;
+    };
+    c.fn = [opts](const In& x) { return scaled_dot_product_attention(x[0], x[1], x[2], opts(x)); };
+    c.reference = [opts](const In& x) {
+      return scaled_dot_product_attention_reference(x[0], x[1], x[2], opts(x));
+    };
+    c.tol = 2e-5;
+    v.push_back(c);
+  }
+  {
+    // Queries at their own positions among more keys, with lengths; and
+    // keys and values of 2 heads for 4 query heads.
+    OpCase c{"scaled_dot_product_attention",
+             "position bias, query_start, grouped heads",
+             {real({2, 3, 4, 8}, {8, 64, 4, 64}), real({2, 9, 2, 8}, {8, 256, 2, 64}),
+              real({2, 9, 2, 6}, {8, 256, 2, 64}), real({4, 17}, {4, 511}), integer({2}, 6, {8}),
+              integer({2}, 9, {8})}};
+    auto opts = [](const In& x) {
+      AttentionOptions o;
+      o.training = false;
+      o.position_bias = x[3];
+      o.query_start = x[4];
+      o.valid_lens = x[5];
+      return o;
+    };
+    c.fn = [opts](const In& x) { return scaled_dot_product_attention(x[0], x[1], x[2], opts(x)); };
+    c.reference = [opts](const In& x) {
+      return scaled_dot_product_attention_reference(x[0], x[1], x[2], opts(x));
+    };
+    c.tol = 2e-5;
+    v.push_back(c);
+  }
+  {
+    OpCase c{
+        "attention_decode",
+        "position bias, query_start, grouped heads",
+        {real({3, 1, 4, 16}, {12, 1, 8, 64}), real({3, 11, 2, 16}, {12, 256, 2, 64}),
+         real({3, 11, 2, 16}, {12, 256, 2, 64}), real({4, 21}, {8, 511}), integer({3}, 10, {12})}};
+    auto opts = [](const In& x) {
+      AttentionOptions o;
+      o.training = false;
+      o.position_bias = x[3];
+      o.query_start = x[4];
+      // Each row sees its keys up to its own position.
+      std::vector<std::int64_t> lens = to_vector<std::int64_t>(x[4]);
+      for (auto& l : lens) ++l;
+      o.valid_lens = from_vector<std::int64_t>(lens);
+      return o;
+    };
+    c.fn = [opts](const In& x) { return attention_decode(x[0], x[1], x[2], opts(x)); };
+    c.reference = [opts](const In& x) {
+      return scaled_dot_product_attention_reference(x[0], x[1], x[2], opts(x));
+    };
+    c.tol = 2e-5;
+    c.differentiable = false;
+    v.push_back(c);
+  }
+  v.push_back({"rotary_heads",
+               "per-row starts",
+               {real({2, 5, 3, 6}, {8, 128, 4, 64}), integer({2}, 9, {8})},
+               [](const In& x) { return rotary_heads(x[0], x[1]); }});
   // ---- the book's other layers ----
   {
     OpCase c{"conv1d",

@@ -9,6 +9,10 @@
 //        (B, T, H * D) reshaped, read in place. Output (B, Q, H, Dv),
 //        contiguous, so it reshapes to (B, Q, H * Dv) without a copy.
 // Dv may differ from D; D must be at least 1. f32 or f64 (all three the same).
+// Grouped-query attention (4-D only): k and v may have fewer heads Hk, a
+// divisor of H; query head h then attends key and value head h / (H / Hk).
+// The decode kernel reads them so; the others repeat them per query head
+// (repeat_interleave, differentiable).
 //
 // Semantics are d2l's DotProductAttention:
 //   scores  S = scale * q k^T                  (scale = 1 / sqrt(D) by default)
@@ -61,6 +65,17 @@ struct AttentionOptions {
   // kernel reads the rows in place; every other path gathers them first
   // (index_select, differentiable).
   Tensor kv_rows;
+  // Relative positions (attn/ops/positions.h builds the biases). Query q of
+  // batch row b sits at position P(b, q) = query_start[b] + q, or K - Q + q
+  // when query_start is undefined (the queries are the last Q of the keys'
+  // positions, as the causal rule has them); key k sits at position k.
+  // position_bias: (H, 2K - 1) in 4-D, (1, 2K - 1) in 3-D, q's dtype, or
+  // undefined: the score of head h, query q and key k gains
+  // position_bias[h, P(b, q) - k + K - 1], before the mask. Differentiable
+  // (its gradient sums the scores' gradients by offset). query_start: (B)
+  // integers, every P(b, q) in [0, K).
+  Tensor position_bias;
+  Tensor query_start;
 };
 
 // The valid-lengths rule above as numbers, the one place it is computed:
@@ -80,8 +95,8 @@ Tensor attention_limits(const Tensor& valid_lens, bool causal, std::int64_t B, s
 //   decode  no gradient (nothing requires one, or a no-grad guard), no active
 //           dropout, and at most 8 queries: attention_decode below.
 //   small   at most 64 queries and keys (and Q K <= 1024), head dims <= 32
-//           with a gradient, <= 8 without: several heads at a time, one per
-//           vector lane.
+//           with a gradient, <= 8 without, no position bias: several heads
+//           at a time, one per vector lane.
 //   tiled   otherwise: online softmax over key tiles, the per-row
 //           log-sum-exp saved for the backward (FlashAttention-2, ref: Dao,
 //           arXiv 2307.08691).
@@ -90,7 +105,7 @@ Tensor attention_limits(const Tensor& valid_lens, bool causal, std::int64_t B, s
 // the tiled kernel's products, forward and backward, take bf16 operands (q,
 // k, v, the output's gradient and the weight tiles rounded to bf16) with f32
 // sums; the softmax and its statistics stay f32. The small and decode
-// kernels stay f32.
+// kernels, and the tiled ones with a position bias, stay f32.
 // Memory O(N Q + N K) besides the inputs and output. Differentiable in q, k, v.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& opt = {});

@@ -20,6 +20,21 @@ namespace attn {
 // Differentiable in x (the gradient is the rotation back).
 Tensor rotary(const Tensor& x, std::int64_t start = 0, double base = 10000.0);
 
+// The same for attention heads x (B, T, H, D), D even: step t of batch row b
+// at position start[b] + t (start: (B) integers >= 0, or undefined: 0), every
+// head rotated alike. Differentiable in x.
+Tensor rotary_heads(const Tensor& x, const Tensor& start, double base = 10000.0);
+
+// A relative-position bias in the form AttentionOptions::position_bias takes
+// (attn/ops/attention.h): (heads, 2K - 1), entry i for the query minus key
+// distance i - (K - 1).
+// ALiBi: -slope[h] |distance| (constants: nothing to learn).
+Tensor alibi_bias(std::int64_t heads, std::int64_t K, DType dtype = DType::f32);
+// T5: table (heads, num_buckets), learned, read at t5_bucket(-distance,
+// bidirectional) for every distance; differentiable in table.
+Tensor t5_bias(const Tensor& table, std::int64_t K, bool bidirectional,
+               std::int64_t max_distance = 128);
+
 // ALiBi's slopes for `heads` heads, the paper's geometric sequence: for a
 // power of two n, 2^(-8 k / n) for k = 1..n; otherwise those of the largest
 // power of two below, then every other slope of twice that. Head h adds

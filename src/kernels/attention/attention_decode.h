@@ -138,22 +138,26 @@ struct DecodeAttention {
     const T scale = static_cast<T>(a.scale);
     const T* qr = a.q.row(b, h, r);
     for (i64 d = 0; d < a.D; ++d) qs[d] = qr[d] * scale;
+    const i64 hk = h / a.kv_group;  // the head of k and v
+    // Key c's relative-position bias at bq[-c] (AttnArgs::bias).
+    const T* bq = a.bias ? a.bias + h * a.bias_ld() + a.query_pos0(b) + r + a.K - 1 : nullptr;
     if (a.kv_key_rows) {
       const std::int64_t* rows = a.kv_key_rows + b * a.K;
-      finish_part(a, qs, KeysByTable<T>{a.k.row(0, h, 0), a.k.sb, a.k.st, rows},
-                  KeysByTable<T>{a.v.row(0, h, 0), a.v.sb, a.v.st, rows}, L, ka, e, sc, m, l, o);
+      finish_part(a, qs, KeysByTable<T>{a.k.row(0, hk, 0), a.k.sb, a.k.st, rows},
+                  KeysByTable<T>{a.v.row(0, hk, 0), a.v.sb, a.v.st, rows}, L, ka, e, bq, sc, m, l,
+                  o);
     } else {
       const i64 bk = a.kv_rows ? a.kv_rows[b] : b;  // the row of k and v
-      finish_part(a, qs, KeysInRow<T>{a.k.row(bk, h, 0), a.k.st},
-                  KeysInRow<T>{a.v.row(bk, h, 0), a.v.st}, L, ka, e, sc, m, l, o);
+      finish_part(a, qs, KeysInRow<T>{a.k.row(bk, hk, 0), a.k.st},
+                  KeysInRow<T>{a.v.row(bk, hk, 0), a.v.st}, L, ka, e, bq, sc, m, l, o);
     }
   }
 
   // decode_part's softmax and weighted sum, keys and values found by `keys`
-  // and `vals`.
+  // and `vals`, key c's bias at bq[-c] where bq is set.
   template <class Keys>
   static void finish_part(const AttnArgs<T>& a, const T* qs, const Keys& keys, const Keys& vals,
-                          i64 L, i64 ka, i64 e, T* sc, T& m, T& l, T* o) {
+                          i64 L, i64 ka, i64 e, const T* bq, T* sc, T& m, T& l, T* o) {
     const i64 len = e - ka;
     if (L == 0) {
       std::fill(sc, sc + len, T(0));
@@ -162,6 +166,8 @@ struct DecodeAttention {
     } else {
       scores(qs, keys, ka, len, a.D, sc);
     }
+    if (bq && L != 0)
+      for (i64 c = 0; c < len; ++c) sc[c] += bq[-(ka + c)];
     if constexpr (kLaneSums) {
       // Whole vectors: the scores padded with -inf (exp gives 0) to a
       // multiple of W (sc has room), the maximum and the sum reduced once.
@@ -221,6 +227,7 @@ struct DecodeAttention {
         tls_workspace.get(slice * static_cast<std::size_t>(threads) + parts * sizeof(T) + 64);
     T* part = reinterpret_cast<T*>(ws + slice * static_cast<std::size_t>(threads));
     run_team(threads, [&] {
+      const DenormalsAreZero flush(a.bias != nullptr);
       Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
       T* qs = cv.take<T>(a.D);
       T* sc = cv.take<T>(chunk + W);

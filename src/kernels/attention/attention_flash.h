@@ -58,6 +58,40 @@ struct FlashAttention {
     }
   }
 
+  // ---- relative positions on a transposed tile (AttnArgs::bias) ----
+
+  // Where query lane 0 of queries q0.. (batch row b) meets key c0 in a bias
+  // row: key c0 + c, lane r at p0 - c + r.
+  static i64 bias_origin(const AttnArgs<T>& a, i64 b, i64 q0, i64 c0) {
+    return a.query_pos0(b) + q0 + a.K - 1 - c0;
+  }
+
+  // Adds head h's bias to the tile st (bc keys from c0 x query lanes r < br
+  // from q0; the padded lanes keep their scores).
+  static void bias_tile(const AttnArgs<T>& a, i64 b, i64 h, i64 q0, i64 br, i64 brp, i64 c0, i64 bc,
+                        T* st) {
+    const T* row = a.bias + h * a.bias_ld() + bias_origin(a, b, q0, c0);
+    for (i64 c = 0; c < bc; ++c) {
+      const T* src = row - c;
+      T* s = st + c * brp;
+#pragma omp simd
+      for (i64 r = 0; r < br; ++r) s[r] += src[r];
+    }
+  }
+
+  // The bias's gradient from a dS^T tile (times the scale, as ds_tile
+  // leaves it): each score's into the offset it was biased by, in acc (2K - 1).
+  static void bias_grad_tile(const AttnArgs<T>& a, i64 b, i64 q0, i64 br, i64 brp, i64 c0, i64 bc,
+                             const T* dst, T* acc) {
+    T* row = acc + bias_origin(a, b, q0, c0);
+    for (i64 c = 0; c < bc; ++c) {
+      T* d = row - c;
+      const T* s = dst + c * brp;
+#pragma omp simd
+      for (i64 r = 0; r < br; ++r) d[r] += s[r];
+    }
+  }
+
   // Multiplies column r (query row0 + r of the (N * Q) rows) of the tile by the
   // dropout multipliers of its keys c0 .. c0 + bc - 1; with `copy_to`, writes the product there and
   // multiplies `also` (the dP tile) in place.
@@ -233,10 +267,11 @@ struct FlashAttention {
         prefetch_span_for_write(a.o.row(b, h, q0 + r), Dv);
       // S^T (bc x brp) = k_j (bc x D) q^T (D x brp); a tile without masks
       // has its largest score per lane taken on the way.
-      T* smax = t.any_zero || c0 + bc > t.lmin ? nullptr : s.smax;
+      T* smax = t.any_zero || c0 + bc > t.lmin || a.bias ? nullptr : s.smax;
       if (smax) std::fill(smax, smax + brp, -std::numeric_limits<T>::infinity());
       FwdGemm::gemm(bc, brp, D, s.kp + c0 * g.ldk, g.ldk, 1, s.qt, brp, s.st, brp, false,
                     {nullptr, smax});
+      if (a.bias) bias_tile(a, b, h, q0, br, brp, c0, bc, s.st);
       if (!smax) mask_tile(s.st, bc, brp, c0, s.lim, s.zero);
       softmax_tile(s.st, bc, brp, s.m, s.l, s.alpha, smax);
       if (a.drop.on)
@@ -281,6 +316,7 @@ struct FlashAttention {
     const std::unique_ptr<std::atomic<i64>[]> taken(new std::atomic<i64>[N]);
     for (i64 n = 0; n < N; ++n) taken[n].store(0, std::memory_order_relaxed);
     run_team(threads, [&] {
+      const DenormalsAreZero flush(a.bias != nullptr);
       const int t = omp_get_thread_num();
       Carver cv(ws + slice * static_cast<std::size_t>(t));
       const auto s = carve(cv);
@@ -327,6 +363,7 @@ struct FlashAttention {
   // and dV's rows of a key tile, the dropout words.
   struct BwdTiles {
     T *dqacc, *di, *lse, *zero, *pt, *dpt, *wt, *dkacc, *dvacc;
+    T* dbias;  // a unit's part of the bias's gradient (2K - 1), where it has one
     i64 *lim, *tmax, *tmin;
     unsigned char* tzero;
     std::uint32_t* words;
@@ -344,6 +381,7 @@ struct FlashAttention {
     t.dkacc = cv.take<T>(Bc * Dp);
     t.dvacc = cv.take<T>(Bc * std::max<i64>(Dvp, W));
     t.words = cv.take<std::uint32_t>(Bc + 8);
+    t.dbias = a.dbias ? cv.take<T>(a.bias_ld()) : nullptr;
     return t;
   }
 
@@ -457,6 +495,7 @@ struct FlashAttention {
     Gemm::pack_rows(a.v.row(b, h, k_first), a.v.st, k_last - k_first, Dv, g.ldv, s.vrows);
     head_stats(a, n, Br, g.nqt, Qp, s);
     std::fill(s.dqacc, s.dqacc + Q * Dp, T(0));
+    if (s.dbias) std::fill(s.dbias, s.dbias + a.bias_ld(), T(0));
     for (i64 kt = kt_begin; kt < kt_end; ++kt) {
       const i64 c0 = kt * Bc, bc = std::min(Bc, K - c0);
       const T* kj = s.krows + (c0 - k_first) * g.ldk;
@@ -469,6 +508,7 @@ struct FlashAttention {
         const i64 bce = std::min(bc, s.tmax[i] - c0);
         // P^T = exp(S^T - lse)
         Gemm::gemm(bce, brp, D, kj, g.ldk, 1, s.qt + i * D * Br, Br, s.pt, brp, false);
+        if (a.bias) bias_tile(a, b, h, q0, br, brp, c0, bce, s.pt);
         if (s.tzero[i] || c0 + bce > s.tmin[i])
           mask_tile(s.pt, bce, brp, c0, s.lim + q0, s.zero + q0);
         exp_tile(s.pt, bce, brp, s.lse + q0);
@@ -483,6 +523,7 @@ struct FlashAttention {
         // dV_j += W^T dO_i
         Gemm::gemm(bce, Dvp, br, wt, brp, 1, s.dorows + q0 * g.ldo, g.ldo, s.dvacc, Dvp, true);
         ds_tile(s.pt, s.dpt, bce, br, brp, s.di + q0, s.tzero[i] ? s.zero + q0 : nullptr, scale);
+        if (s.dbias) bias_grad_tile(a, b, q0, br, brp, c0, bce, s.dpt, s.dbias);
         // dK_j += dS^T q_i ; dQ_i += dS k_j
         Gemm::gemm(bce, Dp, br, s.dpt, brp, 1, s.qrows + q0 * g.ldq, g.ldq, s.dkacc, Dp, true);
         Gemm::gemm(br, Dp, bce, s.dpt, 1, brp, kj, g.ldk, s.dqacc + q0 * Dp, Dp, true);
@@ -515,16 +556,24 @@ struct FlashAttention {
     const std::size_t slice = count.used();
     const std::size_t partial_bytes =
         nkc > 1 ? static_cast<std::size_t>(units * a.Q * Dp) * sizeof(T) : 0;
-    std::byte* ws =
-        tls_workspace.get(slice * static_cast<std::size_t>(threads) + partial_bytes + 64);
+    // The units' parts of the bias's gradient, summed in a fixed order at the end.
+    const i64 ld = a.bias_ld();
+    const bool dbias = a.bias && a.dbias;
+    const std::size_t bias_bytes = dbias ? static_cast<std::size_t>(units * ld) * sizeof(T) : 0;
+    std::byte* ws = tls_workspace.get(slice * static_cast<std::size_t>(threads) + partial_bytes +
+                                      bias_bytes + 128);
     T* partial = reinterpret_cast<T*>(ws + slice * static_cast<std::size_t>(threads));
+    T* bias_parts = reinterpret_cast<T*>(ws + slice * static_cast<std::size_t>(threads) +
+                                         round_up(static_cast<i64>(partial_bytes), 64));
     run_team(threads, [&] {
+      const DenormalsAreZero flush(a.bias != nullptr);
       Carver cv(ws + slice * static_cast<std::size_t>(omp_get_thread_num()));
       const auto s = carve(cv, nkc);
 #pragma omp for schedule(dynamic, 1)
       for (i64 u = 0; u < units; ++u) {
         const i64 n = u / nkc, kc = u % nkc;
         const T* dq = unit(n, kc * nkt / nkc, (kc + 1) * nkt / nkc, s);
+        if (dbias) std::copy(s.dbias, s.dbias + ld, bias_parts + u * ld);
         const i64 b = n / a.H, h = n % a.H;
         if (nkc == 1) {
           for (i64 r = 0; r < a.Q; ++r) Gemm::copy_row(dq + r * Dp, a.D, a.dq.row(b, h, r));
@@ -542,6 +591,19 @@ struct FlashAttention {
             for (i64 kc = 0; kc < nkc; ++kc) acc += partial[((n * nkc + kc) * a.Q + r) * Dp + d];
             dst[d] = acc;
           }
+        }
+      }
+      if (dbias) {
+        // Head h: the units of batch rows 0, 1, ... in turn, each of its key chunks in turn;
+        // ds_tile's scale divided out.
+        const T inv = T(1) / static_cast<T>(a.scale);
+#pragma omp for schedule(static)
+        for (i64 hi = 0; hi < a.H * ld; ++hi) {
+          const i64 h = hi / ld, i = hi % ld;
+          T acc = 0;
+          for (i64 b = 0; b < a.B; ++b)
+            for (i64 kc = 0; kc < nkc; ++kc) acc += bias_parts[((b * a.H + h) * nkc + kc) * ld + i];
+          a.dbias[hi] = acc * inv;
         }
       }
     });

@@ -63,9 +63,21 @@ struct AttnArgs {
   bool split_keys = true;
   AttnDropout drop;
   double scale = 1.0;
+  // Relative positions (tiled and decode kernels): query q of batch row b
+  // sits at position pos(b, q) = (qstart ? qstart[b] : K - Q) + q, key c at
+  // c; the score of head h gains bias[h * (2K - 1) + pos(b, q) - c + K - 1]
+  // (bias null: nothing). Every pos(b, q) lies in [0, K).
+  const T* bias = nullptr;
+  const std::int64_t* qstart = nullptr;
+  // Decode kernel only: query head h reads key and value head h / kv_group
+  // (grouped-query attention; k and v hold H / kv_group heads).
+  std::int64_t kv_group = 1;
   // backward
   HeadView<const T> dout;
   HeadView<T> dq, dk, dv;
+  T* dbias = nullptr;  // (H, 2K - 1): the bias's gradient, written when bias and dbias are set
+  std::int64_t bias_ld() const { return 2 * K - 1; }
+  std::int64_t query_pos0(std::int64_t b) const { return qstart ? qstart[b] : K - Q; }
 };
 
 // Tile sizes of the tiled (FlashAttention-2) kernels: Br queries (rounded up
