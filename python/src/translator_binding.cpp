@@ -84,6 +84,8 @@ py::dict config_dict(const seq2seq::ModelConfig& c) {
   d["ffn_num_hiddens"] = c.transformer.ffn_num_hiddens;
   d["dropout"] = c.transformer.dropout;
   d["max_len"] = c.transformer.max_len;
+  d["positions"] = enum_name(c.transformer.positions);
+  d["num_kv_heads"] = c.transformer.kv_heads();
   d["num_steps"] = c.num_steps;
   return d;
 }

@@ -3,6 +3,7 @@
 #include "attn/ops/attention.h"
 #include "attn/ops/elementwise.h"
 #include "attn/ops/matmul.h"
+#include "attn/ops/positions.h"
 #include "attn/ops/softmax.h"
 
 namespace attn::nn {
@@ -69,8 +70,9 @@ void check_heads(const Tensor& q, const Tensor& k, const Tensor& v, bool kv_rows
              "DotProductAttention: expected queries, keys and values all 3-D (batch, steps, "
              "features) or all 4-D (batch, steps, heads, features), got {}, {}, {}",
              shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
-  ATTN_CHECK((kv_rows || q.size(0) == k.size(0)) && k.size(0) == v.size(0) &&
-                 q.size(2) == k.size(2) && k.size(2) == v.size(2) && k.size(1) == v.size(1) &&
+  // Keys and values may have fewer heads, a divisor of the queries' (grouped-query).
+  ATTN_CHECK((kv_rows || q.size(0) == k.size(0)) && k.size(0) == v.size(0) && k.size(2) >= 1 &&
+                 q.size(2) % k.size(2) == 0 && k.size(2) == v.size(2) && k.size(1) == v.size(1) &&
                  q.size(3) == k.size(3),
              ShapeError,
              "DotProductAttention: queries {}, keys {} and values {} do not agree in batch, "
@@ -81,7 +83,8 @@ void check_heads(const Tensor& q, const Tensor& k, const Tensor& v, bool kv_rows
 }  // namespace
 
 Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                                    const Tensor& valid_lens, bool causal, const Tensor& kv_rows) {
+                                    const Tensor& valid_lens, bool causal, const Tensor& kv_rows,
+                                    const RelativePositions& positions) {
   if (queries.dim() == 4) {
     check_heads(queries, keys, values, kv_rows.defined());
   } else {
@@ -98,6 +101,8 @@ Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, c
   opt.valid_lens = valid_lens;
   opt.causal = causal;
   opt.kv_rows = kv_rows;
+  opt.position_bias = positions.bias;
+  opt.query_start = positions.query_start;
   opt.dropout = dropout->p;
   opt.training = dropout->is_training();
   if (!attention_weights_kept()) {
@@ -129,16 +134,20 @@ Tensor transpose_output(const Tensor& X, std::int64_t num_heads) {
 
 MultiHeadAttention::MultiHeadAttention(std::int64_t key_size, std::int64_t query_size,
                                        std::int64_t value_size, std::int64_t hiddens,
-                                       std::int64_t heads, double p, bool bias)
-    : num_hiddens(hiddens), num_heads(heads) {
+                                       std::int64_t heads, double p, bool bias,
+                                       std::int64_t kv_heads)
+    : num_hiddens(hiddens), num_heads(heads), num_kv_heads(kv_heads == 0 ? heads : kv_heads) {
   ATTN_CHECK(heads > 0, ValueError, "MultiHeadAttention: num_heads must be positive, got {}",
              heads);
   ATTN_CHECK(hiddens % heads == 0, ValueError,
              "MultiHeadAttention: num_hiddens {} is not divisible by num_heads {}", hiddens, heads);
+  ATTN_CHECK(num_kv_heads > 0 && heads % num_kv_heads == 0, ValueError,
+             "MultiHeadAttention: num_kv_heads {} does not divide num_heads {}", kv_heads, heads);
+  const std::int64_t kv_width = num_kv_heads * (hiddens / heads);
   attention = register_module("attention", std::make_shared<DotProductAttention>(p));
   W_q = register_module("W_q", std::make_shared<Linear>(query_size, hiddens, bias));
-  W_k = register_module("W_k", std::make_shared<Linear>(key_size, hiddens, bias));
-  W_v = register_module("W_v", std::make_shared<Linear>(value_size, hiddens, bias));
+  W_k = register_module("W_k", std::make_shared<Linear>(key_size, kv_width, bias));
+  W_v = register_module("W_v", std::make_shared<Linear>(value_size, kv_width, bias));
   W_o = register_module("W_o", std::make_shared<Linear>(hiddens, hiddens, bias));
 }
 
@@ -149,32 +158,45 @@ Tensor split_heads(const Tensor& x, std::int64_t heads) {
 }
 }  // namespace
 
-std::pair<Tensor, Tensor> MultiHeadAttention::project_kv(const Tensor& keys, const Tensor& values) {
-  return {split_heads(W_k->forward(keys), num_heads), split_heads(W_v->forward(values), num_heads)};
+std::pair<Tensor, Tensor> MultiHeadAttention::project_kv(const Tensor& keys, const Tensor& values,
+                                                         const Tensor& key_start) {
+  Tensor K = split_heads(W_k->forward(keys), num_kv_heads);
+  if (rotary) K = rotary_heads(K, key_start);
+  return {K, split_heads(W_v->forward(values), num_kv_heads)};
 }
 
 Tensor MultiHeadAttention::attend(const Tensor& queries, const Tensor& K, const Tensor& V,
-                                  const Tensor& valid_lens, bool causal, const Tensor& kv_rows) {
+                                  const Tensor& valid_lens, bool causal, const Tensor& kv_rows,
+                                  const RelativePositions& positions) {
   ATTN_CHECK(queries.dim() == 3 && K.dim() == 4 &&
-                 (kv_rows.defined() || queries.size(0) == K.size(0)) && K.size(2) == num_heads,
+                 (kv_rows.defined() || queries.size(0) == K.size(0)) && K.size(2) == num_kv_heads,
              ShapeError,
              "MultiHeadAttention: queries {} do not match projected keys {} with {} heads",
-             shape_str(queries.shape()), shape_str(K.shape()), num_heads);
+             shape_str(queries.shape()), shape_str(K.shape()), num_kv_heads);
   if (valid_lens.defined()) {
     ATTN_CHECK(valid_lens.dim() >= 1 && valid_lens.size(0) == queries.size(0), ShapeError,
                "MultiHeadAttention: valid_lens {} does not match batch size {}",
                shape_str(valid_lens.shape()), queries.size(0));
   }
   Tensor q = split_heads(W_q->forward(queries), num_heads);
-  Tensor out = attention->forward(q, K, V, valid_lens, causal, kv_rows);  // (B, Q, heads, d)
+  if (rotary) {
+    // The queries' positions: as given, else the last Q of the K keys'.
+    Tensor start = positions.query_start;
+    if (!start.defined())
+      start = full({queries.size(0)}, static_cast<double>(K.size(1) - queries.size(1)), DType::i64);
+    q = rotary_heads(q, start);
+  }
+  Tensor out =
+      attention->forward(q, K, V, valid_lens, causal, kv_rows, positions);  // (B, Q, heads, d)
   return W_o->forward(out.reshape({queries.size(0), queries.size(1), -1}));
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                                   const Tensor& valid_lens, bool causal) {
+                                   const Tensor& valid_lens, bool causal,
+                                   const RelativePositions& positions) {
   check_qkv(queries, keys, values, "MultiHeadAttention");
   auto [K, V] = project_kv(keys, values);
-  return attend(queries, K, V, valid_lens, causal);
+  return attend(queries, K, V, valid_lens, causal, Tensor(), positions);
 }
 
 }  // namespace attn::nn

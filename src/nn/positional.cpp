@@ -4,6 +4,7 @@
 
 #include "attn/nn/init.h"
 #include "attn/ops/elementwise.h"
+#include "attn/ops/positions.h"
 
 namespace attn::nn {
 
@@ -58,6 +59,19 @@ LearnedPositionalEncoding::LearnedPositionalEncoding(std::int64_t hiddens, doubl
 Tensor LearnedPositionalEncoding::forward(const Tensor& X, std::int64_t start) {
   check_input(X, start, num_hiddens, max_len, "LearnedPositionalEncoding");
   return dropout->forward(add(X, P.narrow(1, start, X.size(1))));
+}
+
+RelativePositionBias::RelativePositionBias(std::int64_t heads, bool bidi, std::int64_t buckets,
+                                           std::int64_t distance)
+    : bidirectional(bidi), max_distance(distance) {
+  ATTN_CHECK(heads > 0 && buckets >= 4 && distance >= 1, ValueError,
+             "RelativePositionBias: {} heads, {} buckets, max distance {}", heads, buckets,
+             distance);
+  weight = register_parameter("weight", zeros({heads, buckets}));
+}
+
+Tensor RelativePositionBias::forward(std::int64_t K) {
+  return t5_bias(weight, K, bidirectional, max_distance);
 }
 
 }  // namespace attn::nn

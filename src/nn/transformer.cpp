@@ -11,6 +11,7 @@
 #include "attn/ops/index.h"
 #include "attn/ops/matmul.h"
 #include "attn/ops/norm.h"
+#include "attn/ops/positions.h"
 #include "nn/config_check.h"
 
 namespace attn::nn {
@@ -26,6 +27,12 @@ void TransformerConfig::validate() const {
                         {"ffn_num_hiddens", ffn_num_hiddens},
                         {"max_len", max_len}},
                        dropout);
+  ATTN_CHECK(num_kv_heads >= 0 && num_heads % kv_heads() == 0, ValueError,
+             "Transformer: num_kv_heads {} does not divide num_heads {}", num_kv_heads, num_heads);
+  ATTN_CHECK(positions != Positions::rotary || num_hiddens / num_heads % 2 == 0, ValueError,
+             "Transformer: rotary positions turn pairs of a head's dimensions, but a head has "
+             "{} (num_hiddens {} / num_heads {})",
+             num_hiddens / num_heads, num_hiddens, num_heads);
 }
 
 PositionWiseFFN::PositionWiseFFN(std::int64_t in, std::int64_t hidden, std::int64_t out) {
@@ -54,28 +61,37 @@ Tensor AddNorm::forward(const Tensor& X, const Tensor& Y) {
 EncoderBlock::EncoderBlock(std::int64_t key_size, std::int64_t query_size, std::int64_t value_size,
                            std::int64_t num_hiddens, Shape norm_shape, std::int64_t ffn_num_input,
                            std::int64_t ffn_num_hiddens, std::int64_t num_heads, double dropout,
-                           bool use_bias) {
-  attention = register_module(
-      "attention", std::make_shared<MultiHeadAttention>(key_size, query_size, value_size,
-                                                        num_hiddens, num_heads, dropout, use_bias));
+                           bool use_bias, std::int64_t num_kv_heads, bool rotary) {
+  attention = register_module("attention", std::make_shared<MultiHeadAttention>(
+                                               key_size, query_size, value_size, num_hiddens,
+                                               num_heads, dropout, use_bias, num_kv_heads));
+  attention->rotary = rotary;
   addnorm1 = register_module("addnorm1", std::make_shared<AddNorm>(norm_shape, dropout));
   ffn = register_module(
       "ffn", std::make_shared<PositionWiseFFN>(ffn_num_input, ffn_num_hiddens, num_hiddens));
   addnorm2 = register_module("addnorm2", std::make_shared<AddNorm>(norm_shape, dropout));
 }
 
-Tensor EncoderBlock::forward(const Tensor& X, const Tensor& valid_lens) {
-  Tensor Y = addnorm1->forward(X, attention->forward(X, X, X, valid_lens));
+Tensor EncoderBlock::forward(const Tensor& X, const Tensor& valid_lens,
+                             const RelativePositions& positions) {
+  Tensor Y = addnorm1->forward(X, attention->forward(X, X, X, valid_lens, false, positions));
   return addnorm2->forward(Y, ffn->forward(Y));
 }
 
 template <class Block>
-TransformerStack<Block>::TransformerStack(const TransformerConfig& c, std::int64_t vocab_size)
-    : num_hiddens(c.num_hiddens) {
+TransformerStack<Block>::TransformerStack(const TransformerConfig& c, std::int64_t vocab_size,
+                                          bool causal)
+    : num_hiddens(c.num_hiddens), num_heads(c.num_heads), positions(c.positions) {
   c.validate();
   embedding = register_module("embedding", std::make_shared<Embedding>(vocab_size, c.num_hiddens));
   pos_encoding = register_module(
       "pos_encoding", std::make_shared<PositionalEncoding>(c.num_hiddens, c.dropout, c.max_len));
+  if (c.positions == Positions::learned)
+    learned_pos = register_module("learned_pos", std::make_shared<LearnedPositionalEncoding>(
+                                                     c.num_hiddens, c.dropout, c.max_len));
+  if (c.positions == Positions::relative)
+    relative_bias = register_module("relative_bias",
+                                    std::make_shared<RelativePositionBias>(c.num_heads, !causal));
   blks = register_module("blks", std::make_shared<Blocks<Block>>());
 }
 
@@ -83,24 +99,45 @@ template <class Block>
 Tensor TransformerStack<Block>::embed(const Tensor& X, std::int64_t start) {
   ATTN_CHECK(X.dim() == 2, ShapeError, "Transformer: expected token ids (batch, steps), got {}",
              shape_str(X.shape()));
-  return pos_encoding->forward(
-      mul(embedding->forward(X), std::sqrt(static_cast<double>(num_hiddens))), start);
+  Tensor E = mul(embedding->forward(X), std::sqrt(static_cast<double>(num_hiddens)));
+  if (positions == Positions::sinusoidal) return pos_encoding->forward(E, start);
+  if (positions == Positions::learned) return learned_pos->forward(E, start);
+  // Relative positions: nothing added; the same limit on positions.
+  ATTN_CHECK(start >= 0 && start + X.size(1) <= pos_encoding->max_len, ValueError,
+             "Transformer: positions {}..{} exceed max_len {}", start, start + X.size(1) - 1,
+             pos_encoding->max_len);
+  return pos_encoding->dropout->forward(E);
+}
+
+template <class Block>
+RelativePositions TransformerStack<Block>::self_positions(std::int64_t K, DType dtype,
+                                                          const Tensor& query_start) {
+  RelativePositions p;
+  p.query_start = query_start;
+  if (positions == Positions::alibi) p.bias = alibi_bias(num_heads, K, dtype);
+  if (positions == Positions::relative) {
+    p.bias = relative_bias->forward(K);
+    if (p.bias.dtype() != dtype) p.bias = p.bias.to(dtype);
+  }
+  return p;
 }
 
 template class TransformerStack<EncoderBlock>;
 template class TransformerStack<DecoderBlock>;
 
 TransformerEncoder::TransformerEncoder(const TransformerConfig& c)
-    : TransformerStack(c, c.src_vocab_size) {
+    : TransformerStack(c, c.src_vocab_size, /*causal=*/false) {
   for (std::int64_t i = 0; i < c.num_layers; ++i)
-    blks->append(std::make_shared<EncoderBlock>(
-        c.num_hiddens, c.num_hiddens, c.num_hiddens, c.num_hiddens, c.layer_norm_shape(),
-        c.num_hiddens, c.ffn_num_hiddens, c.num_heads, c.dropout, c.use_bias));
+    blks->append(std::make_shared<EncoderBlock>(c.num_hiddens, c.num_hiddens, c.num_hiddens,
+                                                c.num_hiddens, c.layer_norm_shape(), c.num_hiddens,
+                                                c.ffn_num_hiddens, c.num_heads, c.dropout,
+                                                c.use_bias, c.kv_heads(), rotary()));
 }
 
 Tensor TransformerEncoder::forward(const Tensor& X, const Tensor& valid_lens) {
   Tensor H = embed(X, 0);
-  for (auto& blk : blks->blocks) H = blk->forward(H, valid_lens);
+  const RelativePositions pos = self_positions(X.size(1), H.dtype());
+  for (auto& blk : blks->blocks) H = blk->forward(H, valid_lens, pos);
   return H;
 }
 
@@ -113,15 +150,16 @@ std::vector<Tensor> TransformerEncoder::attention_weights() const {
 DecoderBlock::DecoderBlock(std::int64_t key_size, std::int64_t query_size, std::int64_t value_size,
                            std::int64_t num_hiddens, Shape norm_shape, std::int64_t ffn_num_input,
                            std::int64_t ffn_num_hiddens, std::int64_t num_heads, double dropout,
-                           std::int64_t i_)
+                           std::int64_t i_, std::int64_t num_kv_heads, bool rotary)
     : i(i_) {
-  attention1 = register_module(
-      "attention1", std::make_shared<MultiHeadAttention>(key_size, query_size, value_size,
-                                                         num_hiddens, num_heads, dropout));
+  attention1 = register_module("attention1", std::make_shared<MultiHeadAttention>(
+                                                 key_size, query_size, value_size, num_hiddens,
+                                                 num_heads, dropout, false, num_kv_heads));
+  attention1->rotary = rotary;
   addnorm1 = register_module("addnorm1", std::make_shared<AddNorm>(norm_shape, dropout));
-  attention2 = register_module(
-      "attention2", std::make_shared<MultiHeadAttention>(key_size, query_size, value_size,
-                                                         num_hiddens, num_heads, dropout));
+  attention2 = register_module("attention2", std::make_shared<MultiHeadAttention>(
+                                                 key_size, query_size, value_size, num_hiddens,
+                                                 num_heads, dropout, false, num_kv_heads));
   addnorm2 = register_module("addnorm2", std::make_shared<AddNorm>(norm_shape, dropout));
   ffn = register_module(
       "ffn", std::make_shared<PositionWiseFFN>(ffn_num_input, ffn_num_hiddens, num_hiddens));
@@ -129,9 +167,10 @@ DecoderBlock::DecoderBlock(std::int64_t key_size, std::int64_t query_size, std::
 }
 
 Tensor DecoderBlock::forward(const Tensor& X, const Tensor& enc_outputs,
-                             const Tensor& enc_valid_lens) {
+                             const Tensor& enc_valid_lens, const RelativePositions& positions) {
   // d2l's dec_valid_lens = arange(1, T + 1).repeat(B, 1): token t sees tokens 0..t.
-  Tensor Y = addnorm1->forward(X, attention1->forward(X, X, X, Tensor(), /*causal=*/true));
+  Tensor Y =
+      addnorm1->forward(X, attention1->forward(X, X, X, Tensor(), /*causal=*/true, positions));
   Tensor Z = addnorm2->forward(Y, attention2->forward(Y, enc_outputs, enc_outputs, enc_valid_lens));
   return addnorm3->forward(Z, ffn->forward(Z));
 }
@@ -157,16 +196,19 @@ Tensor append_to_cache(Tensor& buf, const Tensor& x, std::int64_t len) {
 }
 }  // namespace
 
-Tensor DecoderBlock::forward_cached(const Tensor& X, DecoderState& state,
-                                    const Tensor& cross_lens) {
-  auto [k, v] = attention1->project_kv(X, X);
+Tensor DecoderBlock::forward_cached(const Tensor& X, DecoderState& state, const Tensor& cross_lens,
+                                    const RelativePositions& positions) {
+  auto [k, v] = attention1->project_kv(
+      X, X,
+      attention1->rotary ? full({X.size(0)}, static_cast<double>(state.steps), DType::i64)
+                         : Tensor());
   Tensor K = append_to_cache(state.self_k[i], k, state.steps);
   Tensor V = append_to_cache(state.self_v[i], v, state.steps);
   // The new tokens sit at positions steps..steps+T-1: each sees the cache and
   // the new tokens up to itself (causal with offset K - T), each step of
   // each row read from the buffer row state.self_rows names.
-  Tensor Y =
-      addnorm1->forward(X, attention1->attend(X, K, V, Tensor(), /*causal=*/true, state.self_rows));
+  Tensor Y = addnorm1->forward(
+      X, attention1->attend(X, K, V, Tensor(), /*causal=*/true, state.self_rows, positions));
   if (!state.cross_k[i].defined()) {
     auto [ck, cv] = attention2->project_kv(state.enc_outputs, state.enc_outputs);
     state.cross_k[i] = ck;
@@ -180,11 +222,11 @@ Tensor DecoderBlock::forward_cached(const Tensor& X, DecoderState& state,
 }
 
 TransformerDecoder::TransformerDecoder(const TransformerConfig& c)
-    : TransformerStack(c, c.tgt_vocab_size), num_layers(c.num_layers) {
+    : TransformerStack(c, c.tgt_vocab_size, /*causal=*/true), num_layers(c.num_layers) {
   for (std::int64_t i = 0; i < c.num_layers; ++i)
-    blks->append(std::make_shared<DecoderBlock>(c.num_hiddens, c.num_hiddens, c.num_hiddens,
-                                                c.num_hiddens, c.layer_norm_shape(), c.num_hiddens,
-                                                c.ffn_num_hiddens, c.num_heads, c.dropout, i));
+    blks->append(std::make_shared<DecoderBlock>(
+        c.num_hiddens, c.num_hiddens, c.num_hiddens, c.num_hiddens, c.layer_norm_shape(),
+        c.num_hiddens, c.ffn_num_hiddens, c.num_heads, c.dropout, i, c.kv_heads(), rotary()));
   dense = register_module("dense", std::make_shared<Linear>(c.num_hiddens, c.tgt_vocab_size));
 }
 
@@ -209,7 +251,8 @@ Tensor TransformerDecoder::forward(const Tensor& X, const DecoderState& state) {
     enc = index_select(enc, 0, state.encoder_index);
     if (lens.defined()) lens = index_select(lens, 0, state.encoder_index);
   }
-  for (auto& blk : blks->blocks) H = blk->forward(H, enc, lens);
+  const RelativePositions pos = self_positions(X.size(1), H.dtype());
+  for (auto& blk : blks->blocks) H = blk->forward(H, enc, lens, pos);
   return dense->forward(H);
 }
 
@@ -254,7 +297,8 @@ Tensor TransformerDecoder::step_hidden(const Tensor& X, DecoderState& state) {
                                 ? index_select(state.enc_valid_lens, 0, rows)
                                 : state.enc_valid_lens;
   extend_cache_table(state, X.size(0), X.size(1));
-  for (auto& blk : blks->blocks) H = blk->forward_cached(H, state, cross_lens);
+  const RelativePositions pos = self_positions(state.steps + X.size(1), H.dtype());
+  for (auto& blk : blks->blocks) H = blk->forward_cached(H, state, cross_lens, pos);
   state.steps += X.size(1);
   return H;
 }
@@ -279,8 +323,14 @@ std::vector<std::pair<std::string, Shape>> transformer_parameter_shapes(
     add(name + ".weight", {out_features, in});
     if (bias) add(name + ".bias", {out_features});
   };
+  const std::int64_t kv = c.kv_heads() * (H / c.num_heads);  // W_k's and W_v's outputs
   auto attention = [&](const std::string& name, bool bias) {
-    for (const char* w : {"W_q", "W_k", "W_v", "W_o"}) linear(name + "." + w, H, H, bias);
+    for (const char* w : {"W_q", "W_k", "W_v", "W_o"})
+      linear(name + "." + w, H, w[2] == 'k' || w[2] == 'v' ? kv : H, bias);
+  };
+  auto positions = [&](const std::string& stack) {
+    if (c.positions == Positions::learned) add(stack + ".learned_pos.P", {1, c.max_len, H});
+    if (c.positions == Positions::relative) add(stack + ".relative_bias.weight", {c.num_heads, 32});
   };
   auto addnorm = [&](const std::string& name) {
     add(name + ".ln.weight", norm);
@@ -291,6 +341,7 @@ std::vector<std::pair<std::string, Shape>> transformer_parameter_shapes(
     linear(name + ".dense2", F, H, true);
   };
   add("encoder.embedding.weight", {c.src_vocab_size, H});
+  positions("encoder");
   for (std::int64_t i = 0; i < c.num_layers; ++i) {
     const std::string b = "encoder.blks.block" + std::to_string(i);
     attention(b + ".attention", c.use_bias);
@@ -299,6 +350,7 @@ std::vector<std::pair<std::string, Shape>> transformer_parameter_shapes(
     addnorm(b + ".addnorm2");
   }
   add("decoder.embedding.weight", {c.tgt_vocab_size, H});
+  positions("decoder");
   for (std::int64_t i = 0; i < c.num_layers; ++i) {
     const std::string b = "decoder.blks.block" + std::to_string(i);
     attention(b + ".attention1", false);

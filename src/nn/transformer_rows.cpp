@@ -105,10 +105,11 @@ std::int64_t SlotCache::bytes() const {
          buffer_bytes(self_v);
 }
 
-Tensor DecoderBlock::forward_rows(const Tensor& X, const RowStep& step, SlotCache& cache) {
+Tensor DecoderBlock::forward_rows(const Tensor& X, const RowStep& step, SlotCache& cache,
+                                  const RelativePositions& positions) {
   const std::int64_t* pos = step.positions.data<std::int64_t>();
   const std::int64_t* write = step.write_rows.data<std::int64_t>();
-  auto [k, v] = attention1->project_kv(X, X);  // (R, 1, heads, d)
+  auto [k, v] = attention1->project_kv(X, X, step.positions);  // (R, 1, kv heads, d)
   const std::int64_t H = k.size(2), d = k.size(3);
   const std::int64_t rows = max_of(step.write_rows) + 1, P = step.key_rows.size(1);
   reserve(cache.self_k[static_cast<std::size_t>(i)], rows, P, H, d, k.dtype());
@@ -123,7 +124,7 @@ Tensor DecoderBlock::forward_rows(const Tensor& X, const RowStep& step, SlotCach
   Tensor self_lens = Tensor::empty({X.size(0)}, DType::i64);
   for (std::int64_t r = 0; r < X.size(0); ++r) self_lens.data<std::int64_t>()[r] = pos[r] + 1;
   Tensor Y = addnorm1->forward(X, attention1->attend(X, K.narrow(1, 0, P), V.narrow(1, 0, P),
-                                                     self_lens, false, step.key_rows));
+                                                     self_lens, false, step.key_rows, positions));
   const Tensor& ck = cache.cross_k[static_cast<std::size_t>(i)];
   const Tensor& cv = cache.cross_v[static_cast<std::size_t>(i)];
   ATTN_CHECK(ck.defined() && max_of(step.source_slots) < ck.size(0) &&
@@ -147,11 +148,16 @@ Tensor TransformerDecoder::step_rows(const RowStep& step, SlotCache& cache, bool
   // embedding * sqrt(num_hiddens) + P[position], as step() computes it at
   // one position for every row (dropout is off in eval mode).
   Tensor H = mul(embedding->forward(step.tokens), std::sqrt(static_cast<double>(num_hiddens)));
-  Tensor table = pos_encoding->P.select(0, 0);  // (max_len, num_hiddens)
-  Tensor pos = index_select(table, 0, step.positions).reshape({step.tokens.size(0), 1, -1});
-  if (pos.dtype() != H.dtype()) pos = pos.to(H.dtype());
-  H = add(H, pos);
-  for (auto& blk : blks->blocks) H = blk->forward_rows(H, step, cache);
+  if (positions == Positions::sinusoidal || positions == Positions::learned) {
+    const Tensor& P = positions == Positions::sinusoidal ? pos_encoding->P : learned_pos->P;
+    Tensor table = P.select(0, 0);  // (max_len, num_hiddens)
+    Tensor pos = index_select(table, 0, step.positions).reshape({step.tokens.size(0), 1, -1});
+    if (pos.dtype() != H.dtype()) pos = pos.to(H.dtype());
+    H = add(H, pos);
+  }
+  // Each row's queries at its own position, over the keys of the longest.
+  const RelativePositions rel = self_positions(step.key_rows.size(1), H.dtype(), step.positions);
+  for (auto& blk : blks->blocks) H = blk->forward_rows(H, step, cache, rel);
   if (argmax) return linear_argmax(H, dense->weight, dense->bias);
   return dense->forward(H);
 }

@@ -113,6 +113,17 @@ constexpr HParam kRows[] = {
     {"use_bias", HGroup::model, HType::boolean, 0, 0, OnResume::fixed, HFlag::none,
      "Biases in the attention projections (d2l: false)", {}, {},
      ATTN_MEMBER(&R::model, &M::transformer, &T::use_bias), "false"},
+    {"positions", HGroup::model, HType::text, 0, 0, OnResume::fixed, HFlag::command,
+     "Positions of the Transformer: sinusoidal (d2l's, added to the embeddings), learned "
+     "(a learned table added instead), rotary (queries and keys turned by position), alibi "
+     "(a per-head linear bias by distance), relative (T5's learned bias per bucket of "
+     "distance); the last three in self-attention only", {},
+     "sinusoidal|learned|rotary|alibi|relative",
+     ATTN_MEMBER(&R::model, &M::transformer, &T::positions), "sinusoidal"},
+    {"num_kv_heads", HGroup::model, HType::integer, 0, 1024, OnResume::fixed, HFlag::command,
+     "Key and value heads of every attention, a divisor of --num-heads (1: multi-query; "
+     "fewer: grouped-query, a smaller decoding cache); 0: --num-heads", {}, {},
+     ATTN_MEMBER(&R::model, &M::transformer, &T::num_kv_heads), "0"},
     {"embed_size", HGroup::model, HType::integer, 1, 65536, OnResume::fixed, HFlag::command,
      "Embedding size of --model bahdanau (the Transformer's is --num-hiddens)", {}, {},
      ATTN_MEMBER(&R::model, &M::embed_size), "32"},
@@ -463,6 +474,8 @@ void hparams_from_json(const io::JsonObject& o, HGroup group, RunSpec& run) {
     if (key == "embedding_init" && !o.has(key)) continue;
     if (key == "precision" && !o.has(key)) continue;  // f32, as every run before bf16
     if (key == "accum_steps" && !o.has(key)) continue;  // one micro-batch, as before it
+    // Added with relative positions: d2l's sinusoids and full heads before them.
+    if ((key == "positions" || key == "num_kv_heads") && !o.has(key)) continue;
     // Added with the languages: a file without them records none, and read
     // its corpus as written.
     if ((key == "source_lang" || key == "target_lang" || key == "reverse") && !o.has(key)) continue;

@@ -105,9 +105,11 @@ void initialize_model(nn::Seq2SeqModel& net, const ModelConfig& config, Embeddin
 
 std::int64_t min_num_parameters(const nn::TransformerConfig& c) {
   const std::int64_t H = c.num_hiddens, F = c.ffn_num_hiddens, L = c.num_layers;
+  const std::int64_t kv = c.kv_heads() * (H / std::max<std::int64_t>(c.num_heads, 1));
   // Embeddings and the output layer, then per layer the attention projections
-  // (4 in an encoder block, 8 in a decoder block) and the two FFN matrices of each.
-  return (c.src_vocab_size + 2 * c.tgt_vocab_size) * H + L * (12 * H * H + 4 * H * F);
+  // (4 in an encoder block, 8 in a decoder block; W_k and W_v kv wide) and the
+  // two FFN matrices of each.
+  return (c.src_vocab_size + 2 * c.tgt_vocab_size) * H + L * (6 * H * H + 6 * H * kv + 4 * H * F);
 }
 
 const char* weights_dtype_name(WeightsDType dtype) {

@@ -513,6 +513,10 @@ void build_model(ModelProto& model, const LoadedModel& m) {
   ATTN_CHECK(c.layer_norm_shape() == Shape{c.num_hiddens}, ValueError,
              "ONNX export: layer norms over {} are not supported (only over the last dim, {})",
              shape_str(c.layer_norm_shape()), c.num_hiddens);
+  ATTN_CHECK(c.positions == nn::Positions::sinusoidal && c.kv_heads() == c.num_heads, ValueError,
+             "ONNX export: only d2l's sinusoidal positions and full key/value heads are exported "
+             "(this model: --positions {}, --num-kv-heads {})",
+             enum_name(c.positions), c.kv_heads());
 
   model.ir_version = kOnnxIrVersion;
   model.producer_name = "attn";

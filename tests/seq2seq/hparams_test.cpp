@@ -37,6 +37,8 @@ TEST(HParams, EveryEnumValueNamesItsRow) {
       {HP::dropout, "dropout"},
       {HP::max_len, "max_len"},
       {HP::use_bias, "use_bias"},
+      {HP::positions, "positions"},
+      {HP::num_kv_heads, "num_kv_heads"},
       {HP::embed_size, "embed_size"},
       {HP::num_steps, "num_steps"},
       {HP::tokenizer, "tokenizer"},

@@ -67,12 +67,22 @@ class AdditiveAttention : public Module {
 // integers, or undefined): batch row b of the queries attends row kv_rows[b]
 // of keys and values (or, per key, key c of row kv_rows[b, c]), as
 // AttentionOptions::kv_rows.
+// Relative positions of one attention call (self-attention; see
+// AttentionOptions in ops/attention.h): `bias` (heads, 2K - 1) added to the
+// scores by the query minus key distance, and `query_start` ((B) integers)
+// the position of each batch row's first query, undefined meaning K - Q (the
+// queries are the last of the keys). Both may be undefined.
+struct RelativePositions {
+  Tensor bias;
+  Tensor query_start;
+};
+
 class DotProductAttention : public Module {
  public:
   explicit DotProductAttention(double dropout);
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
                  const Tensor& valid_lens = Tensor(), bool causal = false,
-                 const Tensor& kv_rows = Tensor());
+                 const Tensor& kv_rows = Tensor(), const RelativePositions& positions = {});
 
   std::shared_ptr<Dropout> dropout;
   // (B, Q, K) — (B * H, Q, K) in the heads layout —, before dropout,
@@ -90,6 +100,12 @@ Tensor transpose_output(const Tensor& X, std::int64_t num_heads);
 // W_v to num_hiddens, split into num_heads heads, run DotProductAttention on
 // all heads at once with valid_lens repeated per head (b0 x h, b1 x h, ...),
 // concatenate and project with W_o. Output (B, Q, num_hiddens).
+// Beyond d2l: `num_kv_heads` (0: num_heads; else a divisor of it) projects
+// keys and values to that many heads of the same size, each shared by
+// num_heads / num_kv_heads query heads (grouped-query attention; 1:
+// multi-query), which shrinks a decoding cache by as much; `rotary` turns
+// queries and keys by their positions (rotary_heads, ops/positions.h): keys
+// at key_start + t when projected, queries where RelativePositions puts them.
 // The heads are views: a projection (B, T, num_hiddens) is read as
 // (B, T, num_heads, num_hiddens / num_heads), which is d2l's split without
 // its transposing copies, and the per-head repetition of valid_lens is
@@ -98,9 +114,10 @@ class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(std::int64_t key_size, std::int64_t query_size, std::int64_t value_size,
                      std::int64_t num_hiddens, std::int64_t num_heads, double dropout,
-                     bool bias = false);
+                     bool bias = false, std::int64_t num_kv_heads = 0);
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                 const Tensor& valid_lens = Tensor(), bool causal = false);
+                 const Tensor& valid_lens = Tensor(), bool causal = false,
+                 const RelativePositions& positions = {});
 
   // The two halves of forward, for decoding with a cache: project keys and
   // values once into heads (B, K, num_heads, num_hiddens / num_heads), then
@@ -109,16 +126,19 @@ class MultiHeadAttention : public Module {
   // kv_rows ((B) or (B, K) integers, or undefined): query row b attends row
   // kv_rows[b] of K and V (beams sharing their sentence's encoder side), or
   // key c of row kv_rows[b, c] (beams sharing their prefix's cache).
-  std::pair<Tensor, Tensor> project_kv(const Tensor& keys, const Tensor& values);
+  // key_start ((B) integers, or undefined: 0): the keys' first position, for rotary.
+  std::pair<Tensor, Tensor> project_kv(const Tensor& keys, const Tensor& values,
+                                       const Tensor& key_start = Tensor());
   Tensor attend(const Tensor& queries, const Tensor& K, const Tensor& V,
                 const Tensor& valid_lens = Tensor(), bool causal = false,
-                const Tensor& kv_rows = Tensor());
+                const Tensor& kv_rows = Tensor(), const RelativePositions& positions = {});
 
   // (B * num_heads, Q, K) weights of the last forward, detached (kept only
   // inside a KeepAttentionWeights scope).
   const Tensor& attention_weights() const { return attention->attention_weights; }
 
-  std::int64_t num_hiddens, num_heads;
+  std::int64_t num_hiddens, num_heads, num_kv_heads;
+  bool rotary = false;
   std::shared_ptr<DotProductAttention> attention;
   std::shared_ptr<Linear> W_q, W_k, W_v, W_o;
 };

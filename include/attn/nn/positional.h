@@ -33,4 +33,21 @@ class LearnedPositionalEncoding : public Module {
   std::shared_ptr<Dropout> dropout;
 };
 
+// T5's learned relative-position bias (Raffel et al.), one table per stack
+// shared by its layers: parameter "weight" (heads, buckets), zeros at first;
+// forward(K) reads it at t5_bucket of every query minus key distance
+// (ops/positions.h): (heads, 2K - 1), AttentionOptions::position_bias's form.
+// `bidirectional` (an encoder): keys after the query have buckets of their
+// own; else (a causal decoder) they share bucket 0, never seen.
+class RelativePositionBias : public Module {
+ public:
+  RelativePositionBias(std::int64_t heads, bool bidirectional, std::int64_t buckets = 32,
+                       std::int64_t max_distance = 128);
+  Tensor forward(std::int64_t K);
+
+  bool bidirectional;
+  std::int64_t max_distance;
+  Tensor weight;
+};
+
 }  // namespace attn::nn

@@ -11,11 +11,23 @@
 
 #include <array>
 
+#include "attn/core/enum_names.h"
 #include "attn/nn/attention.h"
 #include "attn/nn/positional.h"
 #include "attn/nn/seq2seq_model.h"
 
 namespace attn::nn {
+
+// Where the Transformer's positions come from. sinusoidal: d2l's, added to
+// the embeddings (the default, and d2l's numbers); learned: a learned table
+// added instead (LearnedPositionalEncoding); rotary: queries and keys of
+// every self-attention turned by their positions (RoFormer); alibi: each
+// self-attention head's scores biased by -slope |i - j| (Press, Smith and
+// Lewis); relative: a learned bias per head over T5's buckets of i - j, one
+// table per stack. The last three add nothing to the embeddings, and leave
+// cross-attention without positions (its queries and keys are in different
+// sentences). docs/design/positions.md says why.
+enum class Positions { sinusoidal, learned, rotary, alibi, relative };
 
 struct TransformerConfig {
   std::int64_t src_vocab_size = 0, tgt_vocab_size = 0;
@@ -27,7 +39,11 @@ struct TransformerConfig {
   std::int64_t max_len = 1000;  // of the positional encoding
   bool use_bias = false;  // of the attention projections (d2l: false)
   Shape norm_shape;  // of every LayerNorm; empty means {num_hiddens}
+  Positions positions = Positions::sinusoidal;
+  // Key and value heads of every attention (grouped-query); 0: num_heads.
+  std::int64_t num_kv_heads = 0;
   Shape layer_norm_shape() const { return norm_shape.empty() ? Shape{num_hiddens} : norm_shape; }
+  std::int64_t kv_heads() const { return num_kv_heads == 0 ? num_heads : num_kv_heads; }
   void validate() const;  // ValueError naming the first bad field
 };
 
@@ -52,11 +68,13 @@ class EncoderBlock : public Module {
  public:
   // d2l's signature: (key_size, query_size, value_size, num_hiddens,
   // norm_shape, ffn_num_input, ffn_num_hiddens, num_heads, dropout, use_bias)
+  // Beyond it: num_kv_heads and rotary (MultiHeadAttention's).
   EncoderBlock(std::int64_t key_size, std::int64_t query_size, std::int64_t value_size,
                std::int64_t num_hiddens, Shape norm_shape, std::int64_t ffn_num_input,
                std::int64_t ffn_num_hiddens, std::int64_t num_heads, double dropout,
-               bool use_bias = false);
-  Tensor forward(const Tensor& X, const Tensor& valid_lens);
+               bool use_bias = false, std::int64_t num_kv_heads = 0, bool rotary = false);
+  Tensor forward(const Tensor& X, const Tensor& valid_lens,
+                 const RelativePositions& positions = {});
   std::shared_ptr<MultiHeadAttention> attention;
   std::shared_ptr<AddNorm> addnorm1, addnorm2;
   std::shared_ptr<PositionWiseFFN> ffn;
@@ -73,23 +91,34 @@ class Blocks : public Module {
 };
 
 // What the encoder and the decoder share: the token embedding, scaled by
-// sqrt(num_hiddens), the positional encoding and the stack of blocks,
-// registered in d2l's order (embedding, pos_encoding, blks: the names of the
-// parameters a checkpoint holds). Block is EncoderBlock or DecoderBlock.
+// sqrt(num_hiddens), the positions and the stack of blocks, registered in
+// d2l's order (embedding, pos_encoding, blks: the names of the parameters a
+// checkpoint holds; learned_pos or relative_bias before blks where the
+// positions have them). Block is EncoderBlock or DecoderBlock.
 template <class Block>
 class TransformerStack : public Module {
  public:
-  std::int64_t num_hiddens;
+  std::int64_t num_hiddens, num_heads;
+  Positions positions;
   std::shared_ptr<Embedding> embedding;
+  // d2l's sinusoids; with other positions only its dropout is used.
   std::shared_ptr<PositionalEncoding> pos_encoding;
+  std::shared_ptr<LearnedPositionalEncoding> learned_pos;  // Positions::learned only
+  std::shared_ptr<RelativePositionBias> relative_bias;  // Positions::relative only
   std::shared_ptr<Blocks<Block>> blks;
 
  protected:
-  // Validates c; the blocks are the derived class's to append.
-  TransformerStack(const TransformerConfig& c, std::int64_t vocab_size);
-  // Token ids X (B, T): embedding(X) * sqrt(num_hiddens), then the
-  // positional encoding from position `start`.
+  // Validates c; the blocks are the derived class's to append. `causal`: a
+  // decoder (its relative buckets one-sided).
+  TransformerStack(const TransformerConfig& c, std::int64_t vocab_size, bool causal);
+  // Token ids X (B, T): embedding(X) * sqrt(num_hiddens), then the absolute
+  // positions from position `start` where the scheme has them, and dropout.
   Tensor embed(const Tensor& X, std::int64_t start);
+  // The scheme's relative positions for a self-attention over K keys
+  // (queries at query_start, undefined: the last of the keys), biases in `dtype`.
+  RelativePositions self_positions(std::int64_t K, DType dtype,
+                                   const Tensor& query_start = Tensor());
+  bool rotary() const { return positions == Positions::rotary; }
 };
 
 class TransformerEncoder : public TransformerStack<EncoderBlock> {
@@ -143,17 +172,22 @@ class DecoderBlock : public Module {
  public:
   DecoderBlock(std::int64_t key_size, std::int64_t query_size, std::int64_t value_size,
                std::int64_t num_hiddens, Shape norm_shape, std::int64_t ffn_num_input,
-               std::int64_t ffn_num_hiddens, std::int64_t num_heads, double dropout,
-               std::int64_t i);
-  // Full sequence, causal (d2l's training path): X (B, T, H).
-  Tensor forward(const Tensor& X, const Tensor& enc_outputs, const Tensor& enc_valid_lens);
+               std::int64_t ffn_num_hiddens, std::int64_t num_heads, double dropout, std::int64_t i,
+               std::int64_t num_kv_heads = 0, bool rotary = false);
+  // Full sequence, causal (d2l's training path): X (B, T, H); `positions`
+  // of the self-attention.
+  Tensor forward(const Tensor& X, const Tensor& enc_outputs, const Tensor& enc_valid_lens,
+                 const RelativePositions& positions = {});
   // Incremental: X holds the new tokens only; self-attention keys and values
   // of X are appended to the cache and the queries attend to the whole cache.
   // cross_lens: the source's valid length of each row of X (the state's
-  // enc_valid_lens read through its encoder_index).
-  Tensor forward_cached(const Tensor& X, DecoderState& state, const Tensor& cross_lens);
+  // enc_valid_lens read through its encoder_index); `positions` of the
+  // self-attention over the whole cache.
+  Tensor forward_cached(const Tensor& X, DecoderState& state, const Tensor& cross_lens,
+                        const RelativePositions& positions = {});
   // One token per row at the rows' own positions (TransformerDecoder::step_rows).
-  Tensor forward_rows(const Tensor& X, const RowStep& step, SlotCache& cache);
+  Tensor forward_rows(const Tensor& X, const RowStep& step, SlotCache& cache,
+                      const RelativePositions& positions = {});
 
   std::int64_t i;
   std::shared_ptr<MultiHeadAttention> attention1, attention2;
@@ -233,3 +267,12 @@ class EncoderDecoder : public Seq2SeqModel {
 };
 
 }  // namespace attn::nn
+
+namespace attn {
+template <>
+struct EnumNames<nn::Positions> {
+  static constexpr const char* what = "positions";
+  static constexpr std::array<const char*, 5> names{"sinusoidal", "learned", "rotary", "alibi",
+                                                    "relative"};
+};
+}  // namespace attn

@@ -103,6 +103,8 @@ enum class HP : std::size_t {
   dropout,
   max_len,
   use_bias,
+  positions,
+  num_kv_heads,
   embed_size,
   num_steps,
   tokenizer,
