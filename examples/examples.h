@@ -23,6 +23,8 @@ int multihead_attention(const Options& o);  // 10.5 and 10.6: multi-head and sel
 int positional_encoding(const Options& o);  // 10.6: sinusoidal positions
 int complexity(const Options& o);  // 10.6: CNN, RNN and self-attention, measured
 int positions(const Options& o);  // 10.6: permutation, relative positions, depth
+// positions' part beyond the book: rotary, ALiBi and T5's relative biases.
+void relative_schemes(const Options& o);
 
 // main() of a standalone example: parses --out DIR and --seed N.
 int run_main(int argc, char** argv, int (*section)(const Options&));

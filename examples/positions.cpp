@@ -431,6 +431,7 @@ void stacked_layers(const Options& o) {
 int positions(const Options& o) {
   permutation_equivariance(o.seed);
   relative_positions();
+  relative_schemes(o);
   stacked_layers(o);
   return 0;
 }
