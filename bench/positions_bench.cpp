@@ -4,14 +4,15 @@
 //
 //   FwdBwd/<scheme>/<n>     forward + backward over n queries and keys, with
 //                           what the scheme adds as the model runs it:
-//                           rotary: rotary_heads on q and k (and back in the
-//                           backward); alibi: the bias built (alibi_bias) and
+//                           rotary: q and k turned inside the kernels (and
+//                           their gradients back); alibi: the bias built (alibi_bias) and
 //                           added in the score tiles; relative: T5's table
 //                           read by bucket (t5_bias) and its gradient summed
 //                           by offset; gqa: 2 key/value heads for the 8
 //   Decode/<scheme>/<Tk>    one new query per head against a cache of Tk keys,
 //                           with the scheme's per-step work (the bias of Tk
-//                           keys; the new query and key turned; gqa: the 2
+//                           keys; rotary: the new key turned by rotary_heads,
+//                           the query inside the kernel; gqa: the 2
 //                           shared heads read in place)
 //
 // Schemes: 0 plain, 1 rotary, 2 alibi, 3 relative, 4 gqa.
@@ -43,14 +44,10 @@ Tensor attend(Scheme scheme, const Tensor& q, const Tensor& k, const Tensor& v, 
   o.causal = causal;
   o.training = false;
   const std::int64_t K = k.size(1);
-  Tensor qq = q, kk = k;
-  if (scheme == rotary_scheme) {
-    qq = rotary_heads(q, full({1}, static_cast<double>(K - q.size(1)), DType::i64));
-    kk = rotary_heads(k, Tensor());
-  }
+  o.rotary_queries = o.rotary_keys = scheme == rotary_scheme;
   if (scheme == alibi) o.position_bias = alibi_bias(kHeads, K);
   if (scheme == relative) o.position_bias = t5_bias(table, K, /*bidirectional=*/false);
-  return scaled_dot_product_attention(qq, kk, v, o);
+  return scaled_dot_product_attention(q, k, v, o);
 }
 
 void BM_FwdBwd(benchmark::State& state) {
@@ -84,7 +81,8 @@ void BM_Decode(benchmark::State& state) {
       benchmark::DoNotOptimize(k_new.data<float>());
       AttentionOptions o;
       o.training = false;
-      out = scaled_dot_product_attention(rotary_heads(q, pos), k, v, o);
+      o.rotary_queries = true;
+      out = scaled_dot_product_attention(q, k, v, o);
     } else {
       out = attend(scheme, q, k, v, table, false);
     }

@@ -103,6 +103,8 @@ Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, c
   opt.kv_rows = kv_rows;
   opt.position_bias = positions.bias;
   opt.query_start = positions.query_start;
+  opt.rotary_queries = positions.rotary_queries;
+  opt.rotary_keys = positions.rotary_keys;
   opt.dropout = dropout->p;
   opt.training = dropout->is_training();
   if (!attention_weights_kept()) {
@@ -179,15 +181,11 @@ Tensor MultiHeadAttention::attend(const Tensor& queries, const Tensor& K, const 
                shape_str(valid_lens.shape()), queries.size(0));
   }
   Tensor q = split_heads(W_q->forward(queries), num_heads);
-  if (rotary) {
-    // The queries' positions: as given, else the last Q of the K keys'.
-    Tensor start = positions.query_start;
-    if (!start.defined())
-      start = full({queries.size(0)}, static_cast<double>(K.size(1) - queries.size(1)), DType::i64);
-    q = rotary_heads(q, start);
-  }
-  Tensor out =
-      attention->forward(q, K, V, valid_lens, causal, kv_rows, positions);  // (B, Q, heads, d)
+  // Rotary: the kernels turn the queries (K was turned when projected,
+  // unless forward() asks them to turn it too).
+  RelativePositions pos = positions;
+  pos.rotary_queries = rotary;
+  Tensor out = attention->forward(q, K, V, valid_lens, causal, kv_rows, pos);  // (B, Q, heads, d)
   return W_o->forward(out.reshape({queries.size(0), queries.size(1), -1}));
 }
 
@@ -195,8 +193,13 @@ Tensor MultiHeadAttention::forward(const Tensor& queries, const Tensor& keys, co
                                    const Tensor& valid_lens, bool causal,
                                    const RelativePositions& positions) {
   check_qkv(queries, keys, values, "MultiHeadAttention");
-  auto [K, V] = project_kv(keys, values);
-  return attend(queries, K, V, valid_lens, causal, Tensor(), positions);
+  // The keys as projected: with rotary the kernels turn them in their
+  // packing, not a pass of their own.
+  const Tensor K = split_heads(W_k->forward(keys), num_kv_heads);
+  const Tensor V = split_heads(W_v->forward(values), num_kv_heads);
+  RelativePositions pos = positions;
+  pos.rotary_keys = rotary;
+  return attend(queries, K, V, valid_lens, causal, Tensor(), pos);
 }
 
 }  // namespace attn::nn

@@ -35,10 +35,12 @@
 #include "attn/ops/elementwise.h"
 #include "attn/ops/index.h"
 #include "attn/ops/matmul.h"
+#include "attn/ops/positions.h"
 #include "attn/ops/precision.h"
 #include "attn/ops/softmax.h"
 #include "kernels/attention/attention_kernel.h"
 #include "ops/attention_kv_rows.h"
+#include "ops/positions_internal.h"
 
 namespace attn {
 
@@ -147,7 +149,7 @@ struct Launch {
 // table; a later device would be chosen here too.
 template <class T>
 Launch<T> kernels_for(std::int64_t Q, std::int64_t K, std::int64_t D, std::int64_t Dv,
-                      bool need_grad, bool dropout, bool bias = false) {
+                      bool need_grad, bool dropout, bool positions = false) {
   const KernelSetting& s = setting();
   Launch<T> l;
   if constexpr (std::is_same_v<T, float>)
@@ -157,13 +159,13 @@ Launch<T> kernels_for(std::int64_t Q, std::int64_t K, std::int64_t D, std::int64
   l.tiles = l.kernels->tiles;
   if (std::int64_t br = s.tile_br.load()) l.tiles.br = l.tiles.fwd_br = br;
   if (std::int64_t bc = s.tile_bc.load()) l.tiles.bc = l.tiles.fwd_bc = bc;
-  // The small and bf16 kernels have no position bias.
-  l.path =
-      detail::choose_attention_path(Q, K, D, Dv, need_grad, dropout, s.small_path.load() && !bias);
+  // The small and bf16 kernels have no position bias or rotary.
+  l.path = detail::choose_attention_path(Q, K, D, Dv, need_grad, dropout,
+                                         s.small_path.load() && !positions);
   l.tiled_forward = l.kernels->forward;
   l.tiled_backward = l.kernels->backward;
   if constexpr (std::is_same_v<T, float>) {
-    if (l.path == AttnPath::tiled && !bias && matmul_precision() == Precision::bf16 &&
+    if (l.path == AttnPath::tiled && !positions && matmul_precision() == Precision::bf16 &&
         std::string_view(l.kernels->name) == "avx512" && detail::attention_forward_bf16()) {
       l.tiled_forward = detail::attention_forward_bf16();
       l.tiled_backward = detail::attention_backward_bf16();
@@ -289,6 +291,10 @@ struct Problem {
   std::int64_t kv_group = 1;  // query heads per key and value head
   Tensor bias;  // (H, 2K - 1), detached, contiguous, or undefined
   Tensor qstart;  // (B) i64, contiguous, or undefined
+  bool rotary_q = false, rotary_k = false;
+  double rotary_base = 10000.0;
+  Tensor angles;  // (2, K, D / 2) in q's dtype where rotary_q or rotary_k
+  bool positions() const { return bias.defined() || rotary_q || rotary_k; }
   std::int64_t N() const { return B * H; }
   Shape out_shape() const { return four_d ? Shape{B, Q, H, Dv} : Shape{B, Q, Dv}; }
   AttnMask mask() const {
@@ -319,6 +325,18 @@ void check_positions(Problem& p, const AttentionOptions& opt, DType dtype, const
       ATTN_CHECK(s[b] >= 0 && s[b] + p.Q <= p.K, ValueError,
                  "{}: query_start[{}] = {} puts its {} queries outside the {} key positions", op, b,
                  s[b], p.Q, p.K);
+  }
+  if (opt.rotary_queries || opt.rotary_keys) {
+    ATTN_CHECK(p.D % 2 == 0, ShapeError,
+               "{}: rotary positions turn pairs of dimensions, but the head dim is {}", op, p.D);
+    ATTN_CHECK(opt.rotary_base > 1.0 && std::isfinite(opt.rotary_base), ValueError,
+               "{}: rotary_base must be a finite number > 1, got {}", op, opt.rotary_base);
+    ATTN_CHECK(p.qstart.defined() || p.Q <= p.K || !opt.rotary_queries, ValueError,
+               "{}: rotary queries with {} queries after {} keys need query_start", op, p.Q, p.K);
+    p.rotary_q = opt.rotary_queries;
+    p.rotary_k = opt.rotary_keys;
+    p.rotary_base = opt.rotary_base;
+    if (p.K >= 1) p.angles = detail::rotary_angles(p.D, p.rotary_base, p.K, dtype);
   }
   if (!opt.position_bias.defined()) return;
   const Tensor& pb = opt.position_bias;
@@ -420,7 +438,20 @@ AttnArgs<T> make_args(const Problem& p) {
   a.kv_group = p.kv_group;
   if (p.bias.defined()) a.bias = p.bias.data<T>();
   if (p.qstart.defined()) a.qstart = p.qstart.data<std::int64_t>();
+  if (p.angles.defined()) {
+    a.rot_cos = p.angles.data<T>();
+    a.rot_sin = a.rot_cos + p.K * (p.D / 2);
+    a.rotary_q = p.rotary_q;
+    a.rotary_k = p.rotary_k;
+  }
   return a;
+}
+
+// Keys turned by rotary at their indices, outside the kernels (the decode
+// kernel turns only queries), in k's layout.
+Tensor turned_keys(const Tensor& k, const Problem& p) {
+  if (p.four_d) return rotary_heads(k, Tensor(), p.rotary_base);
+  return rotary_heads(k.unsqueeze(2), Tensor(), p.rotary_base).squeeze(2);
 }
 
 struct DropoutDraw {
@@ -448,7 +479,12 @@ DropoutDraw draw_dropout(const Problem& p, const AttentionOptions& opt) {
 // ---- the kernels run ----
 
 template <class T>
-Tensor run_decode(const Problem& p, const AttnKernelTable<T>& kernels) {
+Tensor run_decode(const Problem& given, const AttnKernelTable<T>& kernels) {
+  Problem p = given;
+  if (p.rotary_k && p.K > 0) {  // the decode kernel turns queries only
+    p.k = rows_unit_stride(turned_keys(p.k, p));
+    p.rotary_k = false;
+  }
   Tensor out =
       p.K == 0 ? zeros(p.out_shape(), p.q.dtype()) : Tensor::empty(p.out_shape(), p.q.dtype());
   if (p.Q == 0 || p.K == 0 || p.Dv == 0) return out;
@@ -550,7 +586,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                         : autograd::any_requires_grad({q, k, v});
   return dispatch_float(q.dtype(), op, [&]<class T>() {
     const Launch<T> l =
-        kernels_for<T>(p.Q, p.K, p.D, p.Dv, need_grad, drop.params.on, bias.defined());
+        kernels_for<T>(p.Q, p.K, p.D, p.Dv, need_grad, drop.params.on, p.positions());
     if (l.path == AttnPath::decode) return run_decode<T>(p, *l.kernels);
     if (p.kv_rows.defined() || p.kv_group > 1) {
       // Only the decode kernel reads rows and grouped heads in place: the
@@ -607,6 +643,20 @@ MaterializedAttention materialized(const Tensor& q, const Tensor& k, const Tenso
   if (p.kv_group > 1)
     return materialized(q, repeat_interleave(k, p.kv_group, 2), repeat_interleave(v, p.kv_group, 2),
                         opt, op);
+  if (p.rotary_q || p.rotary_k) {
+    // Turned by the differentiable op, then attended as they are.
+    AttentionOptions o = opt;
+    o.rotary_queries = o.rotary_keys = false;
+    Tensor qt = q, kt = k;
+    if (p.rotary_q) {
+      Tensor starts =
+          p.qstart.defined() ? p.qstart : full({p.B}, static_cast<double>(p.K - p.Q), DType::i64);
+      qt = p.four_d ? rotary_heads(q, starts, p.rotary_base)
+                    : rotary_heads(q.unsqueeze(2), starts, p.rotary_base).squeeze(2);
+    }
+    if (p.rotary_k) kt = turned_keys(k, p);
+    return materialized(qt, kt, v, o, op);
+  }
   const std::int64_t N = p.N();
   // (B, T, H, d) -> (B * H, T, d), d2l's transpose_qkv.
   auto to3 = [&](const Tensor& t) {

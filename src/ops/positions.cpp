@@ -6,12 +6,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "attn/autograd/node.h"
 #include "attn/core/error.h"
 #include "attn/ops/index.h"
 #include "core/parallel.h"
+#include "ops/positions_internal.h"
 
 namespace attn {
 
@@ -105,6 +107,24 @@ Tensor rotate(const Tensor& x, std::int64_t lo, std::int64_t P, double base, int
   });
   return out;
 }
+
+}  // namespace
+
+Tensor detail::rotary_angles(std::int64_t D, double base, std::int64_t P, DType dtype) {
+  const std::int64_t half = D / 2;
+  const std::shared_ptr<const Angles> a = angles(D, base, P);
+  Tensor out = Tensor::empty({2, P, half}, dtype);
+  dispatch_float(dtype, "rotary_angles", [&]<class T_>() {
+    T_* o = out.data<T_>();
+    for (std::int64_t k = 0; k < P * half; ++k) {
+      o[k] = static_cast<T_>(a->cos[static_cast<std::size_t>(k)]);
+      o[P * half + k] = static_cast<T_>(a->sin[static_cast<std::size_t>(k)]);
+    }
+  });
+  return out;
+}
+
+namespace {
 
 Tensor rotate_rows(const Tensor& x, std::int64_t start, double base, int sign) {
   const std::int64_t T = x.size(-2);
@@ -211,15 +231,50 @@ Tensor alibi_bias(std::int64_t heads, std::int64_t K, DType dtype) {
   return out;
 }
 
+namespace {
+
+// T5's buckets of the offsets key - query in [-(K - 1), K - 1], entry
+// offset + K - 1, for one (bidirectional, num_buckets, max_distance): kept
+// for the largest K asked so far, grown geometrically (a decoder asks for
+// one more key each step).
+std::shared_ptr<const std::vector<std::int64_t>> t5_buckets(std::int64_t K, bool bidirectional,
+                                                            std::int64_t num_buckets,
+                                                            std::int64_t max_distance) {
+  auto compute = [&](std::int64_t n) {
+    auto v = std::make_shared<std::vector<std::int64_t>>(static_cast<std::size_t>(2 * n - 1));
+    for (std::int64_t i = 0; i < 2 * n - 1; ++i)
+      (*v)[static_cast<std::size_t>(i)] =
+          t5_bucket(i - (n - 1), bidirectional, num_buckets, max_distance);
+    return std::shared_ptr<const std::vector<std::int64_t>>(std::move(v));
+  };
+  if (K > kKeptPositions) return compute(K);
+  static std::mutex mutex;
+  static std::map<std::tuple<bool, std::int64_t, std::int64_t>,
+                  std::shared_ptr<const std::vector<std::int64_t>>>
+      kept;
+  const std::lock_guard lock(mutex);
+  auto& v = kept[{bidirectional, num_buckets, max_distance}];
+  const std::int64_t have = v ? (static_cast<std::int64_t>(v->size()) + 1) / 2 : 0;
+  if (have < K) v = compute(std::min(kKeptPositions, std::max({K, 2 * have, std::int64_t{64}})));
+  return v;
+}
+
+}  // namespace
+
 Tensor t5_bias(const Tensor& table, std::int64_t K, bool bidirectional, std::int64_t max_distance) {
   ATTN_CHECK(table.defined() && table.dim() == 2, ShapeError,
              "t5_bias: expected a table (heads, buckets), got {}",
              table.defined() ? shape_str(table.shape()) : std::string("undefined"));
   ATTN_CHECK(K >= 1, ValueError, "t5_bias: needs at least one key, got {}", K);
+  ATTN_CHECK(table.size(1) >= (bidirectional ? 4 : 2) && max_distance >= 1, ValueError,
+             "t5_bias: {} buckets up to distance {} are too few", table.size(1), max_distance);
+  const auto buckets = t5_buckets(K, bidirectional, table.size(1), max_distance);
+  // Entry i of the bias: distance i - (K - 1) = query - key, offset key - query = K - 1 - i.
+  const std::int64_t center = (static_cast<std::int64_t>(buckets->size()) - 1) / 2;
   Tensor index = Tensor::empty({2 * K - 1}, DType::i64);
+  std::int64_t* ix = index.data<std::int64_t>();
   for (std::int64_t i = 0; i < 2 * K - 1; ++i)
-    index.data<std::int64_t>()[i] =
-        t5_bucket(K - 1 - i, bidirectional, table.size(1), max_distance);  // key - query
+    ix[i] = (*buckets)[static_cast<std::size_t>(center + (K - 1 - i))];
   return index_select(table, 1, index);
 }
 

@@ -24,12 +24,14 @@ struct Case {
   std::int64_t B = 2, H = 3, Hk = 3, Q = 7, K = 7, D = 8, Dv = 8;
   bool causal = false, lens = false, starts = false;
   double p = 0.0;
+  bool bias = true, rotary = false;
 };
 
 std::string describe(const Case& c) {
-  return fmt::format("{} B={} H={} Hk={} Q={} K={} D={} Dv={} causal={} lens={} starts={} p={}",
-                     c.four_d ? "4-D" : "3-D", c.B, c.H, c.Hk, c.Q, c.K, c.D, c.Dv, c.causal,
-                     c.lens, c.starts, c.p);
+  return fmt::format(
+      "{} B={} H={} Hk={} Q={} K={} D={} Dv={} causal={} lens={} starts={} p={} bias={} rotary={}",
+      c.four_d ? "4-D" : "3-D", c.B, c.H, c.Hk, c.Q, c.K, c.D, c.Dv, c.causal, c.lens, c.starts,
+      c.p, c.bias, c.rotary);
 }
 
 Shape shape_of(const Case& c, std::int64_t T, std::int64_t heads, std::int64_t d) {
@@ -41,8 +43,9 @@ AttentionOptions options(const Case& c, const Tensor& bias, const Tensor& lens,
   AttentionOptions o;
   o.causal = c.causal;
   o.valid_lens = lens;
-  o.position_bias = bias;
+  if (c.bias) o.position_bias = bias;
   o.query_start = starts;
+  o.rotary_queries = o.rotary_keys = c.rotary;
   o.dropout = c.p;
   o.generator = gen;
   return o;
@@ -76,7 +79,8 @@ void expect_matches_reference(const Case& c, double tol = 2e-5) {
   of.backward(g);
   oref.backward(g);
   const char* names[] = {"dq", "dk", "dv", "dbias"};
-  for (int i = 0; i < 4; ++i) EXPECT_LT(rel_diff(f[i].grad(), r[i].grad()), tol) << names[i];
+  for (int i = 0; i < (c.bias ? 4 : 3); ++i)
+    EXPECT_LT(rel_diff(f[i].grad(), r[i].grad()), tol) << names[i];
 }
 
 struct ThreadGuard {
@@ -103,6 +107,21 @@ TEST(AttentionPositions, BiasMatchesReferenceOnEveryIsaAndTile) {
       expect_matches_reference(
           {.B = 3, .H = 4, .Hk = 2, .Q = 20, .K = 20, .D = 16, .Dv = 9, .causal = true});
       expect_matches_reference({.four_d = false, .B = 2, .H = 2, .Hk = 2, .Q = 19, .K = 23});
+      // Rotary inside the kernels, alone and with a bias.
+      expect_matches_reference(
+          {.Q = 37, .K = 37, .D = 18, .Dv = 12, .causal = true, .bias = false, .rotary = true});
+      expect_matches_reference(
+          {.Q = 13, .K = 29, .D = 16, .lens = true, .starts = true, .p = 0.25, .rotary = true});
+      expect_matches_reference({.four_d = false,
+                                .B = 2,
+                                .H = 2,
+                                .Hk = 2,
+                                .Q = 19,
+                                .K = 23,
+                                .bias = false,
+                                .rotary = true});
+      expect_matches_reference(
+          {.B = 3, .H = 4, .Hk = 2, .Q = 20, .K = 20, .D = 16, .Dv = 9, .rotary = true});
     }
   });
 }
@@ -113,20 +132,23 @@ TEST(AttentionPositions, BiasOnD2lShape) {
   expect_matches_reference({.B = 64, .H = 4, .Hk = 1, .Q = 10, .K = 10, .lens = true});
 }
 
-// One head's keys split over threads: the bias's gradient from every part.
+// One head's keys split over threads: the bias's gradient from every part,
+// and rotary's dQ turned back per part.
 TEST(AttentionPositions, FewHeadsSplitOverThreads) {
   ThreadGuard threads(4);
-  expect_matches_reference({.four_d = false,
-                            .B = 1,
-                            .H = 1,
-                            .Hk = 1,
-                            .Q = 150,
-                            .K = 300,
-                            .D = 64,
-                            .Dv = 64,
-                            .lens = true,
-                            .starts = true,
-                            .p = 0.1});
+  for (bool rotary : {false, true})
+    expect_matches_reference({.four_d = false,
+                              .B = 1,
+                              .H = 1,
+                              .Hk = 1,
+                              .Q = 150,
+                              .K = 300,
+                              .D = 64,
+                              .Dv = 64,
+                              .lens = true,
+                              .starts = true,
+                              .p = 0.1,
+                              .rotary = rotary});
 }
 
 // Grouped heads without a bias: fused and reference agree, and they equal
@@ -149,6 +171,26 @@ TEST(AttentionPositions, GroupedHeadsAreRepeatedHeads) {
                                                               repeat_interleave(v, 4 / Hk, 2), o)),
               1e-6);
   }
+}
+
+// Rotary in the decode kernel: its queries turned inside, its keys turned
+// before (a cache) or by the op (rotary_keys), against the reference.
+TEST(AttentionPositions, DecodeTurnsQueries) {
+  for_each_isa([] {
+    Generator gen(13);
+    const Tensor q = uniform(-2, 2, {3, 2, 4, 16}, gen), k = uniform(-2, 2, {3, 9, 2, 16}, gen),
+                 v = uniform(-1, 1, {3, 9, 2, 16}, gen);
+    AttentionOptions o;
+    o.training = false;
+    o.causal = true;
+    o.rotary_queries = true;
+    o.query_start = from_vector<std::int64_t>({7, 3, 0});
+    AttentionOptions both = o;
+    both.rotary_keys = true;
+    const Tensor expect = scaled_dot_product_attention_reference(q, k, v, both);
+    EXPECT_LT(rel_diff(attention_decode(q, k, v, both), expect), 2e-6);
+    EXPECT_LT(rel_diff(attention_decode(q, rotary_heads(k, Tensor()), v, o), expect), 2e-6);
+  });
 }
 
 // Decoding token by token against a growing cache gives the rows of the

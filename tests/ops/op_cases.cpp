@@ -256,6 +256,26 @@ std::vector<OpCase> all_cases() {
     c.differentiable = false;
     v.push_back(c);
   }
+  {
+    // Rotary inside the kernels: queries at their own positions, keys turned too.
+    OpCase c{"scaled_dot_product_attention",
+             "rotary queries and keys",
+             {real({2, 5, 3, 8}, {8, 64, 4, 64}), real({2, 9, 3, 8}, {8, 128, 4, 64}),
+              real({2, 9, 3, 6}, {8, 128, 4, 64}), integer({2}, 4, {8})}};
+    auto opts = [](const In& x) {
+      AttentionOptions o;
+      o.training = false;
+      o.rotary_queries = o.rotary_keys = true;
+      o.query_start = x[3];
+      return o;
+    };
+    c.fn = [opts](const In& x) { return scaled_dot_product_attention(x[0], x[1], x[2], opts(x)); };
+    c.reference = [opts](const In& x) {
+      return scaled_dot_product_attention_reference(x[0], x[1], x[2], opts(x));
+    };
+    c.tol = 2e-5;
+    v.push_back(c);
+  }
   v.push_back({"rotary_heads",
                "per-row starts",
                {real({2, 5, 3, 6}, {8, 128, 4, 64}), integer({2}, 9, {8})},

@@ -69,12 +69,15 @@ class AdditiveAttention : public Module {
 // AttentionOptions::kv_rows.
 // Relative positions of one attention call (self-attention; see
 // AttentionOptions in ops/attention.h): `bias` (heads, 2K - 1) added to the
-// scores by the query minus key distance, and `query_start` ((B) integers)
-// the position of each batch row's first query, undefined meaning K - Q (the
-// queries are the last of the keys). Both may be undefined.
+// scores by the query minus key distance, `query_start` ((B) integers) the
+// position of each batch row's first query, undefined meaning K - Q (the
+// queries are the last of the keys), and which of queries and keys rotary
+// turns. All may be left out.
 struct RelativePositions {
   Tensor bias;
   Tensor query_start;
+  // Rotary, turned inside the kernels (AttentionOptions::rotary_queries).
+  bool rotary_queries = false, rotary_keys = false;
 };
 
 class DotProductAttention : public Module {
@@ -104,8 +107,10 @@ Tensor transpose_output(const Tensor& X, std::int64_t num_heads);
 // keys and values to that many heads of the same size, each shared by
 // num_heads / num_kv_heads query heads (grouped-query attention; 1:
 // multi-query), which shrinks a decoding cache by as much; `rotary` turns
-// queries and keys by their positions (rotary_heads, ops/positions.h): keys
-// at key_start + t when projected, queries where RelativePositions puts them.
+// queries and keys by their positions: in forward() both inside the
+// attention kernels; for a cache, keys at key_start + t when project_kv
+// projects them (rotary_heads, ops/positions.h), and attend() turns the
+// queries inside the kernels where RelativePositions puts them.
 // The heads are views: a projection (B, T, num_hiddens) is read as
 // (B, T, num_heads, num_hiddens / num_heads), which is d2l's split without
 // its transposing copies, and the per-head repetition of valid_lens is

@@ -76,6 +76,13 @@ struct AttentionOptions {
   // integers, every P(b, q) in [0, K).
   Tensor position_bias;
   Tensor query_start;
+  // Rotary positions (ops/positions.h's rotary_heads), inside the kernels:
+  // each query turned by the angles of P(b, q) (rotary_queries), each key by
+  // those of its index (rotary_keys; a cache whose keys were turned when
+  // written needs only the queries'), theta_i = rotary_base^(-2i / D), D
+  // even. The gradients are those of the unturned q and k.
+  bool rotary_queries = false, rotary_keys = false;
+  double rotary_base = 10000.0;
 };
 
 // The valid-lengths rule above as numbers, the one place it is computed:
@@ -95,8 +102,8 @@ Tensor attention_limits(const Tensor& valid_lens, bool causal, std::int64_t B, s
 //   decode  no gradient (nothing requires one, or a no-grad guard), no active
 //           dropout, and at most 8 queries: attention_decode below.
 //   small   at most 64 queries and keys (and Q K <= 1024), head dims <= 32
-//           with a gradient, <= 8 without, no position bias: several heads
-//           at a time, one per vector lane.
+//           with a gradient, <= 8 without, no position bias or rotary:
+//           several heads at a time, one per vector lane.
 //   tiled   otherwise: online softmax over key tiles, the per-row
 //           log-sum-exp saved for the backward (FlashAttention-2, ref: Dao,
 //           arXiv 2307.08691).
@@ -105,7 +112,7 @@ Tensor attention_limits(const Tensor& valid_lens, bool causal, std::int64_t B, s
 // the tiled kernel's products, forward and backward, take bf16 operands (q,
 // k, v, the output's gradient and the weight tiles rounded to bf16) with f32
 // sums; the softmax and its statistics stay f32. The small and decode
-// kernels, and the tiled ones with a position bias, stay f32.
+// kernels, and the tiled ones with a position bias or rotary, stay f32.
 // Memory O(N Q + N K) besides the inputs and output. Differentiable in q, k, v.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& opt = {});

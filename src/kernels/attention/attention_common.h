@@ -184,6 +184,21 @@ class DenormalsAreZero {
   unsigned saved_ = 0;
 };
 
+// y (D) = x turned by the rotary angles of position t (AttnArgs::rot_cos,
+// rot_sin), pair by pair; sign -1 turns back. y may be x.
+template <class T>
+inline void turn_row(const AttnArgs<T>& a, const T* x, T* y, i64 t, T sign) {
+  const i64 half = a.D / 2;
+  const T* c = a.rot_cos + t * half;
+  const T* s = a.rot_sin + t * half;
+#pragma omp simd
+  for (i64 i = 0; i < half; ++i) {
+    const T u = x[2 * i], v = x[2 * i + 1], si = sign * s[i];
+    y[2 * i] = u * c[i] - v * si;
+    y[2 * i + 1] = u * si + v * c[i];
+  }
+}
+
 // ---- workspace ----
 
 // One buffer per calling thread, sliced per OpenMP thread, kept between calls

@@ -138,6 +138,7 @@ struct DecodeAttention {
     const T scale = static_cast<T>(a.scale);
     const T* qr = a.q.row(b, h, r);
     for (i64 d = 0; d < a.D; ++d) qs[d] = qr[d] * scale;
+    if (a.rotary_q) turn_row(a, qs, qs, a.query_pos0(b) + r, T(1));
     const i64 hk = h / a.kv_group;  // the head of k and v
     // Key c's relative-position bias at bq[-c] (AttnArgs::bias).
     const T* bq = a.bias ? a.bias + h * a.bias_ld() + a.query_pos0(b) + r + a.K - 1 : nullptr;

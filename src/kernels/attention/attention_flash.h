@@ -123,6 +123,7 @@ struct FlashAttention {
   // limits, the dropout words.
   struct FwdTiles {
     T *st, *ot, *m, *l, *alpha, *smax, *zero;
+    T* turned;  // W query rows turned (rotary), or null
     i64* lim;
     std::uint32_t* words;
   };
@@ -133,6 +134,7 @@ struct FlashAttention {
     cv.take_each<T>(Br, t.m, t.l, t.alpha, t.smax, t.zero);
     t.lim = cv.take<i64>(Br);
     t.words = cv.take<std::uint32_t>(Bc + 8);
+    t.turned = a.rotary_q ? cv.take<T>(W * a.D) : nullptr;
     return t;
   }
 
@@ -215,15 +217,28 @@ struct FlashAttention {
   }
 
   // Rows q0 .. q0 + br - 1 of x (head b, h; d wide) times scale as lanes:
-  // dst[c * ld + r] = scale * x(q0 + r, c), zero for br <= r < brp.
-  static void query_lanes(const HeadView<const T>& x, i64 b, i64 h, i64 q0, i64 br, i64 brp, i64 d,
-                          T scale, T* dst, i64 ld) {
+  // dst[c * ld + r] = scale * x(q0 + r, c), zero for br <= r < brp. With
+  // `turned` (W rows of d), the queries' rotary turn on the way (a.rotary_q).
+  static void query_lanes(const AttnArgs<T>& a, const HeadView<const T>& x, i64 b, i64 h, i64 q0,
+                          i64 br, i64 brp, i64 d, T scale, T* dst, i64 ld, T* turned = nullptr) {
     const T* rows[W];
     for (i64 r0 = 0; r0 < brp; r0 += W) {
       for (i64 r = r0 + W; r < std::min(br, r0 + 2 * W); ++r) prefetch_span(x.row(b, h, q0 + r), d);
-      for (int j = 0; j < W; ++j) rows[j] = r0 + j < br ? x.row(b, h, q0 + r0 + j) : nullptr;
+      for (int j = 0; j < W; ++j) {
+        rows[j] = r0 + j < br ? x.row(b, h, q0 + r0 + j) : nullptr;
+        if (turned && rows[j]) {
+          turn_row(a, rows[j], turned + j * d, a.query_pos0(b) + q0 + r0 + j, T(1));
+          rows[j] = turned + j * d;
+        }
+      }
       Lanes::rows_to_lanes(rows, d, scale, dst + r0, ld);
     }
+  }
+
+  // Rows [0, n) of a packed copy (n x d, row stride ld), row r at position
+  // t0 + r, turned by rotary (sign 1) or back (-1).
+  static void turn_rows(const AttnArgs<T>& a, T* rows, i64 n, i64 ld, i64 t0, T sign) {
+    for (i64 r = 0; r < n; ++r) turn_row(a, rows + r * ld, rows + r * ld, t0 + r, sign);
   }
 
   // Writes out = O^T / l of queries q0 .. q0 + br - 1 of head n, and their
@@ -254,7 +269,7 @@ struct FlashAttention {
     const T scale = static_cast<T>(a.scale);
     const TileLimits t = tile_limits(a, b, q0, br, brp, s.lim, s.zero);
     // q^T scaled, zero in the padded lanes.
-    query_lanes(a.q, b, h, q0, br, brp, D, scale, s.qt, brp);
+    query_lanes(a, a.q, b, h, q0, br, brp, D, scale, s.qt, brp, s.turned);
     start_tile(Dv, brp, s.m, s.l, s.ot);
     const std::uint64_t row0 = static_cast<std::uint64_t>(n * a.Q + q0);
     const i64 nkt = ceil_div(t.lmax, Bc);
@@ -350,6 +365,7 @@ struct FlashAttention {
         [&](i64 n, const FwdSlice& s) {
           const i64 b = n / a.H, h = n % a.H;
           Gemm::pack_rows(a.k.row(b, h, 0), a.k.st, a.K, a.D, g.ldk, s.kp);
+          if (a.rotary_k) turn_rows(a, s.kp, a.K, g.ldk, 0, T(1));
           Gemm::pack_rows(a.v.row(b, h, 0), a.v.st, a.K, a.Dv, g.ldv, s.vp);
         },
         [&](i64 n, i64 q0, i64 br, const FwdSlice& s) { forward_tile(a, g, n, q0, br, s); });
@@ -364,6 +380,7 @@ struct FlashAttention {
   struct BwdTiles {
     T *dqacc, *di, *lse, *zero, *pt, *dpt, *wt, *dkacc, *dvacc;
     T* dbias;  // a unit's part of the bias's gradient (2K - 1), where it has one
+    T* turned;  // W query rows turned (rotary), or null
     i64 *lim, *tmax, *tmin;
     unsigned char* tzero;
     std::uint32_t* words;
@@ -382,6 +399,7 @@ struct FlashAttention {
     t.dvacc = cv.take<T>(Bc * std::max<i64>(Dvp, W));
     t.words = cv.take<std::uint32_t>(Bc + 8);
     t.dbias = a.dbias ? cv.take<T>(a.bias_ld()) : nullptr;
+    t.turned = a.rotary_q ? cv.take<T>(W * a.D) : nullptr;
     return t;
   }
 
@@ -485,13 +503,15 @@ struct FlashAttention {
     // so that a product reads rows Br apart, not Q apart.
     for (i64 i = 0; i < g.nqt; ++i) {
       const i64 q0 = i * Br, br = std::min(Br, Q - q0), brp = round_up(br, W);
-      query_lanes(a.q, b, h, q0, br, brp, D, scale, s.qt + i * D * Br, Br);
-      query_lanes(a.dout, b, h, q0, br, brp, Dv, T(1), s.dot + i * Dv * Br, Br);
+      query_lanes(a, a.q, b, h, q0, br, brp, D, scale, s.qt + i * D * Br, Br, s.turned);
+      query_lanes(a, a.dout, b, h, q0, br, brp, Dv, T(1), s.dot + i * Dv * Br, Br);
     }
     Gemm::pack_rows(a.q.row(b, h, 0), a.q.st, Q, D, g.ldq, s.qrows);
+    if (a.rotary_q) turn_rows(a, s.qrows, Q, g.ldq, a.query_pos0(b), T(1));
     Gemm::pack_rows(a.dout.row(b, h, 0), a.dout.st, Q, Dv, g.ldo, s.dorows);
     const i64 k_first = kt_begin * Bc, k_last = std::min(K, kt_end * Bc);
     Gemm::pack_rows(a.k.row(b, h, k_first), a.k.st, k_last - k_first, D, g.ldk, s.krows);
+    if (a.rotary_k) turn_rows(a, s.krows, k_last - k_first, g.ldk, k_first, T(1));
     Gemm::pack_rows(a.v.row(b, h, k_first), a.v.st, k_last - k_first, Dv, g.ldv, s.vrows);
     head_stats(a, n, Br, g.nqt, Qp, s);
     std::fill(s.dqacc, s.dqacc + Q * Dp, T(0));
@@ -528,6 +548,8 @@ struct FlashAttention {
         Gemm::gemm(bce, Dp, br, s.dpt, brp, 1, s.qrows + q0 * g.ldq, g.ldq, s.dkacc, Dp, true);
         Gemm::gemm(br, Dp, bce, s.dpt, 1, brp, kj, g.ldk, s.dqacc + q0 * Dp, Dp, true);
       }
+      // dK of the turned keys turned back: the unturned keys' (rotary_k).
+      if (a.rotary_k) turn_rows(a, s.dkacc, bc, Dp, c0, T(-1));
       for (i64 c = 0; c < bc; ++c) {
         Gemm::copy_row(s.dkacc + c * Dp, D, a.dk.row(b, h, c0 + c));
         Gemm::copy_row(s.dvacc + c * Dvp, Dv, a.dv.row(b, h, c0 + c));
@@ -633,6 +655,9 @@ struct FlashAttention {
         },
         [&](i64 n, i64 kt_begin, i64 kt_end, const BwdSlice& s) {
           backward_unit(a, g, n, kt_begin, kt_end, s);
+          // dQ of the turned queries turned back (a sum over key chunks, so
+          // each chunk's part may turn alone).
+          if (a.rotary_q) turn_rows(a, s.dqacc, a.Q, g.Dp, a.query_pos0(n / a.H), T(-1));
           return static_cast<const T*>(s.dqacc);
         });
   }

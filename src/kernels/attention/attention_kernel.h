@@ -69,6 +69,14 @@ struct AttnArgs {
   // (bias null: nothing). Every pos(b, q) lies in [0, K).
   const T* bias = nullptr;
   const std::int64_t* qstart = nullptr;
+  // Rotary (tiled and decode kernels): row t of rot_cos and rot_sin
+  // (positions x D / 2) holds the angles of position t. rotary_q: each query
+  // is turned by the angles of pos(b, q) before its products; rotary_k (tiled
+  // kernels only): each key by those of its index. The gradients are turned
+  // back: they are those of the unturned q and k.
+  const T* rot_cos = nullptr;
+  const T* rot_sin = nullptr;
+  bool rotary_q = false, rotary_k = false;
   // Decode kernel only: query head h reads key and value head h / kv_group
   // (grouped-query attention; k and v hold H / kv_group heads).
   std::int64_t kv_group = 1;
