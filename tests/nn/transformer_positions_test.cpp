@@ -3,6 +3,7 @@
 // shapes, the f64 gradient check of the whole model, the fused path against
 // the materialized one, and decoding (the KV cache, and rows at their own
 // positions) against the full forward.
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,14 @@ void randomize(EncoderDecoder& net, std::uint64_t seed) {
   autograd::NoGradGuard no_grad;
   for (auto& [n, p] : net.named_parameters())
     copy_(p, uniform(-0.5, 0.5, p.shape(), gen, p.dtype()));
+}
+
+// A model of config(p, kv) with random weights, in eval mode.
+std::unique_ptr<EncoderDecoder> eval_model(Positions p, std::int64_t kv, std::uint64_t seed) {
+  auto net = std::make_unique<EncoderDecoder>(config(p, kv));
+  randomize(*net, seed);
+  net->eval();
+  return net;
 }
 
 }  // namespace
@@ -94,9 +103,8 @@ TEST(TransformerPositions, FusedEqualsMaterialized) {
   for (Positions p : kAll)
     for (std::int64_t kv : {0, 2}) {
       SCOPED_TRACE(name(p, kv));
-      EncoderDecoder net(config(p, kv));
-      randomize(net, 5);
-      net.eval();
+      auto model = eval_model(p, kv, 5);
+      EncoderDecoder& net = *model;
       autograd::NoGradGuard no_grad;
       Generator gen(6);
       const Tensor src = randint(0, 11, {3, 9}, gen), tgt = randint(0, 13, {3, 11}, gen);
@@ -113,9 +121,8 @@ TEST(TransformerPositions, KvCacheDecodingEqualsFullForward) {
   for (Positions p : kAll)
     for (std::int64_t kv : {0, 1}) {
       SCOPED_TRACE(name(p, kv));
-      EncoderDecoder net(config(p, kv));
-      randomize(net, 7);
-      net.eval();
+      auto model = eval_model(p, kv, 7);
+      EncoderDecoder& net = *model;
       autograd::NoGradGuard no_grad;
       Generator gen(8);
       const Tensor src = randint(0, 11, {3, 6}, gen), tgt = randint(0, 13, {3, 7}, gen);
@@ -143,9 +150,8 @@ TEST(TransformerPositions, RowsAtTheirOwnPositionsEqualStep) {
   for (Positions p : kAll)
     for (std::int64_t kv : {0, 2}) {
       SCOPED_TRACE(name(p, kv));
-      EncoderDecoder net(config(p, kv));
-      randomize(net, 9);
-      net.eval();
+      auto model = eval_model(p, kv, 9);
+      EncoderDecoder& net = *model;
       autograd::NoGradGuard no_grad;
       Generator gen(10);
       const std::int64_t S = 5, T = 6;

@@ -30,15 +30,28 @@ AttentionOptions attention_options(const In& x, bool causal) {
   return o;
 }
 
+// The fused op (or, with `decode`, the decode kernel) against the
+// materialized reference, its options drawn from the inputs.
+OpCase attention_case_with(std::string variant, std::vector<Input> inputs,
+                           std::function<AttentionOptions(const In&)> opts, bool decode = false) {
+  OpCase c{decode ? "attention_decode" : "scaled_dot_product_attention", std::move(variant),
+           std::move(inputs)};
+  c.fn = [opts, decode](const In& x) {
+    return decode ? attention_decode(x[0], x[1], x[2], opts(x))
+                  : scaled_dot_product_attention(x[0], x[1], x[2], opts(x));
+  };
+  c.reference = [opts](const In& x) {
+    return scaled_dot_product_attention_reference(x[0], x[1], x[2], opts(x));
+  };
+  c.tol = 2e-5;
+  c.differentiable = !decode;
+  return c;
+}
+
 OpCase attention_case(std::string variant, std::vector<Input> inputs, bool causal,
                       double tol = 2e-5) {
-  OpCase c{"scaled_dot_product_attention", std::move(variant), std::move(inputs)};
-  c.fn = [causal](const In& x) {
-    return scaled_dot_product_attention(x[0], x[1], x[2], attention_options(x, causal));
-  };
-  c.reference = [causal](const In& x) {
-    return scaled_dot_product_attention_reference(x[0], x[1], x[2], attention_options(x, causal));
-  };
+  OpCase c = attention_case_with(std::move(variant), std::move(inputs),
+                                 [causal](const In& x) { return attention_options(x, causal); });
   c.tol = tol;
   return c;
 }
@@ -174,108 +187,62 @@ std::vector<OpCase> all_cases() {
                      {real({2, 5, 3, 8}, {8, 64, 4, 64}), real({2, 9, 3, 8}, {8, 256, 4, 64}),
                       real({2, 9, 3, 8}, {8, 256, 4, 64}), integer({2, 5}, 9, {8, 64})},
                      false));
-  {
-    OpCase c =
-        attention_case("decode, 1 query",
-                       {real({3, 1, 2, 16}, {12, 1, 4, 64}), real({3, 11, 2, 16}, {12, 256, 4, 64}),
-                        real({3, 11, 2, 16}, {12, 256, 4, 64})},
-                       false);
-    c.op = "attention_decode";
-    c.fn = [](const In& x) {
-      return attention_decode(x[0], x[1], x[2], attention_options(x, false));
-    };
-    c.differentiable = false;
-    v.push_back(c);
-  }
+  v.push_back(attention_case_with(
+      "decode, 1 query",
+      {real({3, 1, 2, 16}, {12, 1, 4, 64}), real({3, 11, 2, 16}, {12, 256, 4, 64}),
+       real({3, 11, 2, 16}, {12, 256, 4, 64})},
+      [](const In& x) { return attention_options(x, false); }, /*decode=*/true));
   // ---- relative positions and grouped heads (ops/positions.h) ----
-  {
-    // A learned bias by distance (T5's, ALiBi's form), causal: the bias a real input.
-    OpCase c{"scaled_dot_product_attention",
-             "position bias, causal",
-             {real({2, 7, 3, 8}, {8, 128, 4, 64}), real({2, 7, 3, 8}, {8, 128, 4, 64}),
-              real({2, 7, 3, 8}, {8, 128, 4, 64}), real({3, 13}, {4, 255})}};
-    auto opts = [](const In& x) {
-      AttentionOptions o;
-      o.causal = true;
-      o.training = false;
-      o.position_bias = x[3];
-      return o;
-    };
-    c.fn = [opts](const In& x) { return scaled_dot_product_attention(x[0], x[1], x[2], opts(x)); };
-    c.reference = [opts](const In& x) {
-      return scaled_dot_product_attention_reference(x[0], x[1], x[2], opts(x));
-    };
-    c.tol = 2e-5;
-    v.push_back(c);
-  }
-  {
-    // Queries at their own positions among more keys, with lengths; and
-    // keys and values of 2 heads for 4 query heads.
-    OpCase c{"scaled_dot_product_attention",
-             "position bias, query_start, grouped heads",
-             {real({2, 3, 4, 8}, {8, 64, 4, 64}), real({2, 9, 2, 8}, {8, 256, 2, 64}),
-              real({2, 9, 2, 6}, {8, 256, 2, 64}), real({4, 17}, {4, 511}), integer({2}, 6, {8}),
-              integer({2}, 9, {8})}};
-    auto opts = [](const In& x) {
-      AttentionOptions o;
-      o.training = false;
-      o.position_bias = x[3];
-      o.query_start = x[4];
-      o.valid_lens = x[5];
-      return o;
-    };
-    c.fn = [opts](const In& x) { return scaled_dot_product_attention(x[0], x[1], x[2], opts(x)); };
-    c.reference = [opts](const In& x) {
-      return scaled_dot_product_attention_reference(x[0], x[1], x[2], opts(x));
-    };
-    c.tol = 2e-5;
-    v.push_back(c);
-  }
-  {
-    OpCase c{
-        "attention_decode",
-        "position bias, query_start, grouped heads",
-        {real({3, 1, 4, 16}, {12, 1, 8, 64}), real({3, 11, 2, 16}, {12, 256, 2, 64}),
-         real({3, 11, 2, 16}, {12, 256, 2, 64}), real({4, 21}, {8, 511}), integer({3}, 10, {12})}};
-    auto opts = [](const In& x) {
-      AttentionOptions o;
-      o.training = false;
-      o.position_bias = x[3];
-      o.query_start = x[4];
-      // Each row sees its keys up to its own position.
-      std::vector<std::int64_t> lens = to_vector<std::int64_t>(x[4]);
-      for (auto& l : lens) ++l;
-      o.valid_lens = from_vector<std::int64_t>(lens);
-      return o;
-    };
-    c.fn = [opts](const In& x) { return attention_decode(x[0], x[1], x[2], opts(x)); };
-    c.reference = [opts](const In& x) {
-      return scaled_dot_product_attention_reference(x[0], x[1], x[2], opts(x));
-    };
-    c.tol = 2e-5;
-    c.differentiable = false;
-    v.push_back(c);
-  }
-  {
-    // Rotary inside the kernels: queries at their own positions, keys turned too.
-    OpCase c{"scaled_dot_product_attention",
-             "rotary queries and keys",
-             {real({2, 5, 3, 8}, {8, 64, 4, 64}), real({2, 9, 3, 8}, {8, 128, 4, 64}),
-              real({2, 9, 3, 6}, {8, 128, 4, 64}), integer({2}, 4, {8})}};
-    auto opts = [](const In& x) {
-      AttentionOptions o;
-      o.training = false;
-      o.rotary_queries = o.rotary_keys = true;
-      o.query_start = x[3];
-      return o;
-    };
-    c.fn = [opts](const In& x) { return scaled_dot_product_attention(x[0], x[1], x[2], opts(x)); };
-    c.reference = [opts](const In& x) {
-      return scaled_dot_product_attention_reference(x[0], x[1], x[2], opts(x));
-    };
-    c.tol = 2e-5;
-    v.push_back(c);
-  }
+  // A learned bias by distance (T5's, ALiBi's form), causal: the bias a real input.
+  v.push_back(
+      attention_case_with("position bias, causal",
+                          {real({2, 7, 3, 8}, {8, 128, 4, 64}), real({2, 7, 3, 8}, {8, 128, 4, 64}),
+                           real({2, 7, 3, 8}, {8, 128, 4, 64}), real({3, 13}, {4, 255})},
+                          [](const In& x) {
+                            AttentionOptions o = attention_options({}, true);
+                            o.position_bias = x[3];
+                            return o;
+                          }));
+  // Queries at their own positions among more keys, with lengths; and keys
+  // and values of 2 heads for 4 query heads.
+  v.push_back(
+      attention_case_with("position bias, query_start, grouped heads",
+                          {real({2, 3, 4, 8}, {8, 64, 4, 64}), real({2, 9, 2, 8}, {8, 256, 2, 64}),
+                           real({2, 9, 2, 6}, {8, 256, 2, 64}), real({4, 17}, {4, 511}),
+                           integer({2}, 6, {8}), integer({2}, 9, {8})},
+                          [](const In& x) {
+                            AttentionOptions o = attention_options({}, false);
+                            o.position_bias = x[3];
+                            o.query_start = x[4];
+                            o.valid_lens = x[5];
+                            return o;
+                          }));
+  v.push_back(attention_case_with(
+      "position bias, query_start, grouped heads",
+      {real({3, 1, 4, 16}, {12, 1, 8, 64}), real({3, 11, 2, 16}, {12, 256, 2, 64}),
+       real({3, 11, 2, 16}, {12, 256, 2, 64}), real({4, 21}, {8, 511}), integer({3}, 10, {12})},
+      [](const In& x) {
+        AttentionOptions o = attention_options({}, false);
+        o.position_bias = x[3];
+        o.query_start = x[4];
+        // Each row sees its keys up to its own position.
+        std::vector<std::int64_t> lens = to_vector<std::int64_t>(x[4]);
+        for (auto& l : lens) ++l;
+        o.valid_lens = from_vector<std::int64_t>(lens);
+        return o;
+      },
+      /*decode=*/true));
+  // Rotary inside the kernels: queries at their own positions, keys turned too.
+  v.push_back(
+      attention_case_with("rotary queries and keys",
+                          {real({2, 5, 3, 8}, {8, 64, 4, 64}), real({2, 9, 3, 8}, {8, 128, 4, 64}),
+                           real({2, 9, 3, 6}, {8, 128, 4, 64}), integer({2}, 4, {8})},
+                          [](const In& x) {
+                            AttentionOptions o = attention_options({}, false);
+                            o.rotary_queries = o.rotary_keys = true;
+                            o.query_start = x[3];
+                            return o;
+                          }));
   v.push_back({"rotary_heads",
                "per-row starts",
                {real({2, 5, 3, 6}, {8, 128, 4, 64}), integer({2}, 9, {8})},
