@@ -27,9 +27,14 @@ void TransformerConfig::validate() const {
                         {"ffn_num_hiddens", ffn_num_hiddens},
                         {"max_len", max_len}},
                        dropout);
-  ATTN_CHECK(num_kv_heads >= 0 && num_heads % kv_heads() == 0, ValueError,
+  validate_heads();
+}
+
+void TransformerConfig::validate_heads() const {
+  ATTN_CHECK(num_kv_heads >= 0 && num_heads > 0 && num_heads % kv_heads() == 0, ValueError,
              "Transformer: num_kv_heads {} does not divide num_heads {}", num_kv_heads, num_heads);
-  ATTN_CHECK(positions != Positions::rotary || num_hiddens / num_heads % 2 == 0, ValueError,
+  ATTN_CHECK(positions != Positions::rotary || num_heads <= 0 || num_hiddens / num_heads % 2 == 0,
+             ValueError,
              "Transformer: rotary positions turn pairs of a head's dimensions, but a head has "
              "{} (num_hiddens {} / num_heads {})",
              num_hiddens / num_heads, num_hiddens, num_heads);

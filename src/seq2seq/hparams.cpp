@@ -419,6 +419,7 @@ void validate_model(const ModelConfig& m) {
   ATTN_CHECK(m.architecture != Architecture::transformer || t.num_hiddens % t.num_heads == 0,
              ValueError, "num_hiddens {} is not divisible by num_heads {}", t.num_hiddens,
              t.num_heads);
+  if (m.architecture == Architecture::transformer) t.validate_heads();
   ATTN_CHECK(m.num_steps <= t.max_len, ValueError,
              "num_steps {} is more than max_len {} (the positional encoding's positions)",
              m.num_steps, t.max_len);

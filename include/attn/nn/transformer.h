@@ -45,6 +45,9 @@ struct TransformerConfig {
   Shape layer_norm_shape() const { return norm_shape.empty() ? Shape{num_hiddens} : norm_shape; }
   std::int64_t kv_heads() const { return num_kv_heads == 0 ? num_heads : num_kv_heads; }
   void validate() const;  // ValueError naming the first bad field
+  // The rules of num_kv_heads and rotary positions alone (validate's last),
+  // for a config whose vocabulary sizes the data has yet to set.
+  void validate_heads() const;
 };
 
 // dense2(relu(dense1(X))): (B, T, in) -> (B, T, out)
