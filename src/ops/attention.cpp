@@ -293,7 +293,7 @@ struct Problem {
   Tensor qstart;  // (B) i64, contiguous, or undefined
   bool rotary_q = false, rotary_k = false;
   double rotary_base = 10000.0;
-  Tensor angles;  // (2, K, D / 2) in q's dtype where rotary_q or rotary_k
+  Tensor angles;  // (2, K' >= K, D / 2) in q's dtype where rotary_q or rotary_k
   bool positions() const { return bias.defined() || rotary_q || rotary_k; }
   std::int64_t N() const { return B * H; }
   Shape out_shape() const { return four_d ? Shape{B, Q, H, Dv} : Shape{B, Q, Dv}; }
@@ -440,7 +440,7 @@ AttnArgs<T> make_args(const Problem& p) {
   if (p.qstart.defined()) a.qstart = p.qstart.data<std::int64_t>();
   if (p.angles.defined()) {
     a.rot_cos = p.angles.data<T>();
-    a.rot_sin = a.rot_cos + p.K * (p.D / 2);
+    a.rot_sin = a.rot_cos + p.angles.size(1) * (p.D / 2);
     a.rotary_q = p.rotary_q;
     a.rotary_k = p.rotary_k;
   }

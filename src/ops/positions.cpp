@@ -112,16 +112,27 @@ Tensor rotate(const Tensor& x, std::int64_t lo, std::int64_t P, double base, int
 
 Tensor detail::rotary_angles(std::int64_t D, double base, std::int64_t P, DType dtype) {
   const std::int64_t half = D / 2;
-  const std::shared_ptr<const Angles> a = angles(D, base, P);
-  Tensor out = Tensor::empty({2, P, half}, dtype);
-  dispatch_float(dtype, "rotary_angles", [&]<class T_>() {
-    T_* o = out.data<T_>();
-    for (std::int64_t k = 0; k < P * half; ++k) {
-      o[k] = static_cast<T_>(a->cos[static_cast<std::size_t>(k)]);
-      o[P * half + k] = static_cast<T_>(a->sin[static_cast<std::size_t>(k)]);
-    }
-  });
-  return out;
+  // Rounds all the positions `a` holds to `dtype`: (2, a.P, half).
+  const auto typed = [&](const Angles& a) {
+    Tensor out = Tensor::empty({2, a.P, half}, dtype);
+    dispatch_float(dtype, "rotary_angles", [&]<class T_>() {
+      T_* o = out.data<T_>();
+      for (std::int64_t k = 0; k < a.P * half; ++k) {
+        o[k] = static_cast<T_>(a.cos[static_cast<std::size_t>(k)]);
+        o[a.P * half + k] = static_cast<T_>(a.sin[static_cast<std::size_t>(k)]);
+      }
+    });
+    return out;
+  };
+  if (P > kKeptPositions) return typed(*angles(D, base, P));
+  // Kept per (D, base, dtype) like the f64 angles, so that a decoding step
+  // reads the table rather than rounding every position again.
+  static std::mutex mutex;
+  static std::map<std::tuple<std::int64_t, double, DType>, Tensor> kept;
+  const std::lock_guard lock(mutex);
+  Tensor& t = kept[{D, base, dtype}];
+  if (!t.defined() || t.size(1) < P) t = typed(*angles(D, base, P));
+  return t;
 }
 
 namespace {
@@ -222,11 +233,13 @@ Tensor alibi_bias(std::int64_t heads, std::int64_t K, DType dtype) {
   const std::vector<double> slopes = alibi_slopes(heads);
   Tensor out = Tensor::empty({heads, 2 * K - 1}, dtype);
   dispatch_float(dtype, "alibi_bias", [&]<class T_>() {
-    T_* o = out.data<T_>();
-    for (std::int64_t h = 0; h < heads; ++h)
-      for (std::int64_t i = 0; i < 2 * K - 1; ++i)
-        o[h * (2 * K - 1) + i] = static_cast<T_>(-slopes[static_cast<std::size_t>(h)] *
-                                                 static_cast<double>(std::abs(i - (K - 1))));
+    for (std::int64_t h = 0; h < heads; ++h) {
+      // Entry K - 1 + d and K - 1 - d hold the same -slope x |d|.
+      T_* mid = out.data<T_>() + h * (2 * K - 1) + (K - 1);
+      const double slope = slopes[static_cast<std::size_t>(h)];
+      for (std::int64_t d = 0; d < K; ++d)
+        mid[d] = mid[-d] = static_cast<T_>(-slope * static_cast<double>(d));
+    }
   });
   return out;
 }
