@@ -279,6 +279,18 @@ def transformer(edition, src_vocab, tgt_vocab, hiddens, ffn, heads, layers, drop
         TransformerDecoder(edition, tgt_vocab, hiddens, ffn, heads, layers, dropout, max_len))
 
 
+def unsupported_positions(cfg):
+    """Why an attn config.json is not d2l's Transformer as built above (its
+    positions are not the added sinusoids, or its keys and values have fewer
+    heads than its queries), or None when it is."""
+    positions = cfg.get("positions", "sinusoidal")
+    kv_heads = cfg.get("num_kv_heads", 0) or cfg["num_heads"]
+    if positions != "sinusoidal" or kv_heads != cfg["num_heads"]:
+        return (f"--positions {positions}, --num-kv-heads {kv_heads}: only d2l's sinusoidal "
+                f"positions with full key/value heads are built here")
+    return None
+
+
 # ---- d2l 0.17's RNN encoder-decoder with Bahdanau attention (10.4) ----
 
 class AdditiveAttention(nn.Module):

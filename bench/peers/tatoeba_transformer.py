@@ -48,7 +48,8 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
-from d2l_torch import inference_mode, masked_softmax, transformer, xavier_init  # noqa: E402
+from d2l_torch import (inference_mode, masked_softmax, transformer,  # noqa: E402
+                       unsupported_positions, xavier_init)
 
 PAD, BOS, EOS = 1, 2, 3  # attn's SentencePiece ids: <unk> 0, <pad> 1, <bos> 2, <eos> 3
 
@@ -272,6 +273,8 @@ def main():
         rec = json.load(f)
     with open(os.path.join(a.model, "config.json")) as f:
         cfg = json.load(f)
+    if unsupported_positions(cfg):
+        sys.exit(f"tatoeba_transformer: {a.model}: {unsupported_positions(cfg)}")
     minutes = a.minutes if a.minutes is not None else rec["time_limit"]
     sp = spm.SentencePieceProcessor(model_file=os.path.join(a.model, "spm.model"))
     assert [sp.id_to_piece(i) for i in range(4)] == ["<unk>", "<pad>", "<bos>", "<eos>"]

@@ -62,7 +62,7 @@ import sentencepiece as spm
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
-from d2l_torch import CachedDecoder, transformer  # noqa: E402
+from d2l_torch import CachedDecoder, transformer, unsupported_positions  # noqa: E402
 from peer_malloc import tune_malloc  # noqa: E402
 
 PAD, BOS, EOS = 1, 2, 3  # attn's SentencePiece ids: <unk> 0, <pad> 1, <bos> 2, <eos> 3
@@ -97,6 +97,8 @@ def load_model(model_dir):
         sys.exit(f"translate_peer: {model_dir} is not a SentencePiece Transformer "
                  f"(architecture {cfg.get('architecture', 'transformer')}, tokenizer "
                  f"{cfg.get('tokenizer', 'word')})")
+    if unsupported_positions(cfg):
+        sys.exit(f"translate_peer: {model_dir}: {unsupported_positions(cfg)}")
     sp = spm.SentencePieceProcessor(model_file=os.path.join(model_dir, "spm.model"))
     assert [sp.id_to_piece(i) for i in range(4)] == ["<unk>", "<pad>", "<bos>", "<eos>"]
     net = transformer("0.17", cfg["src_vocab_size"], cfg["tgt_vocab_size"], cfg["num_hiddens"],
