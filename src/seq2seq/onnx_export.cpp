@@ -6,9 +6,11 @@
 #include <map>
 #include <memory>
 #include <variant>
+#include <vector>
 
 #include "attn/core/error.h"
 #include "attn/io/atomic_file.h"
+#include "attn/ops/positions.h"
 #include "io/protobuf_writer.h"
 
 namespace attn::seq2seq {
@@ -296,6 +298,30 @@ class TransformerGraph {
         num_heads_(c.num_heads),
         head_dim_(c.num_hiddens / c.num_heads) {}
 
+  // Rotary positions: `table` (max_len, head_dim), row t the pairs
+  // (cos t theta_i, sin t theta_i), as attn's kernels round them.
+  void set_rotary(const std::string& table) { rotary_ = table; }
+  bool rotary() const { return !rotary_.empty(); }
+
+  // Heads x (B, heads, T, head_dim) at positions start.. (start and T 1-D
+  // int64 tensors of one element), each pair (x[2i], x[2i + 1]) turned by
+  // position x theta_i, as attn::rotary does.
+  std::string rotate(const std::string& x, const std::string& start, const std::string& len) {
+    const std::int64_t half = head_dim_ / 2;
+    std::string pairs = b_.op("Reshape", {x, b_.ints({0, 0, 0, half, 2})});
+    const auto part = [&](const std::string& t, std::int64_t k, std::int64_t axis) {
+      return b_.op("Slice", {t, b_.ints({k}), b_.ints({k + 1}), b_.ints({axis})});
+    };
+    std::string rows = b_.op("Slice", {rotary_, start, b_.op("Add", {start, len}), b_.ints({0})});
+    rows = b_.op("Reshape", {rows, b_.ints({-1, half, 2})});  // (T, half, 2)
+    std::string c = part(rows, 0, 2), s = part(rows, 1, 2);
+    std::string x0 = part(pairs, 0, 4), x1 = part(pairs, 1, 4);
+    std::string y0 = b_.op("Sub", {b_.op("Mul", {x0, c}), b_.op("Mul", {x1, s})});
+    std::string y1 = b_.op("Add", {b_.op("Mul", {x0, s}), b_.op("Mul", {x1, c})});
+    std::string y = b_.op("Concat", {y0, y1}, {{"axis", std::int64_t{4}}});
+    return b_.op("Reshape", {y, b_.ints({0, 0, 0, head_dim_})});
+  }
+
   // x (..., in) W^T + b. The weight is stored transposed, as "<name>.weight.T" (in, out).
   std::string linear(const nn::Linear& l, const std::string& name, const std::string& x) {
     const Shape& s = l.weight.shape();
@@ -343,14 +369,16 @@ class TransformerGraph {
     return linear(*f.dense2, name + ".dense2", h);
   }
 
-  // embedding(ids) * sqrt(num_hiddens) + P[start : start + T]; start and T
-  // are 1-D int64 tensors of one element.
+  // embedding(ids) * sqrt(num_hiddens) + P[start : start + T] (nothing
+  // added when pe is empty: rotary); start and T are 1-D int64 tensors of
+  // one element.
   std::string embed(const nn::Embedding& e, const std::string& name, const std::string& ids,
                     const std::string& pe, const std::string& start, const std::string& len) {
     std::string x =
         b_.op("Gather", {b_.weight(name + ".weight", e.weight), ids}, {{"axis", std::int64_t{0}}});
     x = b_.op("Mul",
               {x, b_.real(static_cast<float>(std::sqrt(static_cast<double>(num_hiddens_))))});
+    if (pe.empty()) return x;
     std::string end = b_.op("Add", {start, len});
     std::string pos = b_.op("Slice", {pe, start, end, b_.ints({0})});
     return b_.op("Add", {x, pos});
@@ -368,17 +396,22 @@ class TransformerGraph {
 
   std::string squeeze(const std::string& one) { return b_.op("Squeeze", {one, b_.ints({0})}); }
 
-  // Multi-head attention of `queries` against keys and values already in heads.
+  // Multi-head attention of `queries` against keys and values already in
+  // heads; with rotary positions and `start` given, the queries are turned
+  // to positions start.. first (the keys were turned by the caller).
   std::string mha(const nn::MultiHeadAttention& m, const std::string& name,
                   const std::string& queries, const std::string& K, const std::string& V,
-                  const std::string& mask) {
+                  const std::string& mask, const std::string& start = "",
+                  const std::string& len = "") {
     std::string q = heads(linear(*m.W_q, name + ".W_q", queries));
+    if (rotary() && !start.empty()) q = rotate(q, start, len);
     return linear(*m.W_o, name + ".W_o", merge_heads(attend(q, K, V, mask)));
   }
 
  private:
   Builder& b_;
   std::int64_t num_hiddens_, num_heads_, head_dim_;
+  std::string rotary_;
 };
 
 std::string layer_name(const char* what, std::int64_t l) { return fmt::format("{}.{}", what, l); }
@@ -435,9 +468,10 @@ std::vector<std::string> build_encoder(Builder& b, TransformerGraph& t,
       const std::string n = fmt::format("encoder.blks.block{}", l);
       const auto& a = *blk.attention;
       std::string K = t.heads(t.linear(*a.W_k, n + ".attention.W_k", X));
+      if (t.rotary()) K = t.rotate(K, b.ints({0}), S);
       std::string V = t.heads(t.linear(*a.W_v, n + ".attention.W_v", X));
-      std::string Y =
-          t.add_norm(*blk.addnorm1, n + ".addnorm1", X, t.mha(a, n + ".attention", X, K, V, mask));
+      std::string Y = t.add_norm(*blk.addnorm1, n + ".addnorm1", X,
+                                 t.mha(a, n + ".attention", X, K, V, mask, b.ints({0}), S));
       X = t.add_norm(*blk.addnorm2, n + ".addnorm2", Y, t.ffn(*blk.ffn, n + ".ffn", Y));
     }
     for (std::int64_t l = 0; l < L; ++l) {
@@ -488,13 +522,14 @@ void build_decoder_step(Builder& b, TransformerGraph& t, const nn::EncoderDecode
     const std::string n = fmt::format("decoder.blks.block{}", l);
     const auto& a1 = *blk.attention1;
     std::string k = t.heads(t.linear(*a1.W_k, n + ".attention1.W_k", Y));
+    if (t.rotary()) k = t.rotate(k, past, T);  // the cache keeps keys turned
     std::string v = t.heads(t.linear(*a1.W_v, n + ".attention1.W_v", Y));
     std::string K = b.op("Concat", {layer_name("past_self_key", l), k}, {{"axis", std::int64_t{2}}},
                          layer_name("present_self_key", l));
     std::string V = b.op("Concat", {layer_name("past_self_value", l), v},
                          {{"axis", std::int64_t{2}}}, layer_name("present_self_value", l));
     std::string Y1 = t.add_norm(*blk.addnorm1, n + ".addnorm1", Y,
-                                t.mha(a1, n + ".attention1", Y, K, V, causal));
+                                t.mha(a1, n + ".attention1", Y, K, V, causal, past, T));
     std::string Y2 = t.add_norm(
         *blk.addnorm2, n + ".addnorm2", Y1,
         t.mha(*blk.attention2, n + ".attention2", Y1, cross[2 * l], cross[2 * l + 1], cross_mask));
@@ -513,9 +548,11 @@ void build_model(ModelProto& model, const LoadedModel& m) {
   ATTN_CHECK(c.layer_norm_shape() == Shape{c.num_hiddens}, ValueError,
              "ONNX export: layer norms over {} are not supported (only over the last dim, {})",
              shape_str(c.layer_norm_shape()), c.num_hiddens);
-  ATTN_CHECK(c.positions == nn::Positions::sinusoidal && c.kv_heads() == c.num_heads, ValueError,
-             "ONNX export: only d2l's sinusoidal positions and full key/value heads are exported "
-             "(this model: --positions {}, --num-kv-heads {})",
+  ATTN_CHECK((c.positions == nn::Positions::sinusoidal || c.positions == nn::Positions::rotary) &&
+                 c.kv_heads() == c.num_heads,
+             ValueError,
+             "ONNX export: only sinusoidal or rotary positions with full key/value heads are "
+             "exported (this model: --positions {}, --num-kv-heads {})",
              enum_name(c.positions), c.kv_heads());
 
   model.ir_version = kOnnxIrVersion;
@@ -535,7 +572,17 @@ void build_model(ModelProto& model, const LoadedModel& m) {
   Builder b(g);
   TransformerGraph t(b, c);
   const Tensor& P = net.encoder->pos_encoding->P;  // (1, max_len, H)
-  const std::string pe = b.weight("pos_encoding.P", P, {P.size(1), P.size(2)});
+  std::string pe;
+  if (c.positions == nn::Positions::sinusoidal) {
+    pe = b.weight("pos_encoding.P", P, {P.size(1), P.size(2)});
+  } else {
+    // attn::rotary of (1, 0) pairs at every position: (cos, sin) pairs, the
+    // angles as the kernels have them.
+    const std::int64_t D = c.num_hiddens / c.num_heads;
+    std::vector<float> ones(static_cast<std::size_t>(c.max_len * D), 0.0f);
+    for (std::size_t k = 0; k < ones.size(); k += 2) ones[k] = 1.0f;
+    t.set_rotary(b.weight("rotary.cos_sin", rotary(from_vector(ones, {c.max_len, D}))));
+  }
   const std::vector<std::string> cross = build_encoder(b, t, net, c, pe);
   build_decoder_step(b, t, net, c, pe, cross);
 }

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
+#include <string>
+#include <tuple>
 
 #include "apps/spawn.h"
 #include "attn/data/text.h"
@@ -27,7 +29,19 @@ const std::string kCorpus = kSource + "/datasets/fra-eng/fra.txt.gz";
 constexpr double kLogitTolerance = 1e-4;
 
 // A d2l-sized Transformer trained briefly on the bundled corpus.
-LoadedModel trained_model(bool use_bias) {
+// The cases run in ONNX Runtime: d2l's model with and without the
+// projections' biases, and one with rotary positions.
+struct Case {
+  bool use_bias;
+  nn::Positions positions;
+};
+
+void PrintTo(const Case& k, std::ostream* os) {
+  *os << "use_bias " << k.use_bias << ", positions " << enum_name(k.positions);
+}
+
+LoadedModel trained_model(const Case& k) {
+  const bool use_bias = k.use_bias;
   data::NmtOptions o;
   o.num_examples = 300;
   data::NmtData data = data::load_data_nmt(kCorpus, o);
@@ -37,6 +51,7 @@ LoadedModel trained_model(bool use_bias) {
   c.src_vocab_size = static_cast<std::int64_t>(data.src_vocab.size());
   c.tgt_vocab_size = static_cast<std::int64_t>(data.tgt_vocab.size());
   c.use_bias = use_bias;
+  c.positions = k.positions;
   m.config.num_steps = o.num_steps;
   m.net = std::make_shared<nn::EncoderDecoder>(c);
   nn::xavier_init(*m.net, default_generator());
@@ -114,7 +129,7 @@ std::vector<std::string> lines_of(const fs::path& p) {
   return out;
 }
 
-class OnnxRuntime : public attn::testing::TempDirTest, public ::testing::WithParamInterface<bool> {
+class OnnxRuntime : public attn::testing::TempDirTest, public ::testing::WithParamInterface<Case> {
  protected:
   // Runs tools/onnx_translate.mjs with `args`; its stdout lines.
   std::vector<std::string> run_node(const std::vector<std::string>& args, const std::string& log) {
@@ -176,6 +191,25 @@ TEST(OnnxExport, RefusesWhatTheGraphCannotHold) {
     EXPECT_EQ(std::string(e.what()),
               "ONNX export: layer norms over [3, 4] are not supported (only over the last dim, 4)");
   }
+  c.norm_shape = {};
+  for (auto [positions, kv_heads, name] :
+       {std::tuple{nn::Positions::learned, 0, "learned, --num-kv-heads 2"},
+        std::tuple{nn::Positions::alibi, 0, "alibi, --num-kv-heads 2"},
+        std::tuple{nn::Positions::relative, 0, "relative, --num-kv-heads 2"},
+        std::tuple{nn::Positions::rotary, 1, "rotary, --num-kv-heads 1"}}) {
+    c.positions = positions;
+    c.num_kv_heads = kv_heads;
+    m.net = std::make_shared<nn::EncoderDecoder>(c);
+    try {
+      onnx_model_bytes(m);
+      FAIL() << name;
+    } catch (const ValueError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                std::string("ONNX export: only sinusoidal or rotary positions with full key/value "
+                            "heads are exported (this model: --positions ") +
+                    name + ")");
+    }
+  }
 }
 
 TEST_P(OnnxRuntime, GivesAttnsLogitsAndTranslations) {
@@ -184,8 +218,8 @@ TEST_P(OnnxRuntime, GivesAttnsLogitsAndTranslations) {
   ASSERT_TRUE(fs::exists(kSource + "/tools/node_modules/onnxruntime-node/package.json"))
       << "onnxruntime-node is not installed in tools/node_modules: run scripts/install-deps.sh";
 
-  const bool use_bias = GetParam();
-  LoadedModel m = trained_model(use_bias);
+  const Case k = GetParam();
+  LoadedModel m = trained_model(k);
   const std::string onnx = (dir_ / "model.onnx").string();
   export_onnx(m, onnx);
   const std::vector<std::string> sentences = test_sentences();
@@ -219,8 +253,9 @@ TEST_P(OnnxRuntime, GivesAttnsLogitsAndTranslations) {
   }
   const double prefill = dump["prefill_max_diff"].get<double>();
   const double trimmed = dump["trimmed_max_diff"].get<double>();
-  std::cout << "ONNX Runtime against attn (use_bias " << use_bias << "): " << B << " sentences, "
-            << want.ids.size() << " steps, logits max |diff| " << max_diff
+  std::cout << "ONNX Runtime against attn (use_bias " << k.use_bias << ", positions "
+            << enum_name(k.positions) << "): " << B << " sentences, " << want.ids.size()
+            << " steps, logits max |diff| " << max_diff
             << "; in ONNX Runtime, the whole prefix in one call against the steps: " << prefill
             << ", sources cut to " << dump["trimmed_src_len"].get<std::int64_t>()
             << " tokens: " << trimmed << "\n";
@@ -237,5 +272,12 @@ TEST_P(OnnxRuntime, GivesAttnsLogitsAndTranslations) {
   EXPECT_EQ(run_node(args, "batches-of-7"), want_text);
 }
 
-INSTANTIATE_TEST_SUITE_P(UseBias, OnnxRuntime, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "Biases" : "NoBiases"; });
+INSTANTIATE_TEST_SUITE_P(Models, OnnxRuntime,
+                         ::testing::Values(Case{false, nn::Positions::sinusoidal},
+                                           Case{true, nn::Positions::sinusoidal},
+                                           Case{false, nn::Positions::rotary}),
+                         [](const auto& info) {
+                           const Case& k = info.param;
+                           return std::string(k.use_bias ? "Biases" : "NoBiases") +
+                                  (k.positions == nn::Positions::rotary ? "Rotary" : "");
+                         });
