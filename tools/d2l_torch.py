@@ -124,6 +124,18 @@ class DotProductAttention(nn.Module):
         return torch.bmm(self.dropout(masked_softmax(scores, valid_lens)), v)
 
 
+def rotary(X, start=0):
+    """attn's rotary positions (ops/positions.h) on X (..., T, D): row t at
+    position start + t, each pair (X[2i], X[2i + 1]) turned by the angle
+    position * 10000^(-2i / D), computed in float64 and rounded to X's type."""
+    T, D = X.shape[-2], X.shape[-1]
+    theta = torch.pow(10000.0, -torch.arange(0, D, 2, dtype=torch.float64) / D)
+    angle = torch.arange(start, start + T, dtype=torch.float64)[:, None] * theta[None, :]
+    c, s = torch.cos(angle).to(X.dtype), torch.sin(angle).to(X.dtype)
+    x0, x1 = X[..., 0::2], X[..., 1::2]
+    return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2)
+
+
 def dense(edition, n_in, n_out, bias=True):
     """0.17 sizes every layer (nn.Linear); 1.0 lets the first call do it (nn.LazyLinear)."""
     return nn.Linear(n_in, n_out, bias=bias) if edition == "0.17" else nn.LazyLinear(n_out, bias=bias)
@@ -133,6 +145,8 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, edition, hiddens, heads, dropout, bias=False):
         super().__init__()
         self.num_heads = heads
+        # attn's --positions rotary: keys at 0..Tk-1, queries the last Tq of them.
+        self.rotary = False
         self.attention = DotProductAttention(dropout)
         self.W_q, self.W_k, self.W_v, self.W_o = (dense(edition, hiddens, hiddens, bias)
                                                   for _ in range(4))
@@ -143,6 +157,8 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, q, k, v, valid_lens):
         q, k, v = self.split(self.W_q(q)), self.split(self.W_k(k)), self.split(self.W_v(v))
+        if self.rotary:
+            q, k = rotary(q, k.shape[1] - q.shape[1]), rotary(k)
         if valid_lens is not None:
             valid_lens = torch.repeat_interleave(valid_lens, repeats=self.num_heads, dim=0)
         out = self.attention(q, k, v, valid_lens)
@@ -176,9 +192,12 @@ class PositionalEncoding(nn.Module):
         X = torch.arange(max_len, dtype=torch.float32).reshape(-1, 1) / torch.pow(
             10000, torch.arange(0, hiddens, 2, dtype=torch.float32) / hiddens)
         self.P[:, :, 0::2], self.P[:, :, 1::2] = torch.sin(X), torch.cos(X)
+        self.rotary = False
 
     def forward(self, X, offset=0):
         """`offset`: the position of X's first row (0 in d2l; a decoding step's t)."""
+        if self.rotary:  # positions in the attention: nothing added
+            return self.dropout(X)
         return self.dropout(X + self.P[:, offset:offset + X.shape[1], :])
 
 
@@ -271,22 +290,32 @@ class EncoderDecoder(nn.Module):
 
 
 def transformer(edition, src_vocab, tgt_vocab, hiddens, ffn, heads, layers, dropout,
-                use_bias=False, max_len=1000):
-    """d2l's Transformer: an encoder and a decoder of `layers` blocks each."""
-    return EncoderDecoder(
+                use_bias=False, max_len=1000, positions="sinusoidal"):
+    """d2l's Transformer: an encoder and a decoder of `layers` blocks each.
+    positions="rotary" is attn's --positions rotary: nothing added to the
+    embeddings, queries and keys of every self-attention turned instead."""
+    assert positions in ("sinusoidal", "rotary"), positions
+    net = EncoderDecoder(
         TransformerEncoder(edition, src_vocab, hiddens, ffn, heads, layers, dropout, use_bias,
                            max_len),
         TransformerDecoder(edition, tgt_vocab, hiddens, ffn, heads, layers, dropout, max_len))
+    if positions == "rotary":
+        net.encoder.pos_encoding.rotary = net.decoder.pos_encoding.rotary = True
+        for blk in net.encoder.blks:
+            blk.attention.rotary = True
+        for blk in net.decoder.blks:
+            blk.attention1.rotary = True
+    return net
 
 
 def unsupported_positions(cfg):
-    """Why an attn config.json is not d2l's Transformer as built above (its
-    positions are not the added sinusoids, or its keys and values have fewer
-    heads than its queries), or None when it is."""
+    """Why an attn config.json is not a Transformer `transformer` builds (its
+    positions are neither the added sinusoids nor rotary, or its keys and
+    values have fewer heads than its queries), or None when it is."""
     positions = cfg.get("positions", "sinusoidal")
     kv_heads = cfg.get("num_kv_heads", 0) or cfg["num_heads"]
-    if positions != "sinusoidal" or kv_heads != cfg["num_heads"]:
-        return (f"--positions {positions}, --num-kv-heads {kv_heads}: only d2l's sinusoidal "
+    if positions not in ("sinusoidal", "rotary") or kv_heads != cfg["num_heads"]:
+        return (f"--positions {positions}, --num-kv-heads {kv_heads}: only sinusoidal or rotary "
                 f"positions with full key/value heads are built here")
     return None
 
@@ -429,11 +458,15 @@ class CachedDecoder:
     def step(self, tokens, t, state):
         """tokens (rows,) at position t: the logits of the next token (rows, vocab)."""
         dec, H, n = self.dec, self.heads, state["n"]
-        X = dec.embedding(tokens) * self.scale + dec.pos_encoding.P[0, t]
+        X = dec.embedding(tokens) * self.scale
+        if not dec.pos_encoding.rotary:
+            X = X + dec.pos_encoding.P[0, t]
         R, d = X.shape
         S = R // n
         for i, blk in enumerate(dec.blks):
             q, k, v = nn.functional.linear(X, *self.qkv[i]).reshape(R, 3, H, 1, d // H).unbind(1)
+            if blk.attention1.rotary:  # the cache keeps keys turned
+                q, k = rotary(q, t), rotary(k, t)
             if state["self"][i] is not None:
                 k = torch.cat([state["self"][i][0], k], 2)
                 v = torch.cat([state["self"][i][1], v], 2)

@@ -48,7 +48,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
-from d2l_torch import (inference_mode, masked_softmax, transformer,  # noqa: E402
+from d2l_torch import (inference_mode, masked_softmax, rotary, transformer,  # noqa: E402
                        unsupported_positions, xavier_init)
 
 PAD, BOS, EOS = 1, 2, 3  # attn's SentencePiece ids: <unk> 0, <pad> 1, <bos> 2, <eos> 3
@@ -157,6 +157,8 @@ def decode_step(dec, tok, t, self_kv, cross_kv, src_valid):
     for i, blk in enumerate(dec.blks):
         a1 = blk.attention1
         q, k, v = a1.split(a1.W_q(X)), a1.split(a1.W_k(X)), a1.split(a1.W_v(X))
+        if a1.rotary:  # the cache keeps keys turned
+            q, k = rotary(q, t), rotary(k, t)
         if self_kv[i] is not None:
             k, v = torch.cat([self_kv[i][0], k], 1), torch.cat([self_kv[i][1], v], 1)
         self_kv[i] = (k, v)
@@ -289,7 +291,8 @@ def main():
     torch.manual_seed(rec["seed"])
     V = sp.get_piece_size()
     net = transformer("0.17", V, V, cfg["num_hiddens"], cfg["ffn_num_hiddens"], cfg["num_heads"],
-                      cfg["num_layers"], cfg["dropout"], cfg["use_bias"], max_len)
+                      cfg["num_layers"], cfg["dropout"], cfg["use_bias"], max_len,
+                      cfg.get("positions", "sinusoidal"))
     xavier_init(net)
     if rec.get("embedding_init", "normal") == "scaled":
         for m in net.modules():

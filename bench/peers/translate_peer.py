@@ -103,7 +103,7 @@ def load_model(model_dir):
     assert [sp.id_to_piece(i) for i in range(4)] == ["<unk>", "<pad>", "<bos>", "<eos>"]
     net = transformer("0.17", cfg["src_vocab_size"], cfg["tgt_vocab_size"], cfg["num_hiddens"],
                       cfg["ffn_num_hiddens"], cfg["num_heads"], cfg["num_layers"], cfg["dropout"],
-                      cfg["use_bias"], cfg["max_len"])
+                      cfg["use_bias"], cfg["max_len"], cfg.get("positions", "sinusoidal"))
     net.load_state_dict(read_safetensors(os.path.join(model_dir, "model.safetensors")), strict=True)
     net.eval()
     for p in net.parameters():
