@@ -80,7 +80,7 @@ def train(args):
         for s, t in read_pairs(args.corpus):
             if s not in unseen:
                 f.write(f"{s}\t{t}\n")
-    train_run(args, REFERENCE, ["--data", corpus,
+    train_run(args, REFERENCE, ["--data", corpus, "--positions", "sinusoidal",
                                 "--valid-data", os.path.join(first, "data", "valid.tsv"),
                                 "--test-data", os.path.join(first, "data", "test.tsv")])
 

@@ -204,6 +204,8 @@ TEST(HParams, ChoicesPresetsAndFlatJson) {
             "'c': \"num_heads\" = 0 is outside [1, 1024]");
   // What --dump-config prints reads back the same.
   RunSpec t = preset_run("tatoeba");
+  EXPECT_EQ(t.model.transformer.positions, nn::Positions::rotary);
+  EXPECT_EQ(preset_run("d2l").model.transformer.positions, nn::Positions::sinusoidal);
   t.data.path = "/x";
   nlohmann::json dumped = nlohmann::json::parse(hparams_to_flat_json(t).dump());
   RunSpec back;
