@@ -169,9 +169,10 @@ int run(int argc, char** argv) {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
       if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-      // A mistyped flag or command: the nearest one, and its command's --help.
+      // A mistyped flag or command, the nearest one; a bad value: the --help
+      // of the command being parsed.
       const attn::cli::UsageError u = attn::cli::usage_error_of(app, e, argc, argv);
-      return usage_error(u.message, u.hint, u.hint.empty() ? "attn" : u.command);
+      return usage_error(u.message, u.hint, u.command.empty() ? "attn" : u.command);
     }
     if (!ctx.action) return usage_error(missing_command(app));
     attn::check_env();  // a variable set to what it cannot be is one line, exit 1

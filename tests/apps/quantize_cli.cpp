@@ -177,7 +177,7 @@ TEST_F(QuantizeCli, AnUnknownValueIsAUsageError) {
   const auto err = lines(err_of("bad"));
   ASSERT_EQ(err.size(), 2u) << err_of("bad");
   EXPECT_EQ(err[0], "attn: error: --quantize: int4 not in {auto,none,int8}");
-  EXPECT_EQ(err[1], "Run 'attn --help' for usage.");
+  EXPECT_EQ(err[1], "Run 'attn translate --help' for usage.");
 }
 
 // Without an int8 kernel (forced by ATTN_ISA=portable, which leaves f32 on
