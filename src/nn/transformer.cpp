@@ -119,7 +119,7 @@ RelativePositions TransformerStack<Block>::self_positions(std::int64_t K, DType 
                                                           const Tensor& query_start) {
   RelativePositions p;
   p.query_start = query_start;
-  if (positions == Positions::alibi) p.bias = alibi_bias(num_heads, K, dtype);
+  if (positions == Positions::alibi) p.bias = alibi_bias_kept(num_heads, K, dtype);
   if (positions == Positions::relative) {
     p.bias = relative_bias->forward(K);
     if (p.bias.dtype() != dtype) p.bias = p.bias.to(dtype);

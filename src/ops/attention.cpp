@@ -348,7 +348,8 @@ void check_positions(Problem& p, const AttentionOptions& opt, DType dtype, const
              dtype_name(pb.dtype()));
   ATTN_CHECK(p.qstart.defined() || p.Q <= p.K, ValueError,
              "{}: a position bias with {} queries after {} keys needs query_start", op, p.Q, p.K);
-  p.bias = pb.detach().contiguous();
+  // A view with rows apart (alibi_bias_kept's) is read in place.
+  p.bias = pb.stride(1) == 1 ? pb.detach() : pb.detach().contiguous();
 }
 
 Problem prepare(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt,
@@ -436,7 +437,10 @@ AttnArgs<T> make_args(const Problem& p) {
   }
   a.scale = p.scale;
   a.kv_group = p.kv_group;
-  if (p.bias.defined()) a.bias = p.bias.data<T>();
+  if (p.bias.defined()) {
+    a.bias = p.bias.data<T>();
+    a.bias_stride = p.bias.stride(0);
+  }
   if (p.qstart.defined()) a.qstart = p.qstart.data<std::int64_t>();
   if (p.angles.defined()) {
     a.rot_cos = p.angles.data<T>();

@@ -230,6 +230,7 @@ std::int64_t t5_bucket(std::int64_t offset, bool bidirectional, std::int64_t num
 
 Tensor alibi_bias(std::int64_t heads, std::int64_t K, DType dtype) {
   ATTN_CHECK(K >= 1, ValueError, "alibi_bias: needs at least one key, got {}", K);
+  ATTN_CHECK(heads >= 1, ValueError, "alibi_bias: needs at least one head, got {}", heads);
   const std::vector<double> slopes = alibi_slopes(heads);
   Tensor out = Tensor::empty({heads, 2 * K - 1}, dtype);
   dispatch_float(dtype, "alibi_bias", [&]<class T_>() {
@@ -242,6 +243,22 @@ Tensor alibi_bias(std::int64_t heads, std::int64_t K, DType dtype) {
     }
   });
   return out;
+}
+
+Tensor alibi_bias_kept(std::int64_t heads, std::int64_t K, DType dtype) {
+  ATTN_CHECK(K >= 1, ValueError, "alibi_bias_kept: needs at least one key, got {}", K);
+  if (K > kKeptPositions) return alibi_bias(heads, K, dtype);
+  // Grown geometrically; a table replaced stays alive in the views of it.
+  static std::mutex mutex;
+  static std::map<std::pair<std::int64_t, DType>, Tensor> kept;
+  const std::lock_guard lock(mutex);
+  Tensor& t = kept[{heads, dtype}];
+  const std::int64_t have = t.defined() ? (t.size(1) + 1) / 2 : 0;
+  if (have < K)
+    t = alibi_bias(heads, std::min(kKeptPositions, std::max({K, 2 * have, std::int64_t{64}})),
+                   dtype);
+  const std::int64_t kk = (t.size(1) + 1) / 2;
+  return t.narrow(1, kk - K, 2 * K - 1);
 }
 
 namespace {

@@ -218,6 +218,38 @@ TEST(AttentionPositions, DecodeRowEqualsFullForwardRow) {
   });
 }
 
+// alibi_bias_kept: alibi_bias's values as a view of a kept table, whose
+// rows lie further apart than 2K - 1; the kernels read it in place and give
+// the bits of the packed bias, tiled forward and decode, every instruction set.
+TEST(AttentionPositions, KeptAlibiViewIsReadInPlace) {
+  const std::int64_t H = 3, D = 8;
+  ASSERT_EQ(to_vector<float>(alibi_bias_kept(H, 200)), to_vector<float>(alibi_bias(H, 200)));
+  for (std::int64_t K : {1, 5, 13, 70}) {
+    const Tensor kept = alibi_bias_kept(H, K);
+    EXPECT_EQ(to_vector<float>(kept), to_vector<float>(alibi_bias(H, K))) << K;
+    if (K > 1) EXPECT_GT(kept.stride(0), 2 * K - 1) << K;  // a view of the kept table
+  }
+  for_each_isa([&] {
+    for (std::int64_t K : {13, 70}) {
+      Generator gen(5);
+      Tensor q = uniform(-2, 2, {2, K, H, D}, gen), k = uniform(-2, 2, {2, K, H, D}, gen),
+             v = uniform(-1, 1, {2, K, H, D}, gen);
+      AttentionOptions packed, view;
+      packed.causal = view.causal = true;
+      packed.training = view.training = false;
+      packed.position_bias = alibi_bias(H, K);
+      view.position_bias = alibi_bias_kept(H, K);
+      EXPECT_EQ(to_vector<float>(scaled_dot_product_attention(q, k, v, view)),
+                to_vector<float>(scaled_dot_product_attention(q, k, v, packed)))
+          << "forward, K " << K;
+      const Tensor q1 = q.narrow(1, K - 1, 1);
+      EXPECT_EQ(to_vector<float>(attention_decode(q1, k, v, view)),
+                to_vector<float>(attention_decode(q1, k, v, packed)))
+          << "decode, K " << K;
+    }
+  });
+}
+
 TEST(AttentionPositions, AlibiAndT5Biases) {
   // ALiBi: -slope |distance|, entry i at distance i - (K - 1).
   const Tensor a = alibi_bias(2, 3, DType::f64);

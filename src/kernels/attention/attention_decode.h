@@ -141,7 +141,7 @@ struct DecodeAttention {
     if (a.rotary_q) turn_row(a, qs, qs, a.query_pos0(b) + r, T(1));
     const i64 hk = h / a.kv_group;  // the head of k and v
     // Key c's relative-position bias at bq[-c] (AttnArgs::bias).
-    const T* bq = a.bias ? a.bias + h * a.bias_ld() + a.query_pos0(b) + r + a.K - 1 : nullptr;
+    const T* bq = a.bias ? a.bias + h * a.bias_row() + a.query_pos0(b) + r + a.K - 1 : nullptr;
     if (a.kv_key_rows) {
       const std::int64_t* rows = a.kv_key_rows + b * a.K;
       finish_part(a, qs, KeysByTable<T>{a.k.row(0, hk, 0), a.k.sb, a.k.st, rows},

@@ -70,7 +70,7 @@ struct FlashAttention {
   // from q0; the padded lanes keep their scores).
   static void bias_tile(const AttnArgs<T>& a, i64 b, i64 h, i64 q0, i64 br, i64 brp, i64 c0, i64 bc,
                         T* st) {
-    const T* row = a.bias + h * a.bias_ld() + bias_origin(a, b, q0, c0);
+    const T* row = a.bias + h * a.bias_row() + bias_origin(a, b, q0, c0);
     for (i64 c = 0; c < bc; ++c) {
       const T* src = row - c;
       T* s = st + c * brp;

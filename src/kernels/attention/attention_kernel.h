@@ -65,9 +65,11 @@ struct AttnArgs {
   double scale = 1.0;
   // Relative positions (tiled and decode kernels): query q of batch row b
   // sits at position pos(b, q) = (qstart ? qstart[b] : K - Q) + q, key c at
-  // c; the score of head h gains bias[h * (2K - 1) + pos(b, q) - c + K - 1]
-  // (bias null: nothing). Every pos(b, q) lies in [0, K).
+  // c; the score of head h gains bias[h * bias_row() + pos(b, q) - c + K - 1]
+  // (bias null: nothing), rows bias_stride apart (0: 2K - 1, packed). Every
+  // pos(b, q) lies in [0, K).
   const T* bias = nullptr;
+  std::int64_t bias_stride = 0;
   const std::int64_t* qstart = nullptr;
   // Rotary (tiled and decode kernels): row t of rot_cos and rot_sin
   // (positions x D / 2) holds the angles of position t. rotary_q: each query
@@ -84,7 +86,8 @@ struct AttnArgs {
   HeadView<const T> dout;
   HeadView<T> dq, dk, dv;
   T* dbias = nullptr;  // (H, 2K - 1): the bias's gradient, written when bias and dbias are set
-  std::int64_t bias_ld() const { return 2 * K - 1; }
+  std::int64_t bias_ld() const { return 2 * K - 1; }  // of dbias
+  std::int64_t bias_row() const { return bias_stride > 0 ? bias_stride : bias_ld(); }
   std::int64_t query_pos0(std::int64_t b) const { return qstart ? qstart[b] : K - Q; }
 };
 
