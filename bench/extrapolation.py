@@ -139,7 +139,7 @@ def evaluate(args, model, data):
 
 def svg(results, path):
     """BLEU against the bucket, one line per scheme."""
-    w, h, left, bottom, top, right = 560, 340, 60, 50, 20, 130
+    w, h, left, bottom, top, right = 580, 340, 60, 50, 20, 150
     top_bleu = max([r["bleu"] for rs in results.values() for r in rs] + [1.0])
     ymax = 10 * (int(top_bleu / 10) + 1)
     n = len(BUCKETS)
