@@ -5,7 +5,7 @@ mode that watches the server's memory.
 
     python3 bench/serve_load.py --attn build/release/attn --model out/tatoeba \\
         [--sentences 2000] [--clients 1,8,64] [--rounds 3] [--threads 2] \\
-        [--json out/serve_load.json]
+        [--json out/serve_load.json] [--serve-args "--inter-threads 1"]
     python3 bench/serve_load.py --attn ... --model ... --soak 600 [--soak-clients 8]
 
 The sentences are the held-out test sources (the first --sentences of
@@ -22,7 +22,10 @@ MODEL/data/test.tsv). Each round, in one fresh process each:
     timed from its first byte sent to its answer read: sentences/s over
     the wall time of the C clients, and p50/p99 of the requests. Every
     answer is compared with the CLI's translation (mismatches are counted
-    and reported; there should be none).
+    and reported; there should be none). Where the cores went: the
+    server's CPU time (/proc/PID/stat) and this generator's own, per
+    sentence, beside the CLI's core time per sentence (--threads over its
+    sentences/s), and the share of the machine's cores left idle.
 
 The order of the CLI and the server alternates between rounds; medians of
 the rounds are reported with every round's figures, the load average
@@ -129,13 +132,19 @@ class Serve:
     def __init__(self, a):
         self.proc = subprocess.Popen([a.attn, "--threads", str(a.threads), "serve", "--model",
                                       a.model, "--port", "0", "--max-queue", "100000",
-                                      "--max-connections", "4096"],
+                                      "--max-connections", "4096", *a.serve_args],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         m = re.search(r"listening on http://([0-9.]+):(\d+)", self.proc.stdout.readline())
         if not m:
             self.proc.kill()
             sys.exit("serve_load: attn serve did not start")
         self.host, self.port = m.group(1), int(m.group(2))
+
+    def cpu_s(self):
+        """The server's user + system CPU seconds so far."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def rss_kb(self):
         with open(f"/proc/{self.proc.pid}/status") as f:
@@ -201,10 +210,16 @@ def server_round(a, sentences, expected):
     try:
         drive(server, sentences[:min(len(sentences), 32)], expected, 4)  # warm-up
         for c in a.clients:
+            server_cpu, client_cpu = server.cpu_s(), time.process_time()
             lat, wall, bad = drive(server, sentences, expected, c)
-            out[str(c)] = {"sentences_per_s": len(sentences) / wall,
+            server_cpu, client_cpu = server.cpu_s() - server_cpu, time.process_time() - client_cpu
+            n = len(sentences)
+            out[str(c)] = {"sentences_per_s": n / wall,
                            "p50_ms": percentile(lat, 50) * 1000, "p99_ms": percentile(lat, 99) * 1000,
-                           "mismatches": bad}
+                           "mismatches": bad,
+                           "server_cpu_ms_per_sentence": server_cpu / n * 1000,
+                           "client_cpu_ms_per_sentence": client_cpu / n * 1000,
+                           "idle_share": 1 - (server_cpu + client_cpu) / (wall * os.cpu_count())}
     finally:
         server.stop()
     return out
@@ -243,11 +258,14 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json")
+    p.add_argument("--serve-args", default="",
+                   help="more flags for attn serve, as one string (e.g. \"--inter-threads 1\")")
     p.add_argument("--soak", type=float, default=0, help="seconds; 0: no soak")
     p.add_argument("--soak-clients", type=int, default=8)
     p.add_argument("--soak-every", type=float, default=5)
     a = p.parse_args()
     a.clients = [int(c) for c in a.clients.split(",")]
+    a.serve_args = a.serve_args.split()
     sentences = read_sources(a.model, a.sentences)
     expected, _ = cli_batch(a, sentences)
     report = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "cpu": cpu_model(),
@@ -271,9 +289,11 @@ def main():
             print(json.dumps(rounds[-1]), flush=True)
         med = lambda xs: statistics.median(xs)  # noqa: E731
         summary = {"cli": {k: med([r["cli"][k] for r in rounds]) for k in rounds[0]["cli"]}}
+        summary["cli"]["core_ms_per_sentence"] = a.threads / summary["cli"]["sentences_per_s"] * 1000
         for c in a.clients:
             s = {k: med([r["server"][str(c)][k] for r in rounds])
-                 for k in ("sentences_per_s", "p50_ms", "p99_ms")}
+                 for k in ("sentences_per_s", "p50_ms", "p99_ms", "server_cpu_ms_per_sentence",
+                           "client_cpu_ms_per_sentence", "idle_share")}
             s["mismatches"] = sum(r["server"][str(c)]["mismatches"] for r in rounds)
             s["throughput_vs_cli"] = s["sentences_per_s"] / summary["cli"]["sentences_per_s"]
             s["p99_over_p50"] = s["p99_ms"] / s["p50_ms"]
