@@ -72,35 +72,33 @@ constexpr std::int64_t kParallelElements = std::int64_t{1} << 16;
 
 // x (rows of D) rotated by `sign` times rotary's angles (sign -1: back), a
 // new tensor; flat row r sits at position pos(r), every position in [0, P).
-// The angles of the positions [lo, P) used are rounded to T once, then each
-// row is a multiply-add over its pairs.
+// The angles are read from the table kept per dtype (detail::rotary_angles,
+// rounded once), then each row is a multiply-add over its pairs.
 template <class Pos>
-Tensor rotate(const Tensor& x, std::int64_t lo, std::int64_t P, double base, int sign, Pos pos) {
+Tensor rotate(const Tensor& x, std::int64_t P, double base, int sign, Pos pos) {
   const Tensor xc = x.contiguous();
   const std::int64_t D = xc.size(-1), half = D / 2, rows = D == 0 ? 0 : xc.numel() / D;
-  const std::shared_ptr<const Angles> a = angles(D, base, P);
   Tensor out = Tensor::empty(xc.shape(), xc.dtype());
+  if (rows == 0 || P == 0) return out;
+  const Tensor table = detail::rotary_angles(D, base, P, xc.dtype());
   dispatch_float(xc.dtype(), "rotary", [&]<class T_>() {
-    std::vector<T_> cs(static_cast<std::size_t>((P - lo) * half)), sn(cs.size());
-    for (std::int64_t k = 0; k < (P - lo) * half; ++k) {
-      cs[static_cast<std::size_t>(k)] =
-          static_cast<T_>(a->cos[static_cast<std::size_t>(lo * half + k)]);
-      sn[static_cast<std::size_t>(k)] =
-          static_cast<T_>(sign * a->sin[static_cast<std::size_t>(lo * half + k)]);
-    }
+    const T_* cs = table.data<T_>();
+    const T_* sn = cs + table.size(1) * half;
+    const T_ sg = static_cast<T_>(sign);
     const T_* in = xc.data<T_>();
     T_* o = out.data<T_>();
     detail::parallel_ranges(rows, detail::loop_threads(rows * D >= kParallelElements),
                             [&](std::int64_t r0, std::int64_t r1) {
                               for (std::int64_t r = r0; r < r1; ++r) {
-                                const T_* c = cs.data() + (pos(r) - lo) * half;
-                                const T_* si = sn.data() + (pos(r) - lo) * half;
+                                const T_* c = cs + pos(r) * half;
+                                const T_* si = sn + pos(r) * half;
                                 const T_* u = in + r * D;
                                 T_* y = o + r * D;
 #pragma omp simd
                                 for (std::int64_t i = 0; i < half; ++i) {
-                                  y[2 * i] = u[2 * i] * c[i] - u[2 * i + 1] * si[i];
-                                  y[2 * i + 1] = u[2 * i] * si[i] + u[2 * i + 1] * c[i];
+                                  const T_ s_i = sg * si[i];
+                                  y[2 * i] = u[2 * i] * c[i] - u[2 * i + 1] * s_i;
+                                  y[2 * i + 1] = u[2 * i] * s_i + u[2 * i + 1] * c[i];
                                 }
                               }
                             });
@@ -139,8 +137,7 @@ namespace {
 
 Tensor rotate_rows(const Tensor& x, std::int64_t start, double base, int sign) {
   const std::int64_t T = x.size(-2);
-  return rotate(x, start, start + T, base, sign,
-                [start, T](std::int64_t r) { return start + r % T; });
+  return rotate(x, start + T, base, sign, [start, T](std::int64_t r) { return start + r % T; });
 }
 
 // Heads x (B, T, H, D): flat row r = (b, t, h) at position start[b] + t.
@@ -150,9 +147,8 @@ Tensor rotate_heads(const Tensor& x, const Tensor& start, double base, int sign)
   if (start.defined())
     for (std::int64_t b = 0; b < B; ++b)
       s[static_cast<std::size_t>(b)] = start.data<std::int64_t>()[b];
-  const std::int64_t lo = B == 0 ? 0 : *std::min_element(s.begin(), s.end());
   const std::int64_t P = (B == 0 ? 0 : *std::max_element(s.begin(), s.end())) + T;
-  return rotate(x, lo, P, base, sign, [&s, T, H](std::int64_t r) {
+  return rotate(x, P, base, sign, [&s, T, H](std::int64_t r) {
     return s[static_cast<std::size_t>(r / (T * H))] + r / H % T;
   });
 }
