@@ -227,7 +227,9 @@ TEST(AttentionPositions, KeptAlibiViewIsReadInPlace) {
   for (std::int64_t K : {1, 5, 13, 70}) {
     const Tensor kept = alibi_bias_kept(H, K);
     EXPECT_EQ(to_vector<float>(kept), to_vector<float>(alibi_bias(H, K))) << K;
-    if (K > 1) EXPECT_GT(kept.stride(0), 2 * K - 1) << K;  // a view of the kept table
+    if (K > 1) {
+      EXPECT_GT(kept.stride(0), 2 * K - 1) << K;  // a view of the kept table
+    }
   }
   for_each_isa([&] {
     for (std::int64_t K : {13, 70}) {

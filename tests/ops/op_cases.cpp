@@ -281,7 +281,10 @@ Shape shape_of(const Input& in, bool perf) {
 
 std::string shape_text(const Shape& s) {
   std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i > 0) out += 'x';
+    out += std::to_string(s[i]);
+  }
   return out.empty() ? "scalar" : out;
 }
 

@@ -37,10 +37,10 @@ struct OpCase {
   std::string op;  // e.g. "softmax"
   std::string variant;  // what sets this case apart ("causal", "4-D"), or ""
   std::vector<Input> inputs;
-  Fn fn;  // the op as the library runs it
+  Fn fn{};  // the op as the library runs it
   // The plain reference (the op's *_reference, or the op written with other
   // ops); null: the op itself on the f64 inputs (plain loops in f64).
-  Fn reference;
+  Fn reference{};
   // |f32 - reference| <= tol * (1 + |reference|), elementwise.
   double tol = 1e-5;
   bool differentiable = true;
