@@ -9,11 +9,14 @@
 //                           added in the score tiles; relative: T5's table
 //                           read by bucket (t5_bias) and its gradient summed
 //                           by offset; gqa: 2 key/value heads for the 8
-//   Decode/<scheme>/<Tk>    one new query per head against a cache of Tk keys,
-//                           with the scheme's per-step work (the bias of Tk
-//                           keys; rotary: the new key turned by rotary_heads,
-//                           the query inside the kernel; gqa: the 2
-//                           shared heads read in place)
+//   Decode/<scheme>/<Tk>    one decoding step of one layer: the new key and
+//                           value (fresh tensors, as the projection makes
+//                           them) written into a cache of Tk keys, then one
+//                           query per head against it, with the scheme's
+//                           per-step work (the bias of Tk keys; rotary: the
+//                           new key turned by rotary_heads before it is
+//                           written, the query inside the kernel; gqa: the
+//                           2 shared heads read in place)
 //
 //   KvCache/<kv heads>      the tatoeba recipe's decoder (3 layers, 4 heads
 //                           of 64, rotary) decoding 16 tokens for 8
@@ -79,16 +82,21 @@ void BM_FwdBwd(benchmark::State& state) {
 void BM_Decode(benchmark::State& state) {
   const auto scheme = static_cast<Scheme>(state.range(0));
   const std::int64_t Tk = state.range(1), kv = scheme == gqa ? kKvHeads : kHeads;
-  const Tensor q = random({1, 1, kHeads, kDim}, 1), k = random({1, Tk, kv, kDim}, 2),
-               v = random({1, Tk, kv, kDim}, 3), table = random({kHeads, 32}, 5);
+  const Tensor q = random({1, 1, kHeads, kDim}, 1), table = random({kHeads, 32}, 5),
+               fresh_k = random({1, 1, kv, kDim}, 6), fresh_v = random({1, 1, kv, kDim}, 7);
+  Tensor k = random({1, Tk, kv, kDim}, 2), v = random({1, Tk, kv, kDim}, 3);
+  const Tensor pos = full({1}, static_cast<double>(Tk - 1), DType::i64);
   autograd::NoGradGuard no_grad;
   for (auto _ : state) {
-    // Rotary turns only the new key per step (the cache holds turned keys).
+    // The step's new key and value, as the projection hands them over, into
+    // the cache's last slot; rotary turns the key first (the cache holds
+    // turned keys) and the query inside the kernel.
+    Tensor k_new = fresh_k.clone(), v_new = fresh_v.clone();
+    if (scheme == rotary_scheme) k_new = rotary_heads(k_new, pos);
+    copy_(k.narrow(1, Tk - 1, 1), k_new);
+    copy_(v.narrow(1, Tk - 1, 1), v_new);
     Tensor out;
     if (scheme == rotary_scheme) {
-      const Tensor pos = full({1}, static_cast<double>(Tk - 1), DType::i64);
-      const Tensor k_new = rotary_heads(k.narrow(1, Tk - 1, 1), pos);
-      benchmark::DoNotOptimize(k_new.data<float>());
       AttentionOptions o;
       o.training = false;
       o.rotary_queries = true;
