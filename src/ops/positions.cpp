@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "attn/autograd/node.h"
@@ -51,20 +52,30 @@ Angles compute_angles(std::int64_t D, double base, std::int64_t P) {
 // Positions beyond this are computed per call, not kept.
 constexpr std::int64_t kKeptPositions = 1 << 16;
 
-// The angles of positions [0, P), kept per (D, base) and grown geometrically
-// (a decoder asks for one more position each step): each computed once.
-std::shared_ptr<const Angles> angles(std::int64_t D, double base, std::int64_t P) {
-  if (P > kKeptPositions) return std::make_shared<const Angles>(compute_angles(D, base, P));
+// The table kept under `key` (one map per call site), made anew by make(n)
+// when the kept one covers fewer than `need` positions (covers(t); 0 for
+// none yet): n grows geometrically, as a decoder asks for one more
+// position each step, from 64 to kKeptPositions; beyond that each call
+// makes its own. A table replaced lives on in whoever holds it.
+template <class Key, class Covers, class Make>
+std::invoke_result_t<Make, std::int64_t> kept_table(const Key& key, std::int64_t need,
+                                                    Covers covers, Make make) {
+  using Table = std::invoke_result_t<Make, std::int64_t>;
+  if (need > kKeptPositions) return make(need);
   static std::mutex mutex;
-  static std::map<std::pair<std::int64_t, double>, std::shared_ptr<const Angles>> kept;
+  static std::map<Key, Table> kept;
   const std::lock_guard lock(mutex);
-  std::shared_ptr<const Angles>& a = kept[{D, base}];
-  if (!a || a->P < P) {
-    const std::int64_t grown =
-        std::min(kKeptPositions, std::max({P, 2 * (a ? a->P : 0), std::int64_t{64}}));
-    a = std::make_shared<const Angles>(compute_angles(D, base, grown));
-  }
-  return a;
+  Table& t = kept[key];
+  const std::int64_t have = covers(t);
+  if (have < need) t = make(std::min(kKeptPositions, std::max({need, 2 * have, std::int64_t{64}})));
+  return t;
+}
+
+// The angles of positions [0, P), kept per (D, base): each computed once.
+std::shared_ptr<const Angles> angles(std::int64_t D, double base, std::int64_t P) {
+  return kept_table(
+      std::pair{D, base}, P, [](const std::shared_ptr<const Angles>& a) { return a ? a->P : 0; },
+      [&](std::int64_t n) { return std::make_shared<const Angles>(compute_angles(D, base, n)); });
 }
 
 // Elements from which a rotation is split over threads.
@@ -122,15 +133,11 @@ Tensor detail::rotary_angles(std::int64_t D, double base, std::int64_t P, DType 
     });
     return out;
   };
-  if (P > kKeptPositions) return typed(*angles(D, base, P));
   // Kept per (D, base, dtype) like the f64 angles, so that a decoding step
   // reads the table rather than rounding every position again.
-  static std::mutex mutex;
-  static std::map<std::tuple<std::int64_t, double, DType>, Tensor> kept;
-  const std::lock_guard lock(mutex);
-  Tensor& t = kept[{D, base, dtype}];
-  if (!t.defined() || t.size(1) < P) t = typed(*angles(D, base, P));
-  return t;
+  return kept_table(
+      std::tuple{D, base, dtype}, P, [](const Tensor& t) { return t.defined() ? t.size(1) : 0; },
+      [&](std::int64_t n) { return typed(*angles(D, base, n)); });
 }
 
 namespace {
@@ -243,18 +250,10 @@ Tensor alibi_bias(std::int64_t heads, std::int64_t K, DType dtype) {
 
 Tensor alibi_bias_kept(std::int64_t heads, std::int64_t K, DType dtype) {
   ATTN_CHECK(K >= 1, ValueError, "alibi_bias_kept: needs at least one key, got {}", K);
-  if (K > kKeptPositions) return alibi_bias(heads, K, dtype);
-  // Grown geometrically; a table replaced stays alive in the views of it.
-  static std::mutex mutex;
-  static std::map<std::pair<std::int64_t, DType>, Tensor> kept;
-  const std::lock_guard lock(mutex);
-  Tensor& t = kept[{heads, dtype}];
-  const std::int64_t have = t.defined() ? (t.size(1) + 1) / 2 : 0;
-  if (have < K)
-    t = alibi_bias(heads, std::min(kKeptPositions, std::max({K, 2 * have, std::int64_t{64}})),
-                   dtype);
-  const std::int64_t kk = (t.size(1) + 1) / 2;
-  return t.narrow(1, kk - K, 2 * K - 1);
+  const auto keys = [](const Tensor& t) { return t.defined() ? (t.size(1) + 1) / 2 : 0; };
+  const Tensor t = kept_table(std::pair{heads, dtype}, K, keys,
+                              [&](std::int64_t n) { return alibi_bias(heads, n, dtype); });
+  return t.narrow(1, keys(t) - K, 2 * K - 1);
 }
 
 namespace {
@@ -273,16 +272,12 @@ std::shared_ptr<const std::vector<std::int64_t>> t5_buckets(std::int64_t K, bool
           t5_bucket(i - (n - 1), bidirectional, num_buckets, max_distance);
     return std::shared_ptr<const std::vector<std::int64_t>>(std::move(v));
   };
-  if (K > kKeptPositions) return compute(K);
-  static std::mutex mutex;
-  static std::map<std::tuple<bool, std::int64_t, std::int64_t>,
-                  std::shared_ptr<const std::vector<std::int64_t>>>
-      kept;
-  const std::lock_guard lock(mutex);
-  auto& v = kept[{bidirectional, num_buckets, max_distance}];
-  const std::int64_t have = v ? (static_cast<std::int64_t>(v->size()) + 1) / 2 : 0;
-  if (have < K) v = compute(std::min(kKeptPositions, std::max({K, 2 * have, std::int64_t{64}})));
-  return v;
+  return kept_table(
+      std::tuple{bidirectional, num_buckets, max_distance}, K,
+      [](const std::shared_ptr<const std::vector<std::int64_t>>& v) {
+        return v ? (static_cast<std::int64_t>(v->size()) + 1) / 2 : 0;
+      },
+      compute);
 }
 
 }  // namespace
