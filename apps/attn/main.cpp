@@ -163,6 +163,9 @@ int run(int argc, char** argv) {
     app.add_option("--seed", ctx.global.seed, "Seed for every random draw (default 0)")
         ->check(kSeedValidator)
         ->option_text("N");
+    // attn's own options may also follow the command (`attn translate
+    // --threads 2`): a command hands the options it does not know up to attn.
+    app.fallthrough();
     attn::cli::add_registered(app, "", ctx);
 
     try {
