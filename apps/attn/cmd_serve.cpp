@@ -62,6 +62,12 @@ int run_serve(ServeArgs& a) {
   // The decoding threads are not this one: they are told the count
   // (attn's --threads, ATTN_NUM_THREADS, or the cores) that this one has.
   if (o.threads == 0) o.threads = get_num_threads();
+  // This thread forms no team of its own (loading the models runs on it
+  // alone): libgomp keeps a team's idle workers spinning, ready for the
+  // next fork, only while the threads it manages are no more than the
+  // cores, and the decoding loops' teams need them (a lone sentence on two
+  // threads: 2.6 ms with this thread's team gone, 4.2 ms with it).
+  set_num_threads(1);
   std::vector<serve::ServedModel> models;
   for (std::size_t i = 0; i < a.models.size(); ++i) {
     serve::ServedModel m;
@@ -162,6 +168,14 @@ void setup_serve(CLI::App& parent, Context& ctx) {
                   "A decoding batch's budget: beam size x (source + longest output) tokens "
                   "summed over its sentences")
       ->check(in_range<std::int64_t>(16, 1 << 26))
+      ->capture_default_str();
+  sub->add_option("--max-batch-size", o.max_batch_size,
+                  "At most N sentences in a decoding batch (each --beam-size rows; a batch of "
+                  "mixed beam sizes holds at most the rows of N of the newcomer's). 0 "
+                  "(default): attn translate's batch, 32 sentences, or in int8 and bf16 64 rows "
+                  "(16 sentences of beam 4), whose caches stay in the CPU's")
+      ->check(in_range<std::int64_t>(0, 1 << 20))
+      ->option_text("N")
       ->capture_default_str();
   sub->add_option("--request-timeout", o.request_timeout,
                   "Seconds from a request's arrival to its answer (then 503)")

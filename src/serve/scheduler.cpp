@@ -75,6 +75,14 @@ void Scheduler::finish(const std::shared_ptr<Job>& job, Outcome outcome) {
   if (on_done) on_done(outcome);
 }
 
+std::int64_t Scheduler::max_rows(std::int64_t beam_size) const {
+  const std::int64_t sentences =
+      options_.max_batch_size > 0
+          ? options_.max_batch_size
+          : static_cast<std::int64_t>(seq2seq::automatic_batch_size(beam_size));
+  return sentences * beam_size;
+}
+
 // Sentences from the head of the queue, while the budget allows (always
 // the head when the batch is empty); jobs that were cancelled or ran past
 // their deadline while they waited leave the queue.
@@ -94,10 +102,14 @@ void Scheduler::admit(seq2seq::DecodingBatch& batch) {
       }
       const Job::Sentence& s = job->sentences[job->admitted];
       const std::int64_t c = cost(static_cast<std::int64_t>(s.ids.size()), job->options);
-      if (!live_.empty() && used_tokens_ + c > options_.max_batch_tokens) break;
+      const std::int64_t rows = job->options.beam_size;
+      if (!live_.empty() && (used_tokens_ + c > options_.max_batch_tokens ||
+                             used_rows_ + rows > max_rows(rows)))
+        break;
       const auto handle = batch.add(s.ids, seq2seq::text_decode_options(job->options));
-      live_.push_back({handle, Live{job, job->admitted, c}});
+      live_.push_back({handle, Live{job, job->admitted, c, rows}});
       used_tokens_ += c;
+      used_rows_ += rows;
       ++job->admitted;
       --queued_sentences_;
       if (job->admitted == job->sentences.size()) queue_.pop_front();
@@ -124,6 +136,7 @@ void Scheduler::drop_ended(seq2seq::DecodingBatch& batch) {
     if (!job->ended) ended.emplace_back(job, cancelled ? Outcome::cancelled : Outcome::timed_out);
     batch.remove(it->first);
     used_tokens_ -= it->second.cost;
+    used_rows_ -= it->second.rows;
     it = live_.erase(it);
   }
   for (auto& [job, outcome] : ended) {
@@ -152,7 +165,7 @@ void Scheduler::decode_step(seq2seq::DecodingBatch& batch) {
       batch.remove(handle);
     }
     live_.clear();
-    used_tokens_ = 0;
+    used_tokens_ = used_rows_ = 0;
     return;
   }
   metrics_.step_done(rows, rows);
@@ -163,6 +176,7 @@ void Scheduler::decode_step(seq2seq::DecodingBatch& batch) {
     const Live l = it->second;
     live_.erase(it);
     used_tokens_ -= l.cost;
+    used_rows_ -= l.rows;
     Job& job = *l.job;
     if (job.ended) continue;
     job.hypotheses[l.index] = std::move(d.hypotheses);
@@ -193,18 +207,41 @@ void Scheduler::run() {
   std::optional<QuantizeScope> quantize;
   if (options_.int8) quantize.emplace(params);
   seq2seq::DecodingBatch batch(*model_.net, bos_, eos_);
+  // Counted busy from the wake-up with work to the step that leaves none.
+  const auto& busy_loops = options_.busy_loops;
+  bool busy = false;
+  int team = options_.threads;  // the threads of this thread's ops now
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
+      if (busy && queue_.empty() && live_.empty()) {
+        busy = false;
+        if (busy_loops) busy_loops->fetch_sub(1, std::memory_order_relaxed);
+      }
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !live_.empty(); });
       if (stopping_) break;
+      if (!busy) {
+        busy = true;
+        if (busy_loops) busy_loops->fetch_add(1, std::memory_order_relaxed);
+      }
     }
     drop_ended(batch);
     admit(batch);
-    if (batch.sentences() > 0) decode_step(batch);
+    if (batch.sentences() > 0) {
+      // The same bits on any number of threads (BatchInvariant), so the
+      // team may follow the other loops' work from step to step.
+      if (options_.lone_threads > options_.threads && busy_loops) {
+        const int want = busy_loops->load(std::memory_order_relaxed) <= 1
+                             ? options_.lone_threads
+                             : std::max(1, options_.threads);
+        if (want != team) set_num_threads(team = want);
+      }
+      decode_step(batch);
+    }
     in_batch_.store(batch.sentences(), std::memory_order_relaxed);
     metrics_.batch_state(name_, queued(), batch.sentences(), batch.rows());
   }
+  if (busy && busy_loops) busy_loops->fetch_sub(1, std::memory_order_relaxed);
   // Stopping: every job not done ends here.
   for (auto& [handle, l] : live_) finish(l.job, Outcome::shut_down);
   live_.clear();

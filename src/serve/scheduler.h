@@ -3,15 +3,16 @@
 //
 // Requests hand it jobs (their sentences, already tokenized); the loop, on a
 // thread of its own, admits sentences in the order they came (FIFO across
-// all connections) into the batch as long as the batch's token budget
-// allows, runs one decoding step, hands finished sentences back, and
+// all connections) into the batch as long as the batch's budgets allow,
+// runs one decoding step, hands finished sentences back, and
 // repeats: a request's sentences join at the next step and leave when done
 // (iteration-level scheduling). A sentence's cost is what its caches may
-// hold: beam_size x (source length + its length limit) tokens. The head of
-// the queue waits until its cost fits (nothing overtakes it, so no request
-// starves); one larger than the whole budget runs alone. A job past its
-// deadline, or cancelled (its client left), is dropped from the queue and
-// the batch at the next step, freeing its rows.
+// hold: beam_size x (source length + its length limit) tokens; its rows
+// (its beam size) count against a second budget (SchedulerOptions::
+// max_batch_size). The head of the queue waits until both fit (nothing
+// overtakes it, so no request starves); one larger than the whole budget
+// runs alone. A job past its deadline, or cancelled (its client left), is
+// dropped from the queue and the batch at the next step, freeing its rows.
 //
 // The loop runs in the precision the server was given, with the model's
 // parameters frozen (ops/precision.h), so every sentence gets the same bits
@@ -76,9 +77,20 @@ struct Job {
 
 struct SchedulerOptions {
   int threads = 0;  // for the decoding's ops; 0: attn's default
+  // While no other loop of the server has work: this many threads (0: no
+  // more than `threads`), so that one sentence alone decodes on the cores
+  // the idle loops leave. Counted in `busy_loops`, shared by the server's
+  // loops (each counts itself while it has sentences queued or decoding).
+  int lone_threads = 0;
+  std::shared_ptr<std::atomic<int>> busy_loops;
   Precision precision = Precision::f32;
   bool int8 = false;  // Linear weights in int8 (ops/quantize.h)
   std::int64_t max_batch_tokens = 16384;  // the batch's budget of cached tokens
+  // Sentences of a beam size b decoded together: b x this many rows at most;
+  // 0: b x seq2seq::automatic_batch_size(b) rows, the batch of attn
+  // translate (64 rows in int8 or bf16, whose products are as fast on few
+  // rows, and whose caches then stay in the CPU's).
+  std::int64_t max_batch_size = 0;
   std::int64_t max_queue = 1024;  // sentences waiting, at most
 };
 
@@ -113,11 +125,14 @@ class Scheduler {
   void drop_ended(seq2seq::DecodingBatch& batch);
   void finish(const std::shared_ptr<Job>& job, Outcome outcome);
   void decode_step(seq2seq::DecodingBatch& batch);
+  // The rows a batch may hold when a sentence of `beam_size` joins it.
+  std::int64_t max_rows(std::int64_t beam_size) const;
 
   struct Live {
     std::shared_ptr<Job> job;
     std::size_t index;
     std::int64_t cost;
+    std::int64_t rows;  // its beam size
   };
 
   std::string name_;
@@ -134,7 +149,7 @@ class Scheduler {
 
   // The decoding thread's own.
   std::vector<std::pair<seq2seq::DecodingBatch::Handle, Live>> live_;
-  std::int64_t used_tokens_ = 0;
+  std::int64_t used_tokens_ = 0, used_rows_ = 0;
   std::atomic<std::int64_t> in_batch_{0};
   std::thread thread_;
 };

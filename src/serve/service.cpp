@@ -88,12 +88,22 @@ Server::Impl::Impl(std::vector<ServedModel> served, ServeOptions opts)
   so.precision = options.precision;
   so.int8 = options.int8;
   so.max_batch_tokens = options.max_batch_tokens;
+  so.max_batch_size = options.max_batch_size;
   so.max_queue = options.max_queue;
+  so.busy_loops = std::make_shared<std::atomic<int>>(0);
   for (ServedModel& m : models) {
     schedulers.emplace_back();
-    for (int i = 0; i < loops; ++i)
+    for (int i = 0; i < loops; ++i) {
+      // A model's first loop takes every thread while the others are idle
+      // (a request goes to the first loop of the fewest sentences: a lone
+      // one to this). Only that loop forms teams of more than its share:
+      // libgomp spins its idle workers only while the threads it manages
+      // are no more than the cores, and each loop's team is its own.
+      SchedulerOptions own = so;
+      own.lone_threads = i == 0 && loops > 1 ? threads : 0;
       schedulers.back().push_back(std::make_unique<Scheduler>(
-          fmt::format("{}-{}/{}", m.source, m.target, i), m.model, so, metrics));
+          fmt::format("{}-{}/{}", m.source, m.target, i), m.model, own, metrics));
+    }
   }
   HttpOptions ho;
   ho.host = options.host;

@@ -6,9 +6,11 @@
 CHECK is one of:
   same-as-cli  the held-out test sources, sent by 8 clients at once (greedy
                and beam-search requests mixed, one sentence or lists of
-               them, so that they share decoding steps), answered exactly as
-               `attn translate` answers them in one process; a paragraph is
-               the translations of its sentences, joined as written.
+               them, so that they share decoding steps, in batches of at
+               most 2 sentences' rows), and then one at a time (a loop
+               alone on both threads), answered exactly as `attn
+               translate` answers them in one process; a paragraph is the
+               translations of its sentences, joined as written.
   hostile      the table of hostile and broken requests (hostile_cases.py):
                each answered with its status and a JSON error, and a good
                request answered correctly after each one.
@@ -77,7 +79,10 @@ def same_as_cli(a, check):
     beam = cli_translations(a.attn, a.model, sources)
     greedy = cli_translations(a.attn, a.model, sources, "--beam-size", "1")
     check(len(set(beam)) > 5, f"the model gives {len(set(beam))} different translations")
-    server = Server(a.attn, a.model, a.work, "same-as-cli")
+    # Two loops on two threads; batches of at most 2 sentences' rows, so
+    # that sentences also wait for rows.
+    server = Server(a.attn, a.model, a.work, "same-as-cli", "--threads", "2",
+                    "--max-batch-size", "2")
     try:
         # Each item: (kind, indices); kinds alternate so that greedy and beam
         # sentences, lists and single strings share steps.
@@ -101,6 +106,15 @@ def same_as_cli(a, check):
         for status, got, want in run_clients(8, work, send):
             if not check(status == 200 and got == want, f"{got!r:.80} == CLI {want!r:.80}"):
                 break
+        # No step fed more rows than 2 sentences of beam 4 have.
+        steps = server.metric("attn_batch_rows_per_step_count")
+        within = server.metric('attn_batch_rows_per_step_bucket{le="8"}')
+        check(steps and within == steps, f"{within} of {steps} steps fed at most 8 rows")
+        # One request at a time: the first loop alone, on both threads.
+        for i in range(6):
+            status, j = server.translate(sources[i])
+            check(status == 200 and j.get("translatedText") == beam[i],
+                  f"alone: {j.get('translatedText')!r:.80} == CLI {beam[i]!r:.80}")
         # A paragraph: its sentences translated one by one, spaces kept.
         para = "  " + sources[0] + " " + sources[1] + "\n" + sources[2] + " "
         status, j = server.translate(para)

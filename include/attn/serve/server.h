@@ -52,6 +52,7 @@ struct ServeOptions {
   std::size_t max_connections = 1024;  // open at once (more: refused with 503)
   double read_timeout = 10;  // seconds to read a request (headers, then body)
   std::int64_t max_batch_tokens = 16384;  // a decoding batch's cached tokens
+  std::int64_t max_batch_size = 0;  // its sentences (SchedulerOptions); 0: automatic
   // Decoding: threads for the ops (0: attn's default), precision, int8.
   int threads = 0;
   // Decoding loops per model, each its own continuous batch on threads /
