@@ -15,17 +15,24 @@ MODEL/data/test.tsv). Each round, in one fresh process each:
     (its --metrics-json: the time from the first sentence read to the last
     translation written, without loading the model): sentences/s. And the
     library call's latency: `attn translate --stream` as a coprocess, one
-    sentence written, its translation read, the next written.
+    sentence written, its translation read, the next written, over the
+    same sentences as the server's clients (the test split grows longer
+    towards its end: a prefix would flatter the CLI).
   - the server: `attn serve --port 0`, then for each client count C, C
-    threads with a kept-alive connection each send every sentence once
-    between them (POST /translate, LibreTranslate's JSON), each request
-    timed from its first byte sent to its answer read: sentences/s over
-    the wall time of the C clients, and p50/p99 of the requests. Every
-    answer is compared with the CLI's translation (mismatches are counted
-    and reported; there should be none). Where the cores went: the
-    server's CPU time (/proc/PID/stat) and this generator's own, per
-    sentence, beside the CLI's core time per sentence (--threads over its
-    sentences/s), and the share of the machine's cores left idle.
+    kept-alive connections send every sentence once between them (POST
+    /translate, LibreTranslate's JSON), each request timed from its first
+    byte sent to its answer read: sentences/s over the wall time of the C
+    clients, and p50/p99 of the requests. The clients are
+    bench/serve_load_client (C++, built with attn): one thread of
+    Boost.Asio for all C connections, so that the generator, on the
+    server's own cores, takes as little of them as a client can (the
+    threads of Python's http.client took 0.24 ms of CPU a request, 11% of
+    two cores at 64 clients; this takes about 0.05 ms). Every answer is
+    compared with the CLI's translation (mismatches are counted and
+    reported). Where the cores went: the server's CPU time
+    (/proc/PID/stat) and the clients' own, per sentence, beside the CLI's
+    core time per sentence (--threads over its sentences/s), and the share
+    of the machine's cores left idle.
 
 The order of the CLI and the server alternates between rounds; medians of
 the rounds are reported with every round's figures, the load average
@@ -38,7 +45,6 @@ growth from the first sample after a minute's warm-up to the last.
 """
 import argparse
 import datetime
-import http.client
 import json
 import os
 import re
@@ -158,61 +164,34 @@ class Serve:
         self.proc.wait()
 
 
-def drive(server, sentences, expected, clients, stop_at=None):
-    """Every sentence once (or, with stop_at, round and round until then)
-    over `clients` kept-alive connections: (latencies, wall seconds, mismatches)."""
-    latencies, mismatches, errors = [], [0], []
-    lock = threading.Lock()
-    cursor = [0]
-
-    def client():
-        c = http.client.HTTPConnection(server.host, server.port, timeout=600)
-        try:
-            while not errors:
-                with lock:
-                    i = cursor[0]
-                    cursor[0] += 1
-                if stop_at is None and i >= len(sentences):
-                    return
-                if stop_at is not None and time.monotonic() >= stop_at:
-                    return
-                i %= len(sentences)
-                body = json.dumps({"q": sentences[i], "source": "en", "target": "fr"})
-                t = time.perf_counter()
-                c.request("POST", "/translate", body, {"Content-Type": "application/json"})
-                r = c.getresponse()
-                data = r.read()
-                dt = time.perf_counter() - t
-                got = json.loads(data).get("translatedText") if r.status == 200 else None
-                with lock:
-                    latencies.append(dt)
-                    mismatches[0] += got != expected[i]
-        except Exception as e:  # noqa: BLE001 - reported by the caller
-            errors.append(e)
-        finally:
-            c.close()
-
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    t = time.perf_counter()
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    wall = time.perf_counter() - t
-    if errors:
-        raise errors[0]
-    return latencies, wall, mismatches[0]
+def drive(a, server, sentences, expected, clients, seconds=0):
+    """Every sentence once (or, with `seconds`, round and round for that
+    long) over `clients` kept-alive connections of serve_load_client:
+    (latencies, wall seconds, mismatches, the client's CPU seconds)."""
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt") as f:
+        f.write("\n".join(sentences) + "\n")
+        f.flush()
+        r = subprocess.run([a.client, "--host", server.host, "--port", str(server.port),
+                            "--sentences", f.name, "--clients", str(clients),
+                            "--seconds", str(seconds)], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"serve_load: the clients failed: {r.stderr.strip()}")
+    lines = [json.loads(line) for line in r.stdout.splitlines()]
+    end = lines.pop()
+    latencies = [x["us"] / 1e6 for x in lines]
+    mismatches = sum(x["status"] != 200 or x["text"] != expected[x["i"]] for x in lines)
+    return latencies, end["wall_s"], mismatches, end["cpu_s"]
 
 
 def server_round(a, sentences, expected):
     server = Serve(a)
     out = {}
     try:
-        drive(server, sentences[:min(len(sentences), 32)], expected, 4)  # warm-up
+        drive(a, server, sentences[:min(len(sentences), 32)], expected, 4)  # warm-up
         for c in a.clients:
-            server_cpu, client_cpu = server.cpu_s(), time.process_time()
-            lat, wall, bad = drive(server, sentences, expected, c)
-            server_cpu, client_cpu = server.cpu_s() - server_cpu, time.process_time() - client_cpu
+            server_cpu = server.cpu_s()
+            lat, wall, bad, client_cpu = drive(a, server, sentences, expected, c)
+            server_cpu = server.cpu_s() - server_cpu
             n = len(sentences)
             out[str(c)] = {"sentences_per_s": n / wall,
                            "p50_ms": percentile(lat, 50) * 1000, "p99_ms": percentile(lat, 99) * 1000,
@@ -227,19 +206,18 @@ def server_round(a, sentences, expected):
 
 def soak(a, sentences, expected):
     server = Serve(a)
-    samples = []
+    samples, result = [], []
     try:
-        end = time.monotonic() + a.soak
         t0 = time.monotonic()
-        worker = threading.Thread(target=lambda: samples.append(
-            ("done", drive(server, sentences, expected, a.soak_clients, stop_at=end))))
+        worker = threading.Thread(target=lambda: result.append(
+            drive(a, server, sentences, expected, a.soak_clients, seconds=a.soak)))
         worker.start()
         while worker.is_alive():
             samples.append((round(time.monotonic() - t0, 1), server.rss_kb()))
             worker.join(timeout=a.soak_every)
     finally:
         server.stop()
-    lat, wall, bad = samples.pop()[1]
+    lat, wall, bad, _ = result[0]
     rss = [s for s in samples if s[1] is not None]
     warm = [s for s in rss if s[0] >= min(60, a.soak / 4)] or rss
     growth = (warm[-1][1] - warm[0][1]) / warm[0][1] if warm else None
@@ -252,6 +230,9 @@ def soak(a, sentences, expected):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--attn", default=os.path.join(ROOT, "build", "release", "attn"))
+    p.add_argument("--client",
+                   default=os.path.join(ROOT, "build", "release", "bench", "serve_load_client"),
+                   help="the clients' program (bench/serve_load_client.cpp, built with attn)")
     p.add_argument("--model", required=True)
     p.add_argument("--sentences", type=int, default=2000)
     p.add_argument("--clients", default="1,8,64")
@@ -266,6 +247,8 @@ def main():
     a = p.parse_args()
     a.clients = [int(c) for c in a.clients.split(",")]
     a.serve_args = a.serve_args.split()
+    if not os.access(a.client, os.X_OK):
+        sys.exit(f"serve_load: no clients' program at {a.client} (make build builds it)")
     sentences = read_sources(a.model, a.sentences)
     expected, _ = cli_batch(a, sentences)
     report = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "cpu": cpu_model(),
@@ -281,7 +264,7 @@ def main():
             if r % 2:
                 server = server_round(a, sentences, expected)
             _, cli["sentences_per_s"] = cli_batch(a, sentences)
-            lat = cli_latency(a, sentences[:min(len(sentences), 200)])
+            lat = cli_latency(a, sentences)  # the sentences the one client sends
             cli["p50_ms"], cli["p99_ms"] = percentile(lat, 50) * 1000, percentile(lat, 99) * 1000
             if server is None:
                 server = server_round(a, sentences, expected)
