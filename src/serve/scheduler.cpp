@@ -168,6 +168,9 @@ void Scheduler::decode_step(seq2seq::DecodingBatch& batch) {
     used_tokens_ = used_rows_ = 0;
     return;
   }
+  // Before any job is answered: its client's next request must see this
+  // loop's load without the sentences that just finished.
+  in_batch_.store(batch.sentences(), std::memory_order_relaxed);
   metrics_.step_done(rows, rows);
   for (auto& d : done) {
     auto it = std::find_if(live_.begin(), live_.end(),
