@@ -9,7 +9,7 @@
 // list, never the keys. Column t of the sentence's rows is new at step t, so
 // no write ever overwrites a key that a live beam still reads. Slots and rows
 // freed by sentences that leave are handed to the next ones; when the batch
-// runs empty the caches are released, so an idle server holds nothing.
+// runs empty the caches are released (unless kept: keep_caches).
 #include <algorithm>
 #include <limits>
 #include <list>
@@ -67,6 +67,7 @@ struct DecodingBatch::Impl {
   std::list<Entry> queued, active;  // in the order added
   FreeList slots, rows;
   nn::SlotCache cache;
+  bool keep_caches = false;
   search::SearchBuffers buffers;
 
   void join_queued();
@@ -79,7 +80,7 @@ struct DecodingBatch::Impl {
   }
   void release_if_empty() {
     if (!queued.empty() || !active.empty()) return;
-    cache = nn::SlotCache{};
+    if (!keep_caches) cache = nn::SlotCache{};
     slots.reset();
     rows.reset();
   }
@@ -145,6 +146,8 @@ std::int64_t DecodingBatch::rows() const {
 }
 
 std::int64_t DecodingBatch::cache_bytes() const { return impl_->cache.bytes(); }
+
+void DecodingBatch::keep_caches(bool keep) { impl_->keep_caches = keep; }
 
 // The queued sources, encoded (those of one length together, none padded)
 // into source slots of their own; each joins with one beam at step 0.

@@ -210,6 +210,7 @@ void Scheduler::run() {
   std::optional<QuantizeScope> quantize;
   if (options_.int8) quantize.emplace(params);
   seq2seq::DecodingBatch batch(*model_.net, bos_, eos_);
+  batch.keep_caches(true);
   // Counted busy from the wake-up with work to the step that leaves none.
   const auto& busy_loops = options_.busy_loops;
   bool busy = false;

@@ -163,8 +163,15 @@ class DecodingBatch {
   // Rows (live hypotheses) that the next step() feeds, the queued sources'
   // first rows included.
   std::int64_t rows() const;
-  // Bytes the caches hold now (released whenever the batch runs empty).
+  // Bytes the caches hold now (released whenever the batch runs empty,
+  // unless keep_caches).
   std::int64_t cache_bytes() const;
+  // Whether the caches keep their memory when the batch runs empty (default
+  // false: released). A server's loop keeps them: its caches then grow to
+  // its busiest batch and stay, instead of being rebuilt after every pause,
+  // each rebuild a new round of geometric growth in the heap. What a kept
+  // cache holds is never read by a sentence that did not write it.
+  void keep_caches(bool keep);
 
  private:
   struct Impl;
