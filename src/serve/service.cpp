@@ -10,6 +10,9 @@
 
 #include "attn/core/error.h"
 #include "attn/core/threads.h"
+#include "attn/ops/attention.h"
+#include "attn/ops/precision.h"
+#include "attn/ops/quantize.h"
 #include "serve/page.h"
 
 namespace attn::serve {
@@ -220,7 +223,15 @@ HttpResponse Server::Impl::health() const {
   nlohmann::json models_json = nlohmann::json::array();
   for (const ServedModel& m : models)
     models_json.push_back({{"source", m.source}, {"target", m.target}});
-  return json_response({{"status", "ok"}, {"models", models_json}});
+  // How the models decode, in the words of `attn --version`.
+  const nlohmann::json decoding = {
+      {"precision", precision_name(options.precision)},
+      {"quantize", options.int8 ? "int8" : "none"},
+      {"int8_products", int8_description()},
+      {"attention_kernels", attention_kernel_config().isa},
+      {"threads", options.threads > 0 ? options.threads : get_num_threads()},
+      {"loops_per_model", static_cast<int>(schedulers.empty() ? 0 : schedulers.front().size())}};
+  return json_response({{"status", "ok"}, {"models", models_json}, {"decoding", decoding}});
 }
 
 bool Server::Impl::known_source(const std::string& code) const {

@@ -173,7 +173,11 @@ def limits(a, check):
             q=GOOD, source="en", target="fr", api_key="secret-1"))
         check(status == 429 and int(headers.get("retry-after", "0")) >= 1,
               f"the sixth in a minute: {status} {headers.get('retry-after')} {body!r}")
-        status, headers, _ = server.request("GET", "/health")
+        status, headers, body = server.request("GET", "/health")
+        decoding = json.loads(body).get("decoding", {})
+        check(status == 200 and decoding.get("quantize") in ("int8", "none")
+              and decoding.get("int8_products") and decoding.get("attention_kernels"),
+              f"/health says how it decodes: {decoding}")
         check(headers.get("access-control-allow-origin") == "https://example.org",
               f"CORS origin: {headers.get('access-control-allow-origin')}")
         log = server.read_log()
