@@ -196,7 +196,8 @@ void setup_serve(CLI::App& parent, Context& ctx) {
   sub->add_option("--inter-threads", o.inter_threads,
                   "Decoding loops per model, each its own continuous batch on --threads / N "
                   "threads; a request goes to the loop with the fewest sentences (as translate's "
-                  "--inter-threads). 0 (default): one loop per thread; the translations are the "
+                  "--inter-threads); while the other loops are idle, a model's first loop runs on "
+                  "all the threads. 0 (default): one loop per thread; the translations are the "
                   "same")
       ->check(in_range(0, 1024))
       ->option_text("N");
