@@ -215,6 +215,7 @@ void Scheduler::run() {
   const auto& busy_loops = options_.busy_loops;
   bool busy = false;
   int team = options_.threads;  // the threads of this thread's ops now
+  int alone_steps = 0;  // this loop's steps in a row with the others idle
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -234,10 +235,13 @@ void Scheduler::run() {
     if (batch.sentences() > 0) {
       // The same bits on any number of threads (BatchInvariant), so the
       // team may follow the other loops' work from step to step.
+      // Only after three steps alone: under a steady load the other loops
+      // empty for a moment between requests, and a team formed then
+      // shares the cores with the loop that wakes.
       if (options_.lone_threads > options_.threads && busy_loops) {
-        const int want = busy_loops->load(std::memory_order_relaxed) <= 1
-                             ? options_.lone_threads
-                             : std::max(1, options_.threads);
+        alone_steps = busy_loops->load(std::memory_order_relaxed) <= 1 ? alone_steps + 1 : 0;
+        const int want =
+            alone_steps > 2 ? options_.lone_threads : std::max(1, options_.threads);
         if (want != team) set_num_threads(team = want);
       }
       decode_step(batch);
