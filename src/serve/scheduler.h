@@ -77,9 +77,9 @@ struct Job {
 
 struct SchedulerOptions {
   int threads = 0;  // for the decoding's ops; 0: attn's default
-  // While no other loop of the server has work: this many threads (0: no
-  // more than `threads`), so that one sentence alone decodes on the cores
-  // the idle loops leave. Counted in `busy_loops`, shared by the server's
+  // Once no other loop of the server has had work for three of this
+  // loop's steps: this many threads (0: no more than `threads`), so that
+  // one sentence alone decodes on the cores the idle loops leave. Counted in `busy_loops`, shared by the server's
   // loops (each counts itself while it has sentences queued or decoding).
   int lone_threads = 0;
   std::shared_ptr<std::atomic<int>> busy_loops;

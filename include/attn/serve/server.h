@@ -58,7 +58,7 @@ struct ServeOptions {
   // Decoding loops per model, each its own continuous batch on threads /
   // inter_threads of the threads (CTranslate2's inter_threads; attn
   // translate --inter-threads); a request goes to the loop with the fewest
-  // sentences. While the server's other loops are idle, a model's first
+  // sentences. Once the server's other loops are idle, a model's first
   // loop runs on all the threads (a lone sentence as fast as attn
   // translate's). 0: one loop per thread.
   int inter_threads = 0;
