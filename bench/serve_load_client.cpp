@@ -59,14 +59,22 @@ Options parse(int argc, char** argv) {
     if (i + 1 >= argc) fail(flag + " needs a value");
     const std::string value = argv[++i];
     try {
-      if (flag == "--host") o.host = value;
-      else if (flag == "--port") o.port = std::stoi(value);
-      else if (flag == "--sentences") o.sentences = value;
-      else if (flag == "--clients") o.clients = std::stoi(value);
-      else if (flag == "--source") o.source = value;
-      else if (flag == "--target") o.target = value;
-      else if (flag == "--seconds") o.seconds = std::stod(value);
-      else fail("unknown flag " + flag);
+      if (flag == "--host")
+        o.host = value;
+      else if (flag == "--port")
+        o.port = std::stoi(value);
+      else if (flag == "--sentences")
+        o.sentences = value;
+      else if (flag == "--clients")
+        o.clients = std::stoi(value);
+      else if (flag == "--source")
+        o.source = value;
+      else if (flag == "--target")
+        o.target = value;
+      else if (flag == "--seconds")
+        o.seconds = std::stod(value);
+      else
+        fail("unknown flag " + flag);
     } catch (const std::logic_error&) {
       fail(flag + ": not a number: " + value);
     }
@@ -179,8 +187,9 @@ int main(int argc, char** argv) {
   std::ifstream in(o.sentences);
   if (!in) fail("cannot read " + o.sentences);
   for (std::string line; std::getline(in, line);)
-    work.bodies.push_back(nlohmann::json{{"q", line}, {"source", o.source}, {"target", o.target}}
-                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    work.bodies.push_back(
+        nlohmann::json{{"q", line}, {"source", o.source}, {"target", o.target}}.dump(
+            -1, ' ', false, nlohmann::json::error_handler_t::replace));
   if (work.bodies.empty()) fail(o.sentences + " holds no line");
 
   asio::io_context io;
@@ -196,8 +205,8 @@ int main(int argc, char** argv) {
   const double cpu0 = cpu_seconds();
   const auto t0 = Clock::now();
   if (o.seconds > 0)
-    work.until = t0 + std::chrono::duration_cast<Clock::duration>(
-                          std::chrono::duration<double>(o.seconds));
+    work.until =
+        t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
   for (auto& c : connections) c->send();
   connections.clear();  // each lives while its handlers do
   io.run();

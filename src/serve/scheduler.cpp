@@ -103,8 +103,8 @@ void Scheduler::admit(seq2seq::DecodingBatch& batch) {
       const Job::Sentence& s = job->sentences[job->admitted];
       const std::int64_t c = cost(static_cast<std::int64_t>(s.ids.size()), job->options);
       const std::int64_t rows = job->options.beam_size;
-      if (!live_.empty() && (used_tokens_ + c > options_.max_batch_tokens ||
-                             used_rows_ + rows > max_rows(rows)))
+      if (!live_.empty() &&
+          (used_tokens_ + c > options_.max_batch_tokens || used_rows_ + rows > max_rows(rows)))
         break;
       const auto handle = batch.add(s.ids, seq2seq::text_decode_options(job->options));
       live_.push_back({handle, Live{job, job->admitted, c, rows}});
@@ -240,8 +240,7 @@ void Scheduler::run() {
       // shares the cores with the loop that wakes.
       if (options_.lone_threads > options_.threads && busy_loops) {
         alone_steps = busy_loops->load(std::memory_order_relaxed) <= 1 ? alone_steps + 1 : 0;
-        const int want =
-            alone_steps > 2 ? options_.lone_threads : std::max(1, options_.threads);
+        const int want = alone_steps > 2 ? options_.lone_threads : std::max(1, options_.threads);
         if (want != team) set_num_threads(team = want);
       }
       decode_step(batch);

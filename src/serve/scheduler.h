@@ -79,8 +79,9 @@ struct SchedulerOptions {
   int threads = 0;  // for the decoding's ops; 0: attn's default
   // Once no other loop of the server has had work for three of this
   // loop's steps: this many threads (0: no more than `threads`), so that
-  // one sentence alone decodes on the cores the idle loops leave. Counted in `busy_loops`, shared by the server's
-  // loops (each counts itself while it has sentences queued or decoding).
+  // one sentence alone decodes on the cores the idle loops leave. Counted
+  // in `busy_loops`, shared by the server's loops (each counts itself
+  // while it has sentences queued or decoding).
   int lone_threads = 0;
   std::shared_ptr<std::atomic<int>> busy_loops;
   Precision precision = Precision::f32;
