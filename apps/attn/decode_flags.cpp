@@ -43,8 +43,9 @@ void DecodeFlags::add_to(CLI::App* sub, bool with_n_best, bool with_batches) {
   sub->add_option("--quantize", quantize_,
                   "none (f32), or int8: the Linear layers' weights quantized once to int8 per "
                   "output row and the activations per row at each product, multiplied on "
-                  "AVX-512 VNNI or AVX2 (the same numbers; with --precision bf16 the other "
-                  "products in bf16; without AVX2, f32 with a warning); auto: int8 for a subword "
+                  "AVX-512 VNNI, or on AVX2 in 7 bits (a CPU without VNNI); with --precision "
+                  "bf16 the other products in bf16; without AVX2, f32 with a warning; auto: int8 "
+                  "for a subword "
                   "model where the CPU runs it, else none (a word model: none)")
       ->check(CLI::IsMember({"auto", "none", "int8"}))
       ->capture_default_str();

@@ -22,8 +22,8 @@ Translator(model_dir, precision="f32", quantize="auto", threads=0)
   quantize   "auto" (attn translate's default: int8 for a subword model
              where the CPU runs it, else f32), "int8": the Linear layers'
              weights in int8 per output row, the activations per row at
-             each product (AVX-512 VNNI or AVX2; elsewhere f32, with a
-             warning), or "none" / None: f32;
+             each product (AVX-512 VNNI, or AVX2 in 7 bits; elsewhere f32,
+             with a warning), or "none" / None: f32;
   threads    threads of each call (`attn --threads N`); 0: attn.get_num_threads().
 The model directory is checked as `attn translate` checks it (every file
 against its manifest); errors are RuntimeError with the library's message.

@@ -177,9 +177,8 @@ bool screen_row(const ArgmaxScreen& s, const float* x, const float* yq, const fl
   thread_local std::vector<float> upper;
   thread_local std::vector<std::int64_t> cand;
   q.resize(static_cast<std::size_t>(K));
-  // x's quantization as the int8 product made it (the same values, the same
-  // bits, on AVX2, which every int8 kernel's CPU has), and the three norms.
-  const float sx = detail::quantize_row_s8(x, K, q.data(), true);
+  // x's quantization as the int8 product made it, and the three norms.
+  const float sx = detail::quantize_row_as_run(x, K, q.data());
   if (!std::isfinite(sx)) return false;
   double a2 = 0, b2 = 0, c2 = 0;
   for (std::int64_t k = 0; k < K; ++k) {

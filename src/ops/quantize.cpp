@@ -3,13 +3,16 @@
 // where the CPU has AVX-512 VNNI, its AVX2 kernel where it has AVX2, else
 // integer loops and the dequantization with the bias in one pass.
 //
-//   sw[n] = max_k |W[n,k]| / 127      Wq[n,k] = round(W[n,k] * (127 / max_k |W[n,k]|))
-//   sx[m] = max_k |x[m,k]| / 127      xq[m,k] = round(x[m,k] * (127 / max_k |x[m,k]|))
+//   sw[n] = max_k |W[n,k]| / L      Wq[n,k] = round(W[n,k] * (L / max_k |W[n,k]|))
+//   sx[m] = max_k |x[m,k]| / L      xq[m,k] = round(x[m,k] * (L / max_k |x[m,k]|))
 //   acc[m,n] = sum_k xq[m,k] Wq[n,k]
 //            = sum_k (xq[m,k] + 128) Wq[n,k] - 128 sum_k Wq[n,k]   (the u8 x s8 VNNI product)
-//            = sum_k |Wq[n,k]| (xq[m,k] ^ (Wq[n,k] < 0 ? 0xff : 0)) - sum_{Wq[n,k] < 0} Wq[n,k]
-//                                                                   (AVX2's vpmaddubsw)
+//            = sum_k (xq[m,k] + 64) Wq[n,k] - 64 sum_k Wq[n,k]     (AVX2's vpmaddubsw)
 //   y[m,n] = fma(float(acc[m,n]), sx[m] * sw[n], b[n])
+//
+// L = 127, or 63 where the AVX2 kernel runs (int8_levels(): 7-bit operands,
+// whose pairs of products fit vpmaddubsw's int16 twice over;
+// kernels/gemm/int8_gemm.h).
 #include "attn/ops/quantize.h"
 #include "attn/core/env.h"
 
@@ -101,9 +104,9 @@ bool parallel_rows(std::int64_t M, std::int64_t per_row) {
   return M > 1 && M * per_row >= 2 * parallel_grain();
 }
 
-// acc (M x N) = the int32 sums of the u8 rows xq (M x K), 128 taken off
-// each (the portable path).
-void int8_sums(const std::uint8_t* xq, std::int64_t M, const QuantizedWeight& w,
+// acc (M x N) = the int32 sums of the u8 rows xq (M x K), `offset` (128,
+// or 64 for 7-bit rows) taken off each (the portable path).
+void int8_sums(const std::uint8_t* xq, std::int64_t M, const QuantizedWeight& w, int offset,
                std::int32_t* acc) {
   const std::int64_t N = w.N, K = w.K;
   detail::parallel_for(M, detail::loop_threads(parallel_rows(M, N * K / 16)), [&](std::int64_t m) {
@@ -113,7 +116,7 @@ void int8_sums(const std::uint8_t* xq, std::int64_t M, const QuantizedWeight& w,
       std::int32_t s = 0;
 #pragma omp simd reduction(+ : s)
       for (std::int64_t k = 0; k < K; ++k)
-        s += (static_cast<std::int32_t>(a[k]) - 128) * static_cast<std::int32_t>(b[k]);
+        s += (static_cast<std::int32_t>(a[k]) - offset) * static_cast<std::int32_t>(b[k]);
       acc[m * N + n] = s;
     }
   });
@@ -131,11 +134,13 @@ void quantized_sums(const float* x, std::int64_t M, const QuantizedWeight& w, Sc
   const std::int64_t K = w.K;
   if (s.xq.size() < static_cast<std::size_t>(M * K)) s.xq.resize(M * K);
   if (s.sx.size() < static_cast<std::size_t>(M)) s.sx.resize(M);
-  const bool vector = int8_kernel() == Int8Kernel::avx512_vnni;
+  const Int8Kernel kernel = int8_kernel();
+  const bool seven = detail::int8_levels() == 63;
   detail::parallel_for(M, detail::loop_threads(parallel_rows(M, K)), [&](std::int64_t m) {
-    s.sx[m] = quantize_row(x + m * K, K, &s.xq[m * K], vector);
+    s.sx[m] = seven ? detail::quantize_row_u7(x + m * K, K, &s.xq[m * K], true)
+                    : quantize_row(x + m * K, K, &s.xq[m * K], kernel == Int8Kernel::avx512_vnni);
   });
-  int8_sums(s.xq.data(), M, w, acc);
+  int8_sums(s.xq.data(), M, w, seven ? 64 : 128, acc);
 }
 
 Scratch& thread_scratch() {
@@ -144,10 +149,11 @@ Scratch& thread_scratch() {
 }
 
 // y through the kernel of kernels/gemm/int8_gemm.h this CPU runs: the VNNI kernel
-// on u8 rows (xq + 128), the AVX2 one on s8 rows (xq); the floats straight
-// from its registers, no int32 sums in memory; the rows quantized and the
-// column groups shared out over threads where the product is large enough.
-// The same bits as the other paths (exact int32 sums, the same formula).
+// on u8 rows (xq + 128), the AVX2 one on 7-bit rows (xq + 64); the floats
+// straight from its registers, no int32 sums in memory; the rows quantized
+// and the column groups shared out over threads where the product is large
+// enough. The same bits as the reference at the same levels (exact int32
+// sums, the same formula).
 // The VNNI kernel replaced oneDNN's u8 x s8 primitive, which it beat by
 // 10-20% on every shape of the tatoeba model (1 to 1,024 rows;
 // kernels/gemm/int8_gemm.h); on AVX2, oneDNN 2.6's u8 x s8 matmul against the AVX2
@@ -164,34 +170,22 @@ Tensor run_int8_kernel(Int8Kernel kernel, const Tensor& x, std::int64_t M, Quant
   if (s.sx.size() < static_cast<std::size_t>(M)) s.sx.resize(M);
   const float* px = xc.data<float>();
   const bool vnni = kernel == Int8Kernel::avx512_vnni;
-  auto* xq8 = reinterpret_cast<std::int8_t*>(s.xq.data());
   detail::parallel_for(M, detail::loop_threads(parallel_rows(M, K)), [&](std::int64_t m) {
     s.sx[m] = vnni ? quantize_row(px + m * K, K, &s.xq[m * K], true)
-                   : quantize_row_s8(px + m * K, K, xq8 + m * K, true);
+                   : detail::quantize_row_u7(px + m * K, K, &s.xq[m * K], true);
   });
   const float* b = bc.defined() ? bc.data<float>() : nullptr;
   const detail::Int8GemmArgs a{.x = s.xq.data(),
                                .ldx = K,
                                .sx = s.sx.data(),
                                .packed = w.gemm_layout(),
-                               .comp = w.comp.data(),
+                               .comp = vnni ? w.comp.data() : w.comp7.data(),
                                .sw = w.scale.data(),
                                .bias = b,
                                .M = M,
                                .K = K,
                                .N = N,
                                .y = y.data<float>()};
-  const detail::Int8GemmS8Args a8{.x = xq8,
-                                  .ldx = K,
-                                  .sx = a.sx,
-                                  .packed = a.packed,
-                                  .neg = w.neg.data(),
-                                  .sw = a.sw,
-                                  .bias = b,
-                                  .M = M,
-                                  .K = K,
-                                  .N = N,
-                                  .y = a.y};
   const std::int64_t groups = (N + 31) / 32;
   const bool parallel = M * N * K >= kSerialWork * grain_scale() && groups > 1;
   detail::parallel_ranges(groups, detail::loop_threads(parallel),
@@ -199,7 +193,7 @@ Tensor run_int8_kernel(Int8Kernel kernel, const Tensor& x, std::int64_t M, Quant
                             if (vnni)
                               detail::int8_gemm(a, g0, g1);
                             else
-                              detail::int8_gemm_avx2(a8, g0, g1);
+                              detail::int8_gemm_avx2(a, g0, g1);
                           });
   return y;
 }
@@ -247,12 +241,13 @@ std::unique_ptr<QuantizedWeight> quantize_weight(const Tensor& weight, const cha
   w->q.resize(static_cast<std::size_t>(N * K));
   w->scale.resize(static_cast<std::size_t>(N));
   w->comp.resize(static_cast<std::size_t>(N));
-  w->neg.resize(static_cast<std::size_t>(N));
+  w->comp7.resize(static_cast<std::size_t>(N));
   const float* p = weight.data<float>();
   // Rows in parallel, each through quantize_row (the AVX-512 kernel where the
-  // CPU has VNNI) or quantize_row_s8 (the AVX2 kernel where it has AVX2), the
-  // same bits as the reference, from a contiguous copy of the row where the
-  // weight's rows are not.
+  // CPU has VNNI), quantize_row_s7 (7 bits, the AVX2 kernel where it has
+  // AVX2) or quantize_row_s8 (the integer loops), the same bits as the
+  // reference, from a contiguous copy of the row where the weight's rows are
+  // not.
   const Int8Kernel kernel = int8_kernel();
   std::atomic<std::int64_t> bad{N};
   detail::parallel_for(N, detail::loop_threads(parallel_rows(N, K)), [&](std::int64_t n) {
@@ -271,27 +266,36 @@ std::unique_ptr<QuantizedWeight> quantize_weight(const Tensor& weight, const cha
       scale = quantize_row(x, K, u.data(), true);
       for (std::int64_t k = 0; k < K; ++k)
         q[k] = static_cast<std::int8_t>(static_cast<std::int32_t>(u[k]) - 128);
+    } else if (kernel == Int8Kernel::avx2) {
+      scale = detail::quantize_row_s7(x, K, q, true);
     } else {
-      scale = quantize_row_s8(x, K, q, kernel == Int8Kernel::avx2);
+      scale = quantize_row_s8(x, K, q, false);
     }
     if (std::isnan(scale)) {  // the first such row is named
       std::int64_t seen = bad.load();
       while (n < seen && !bad.compare_exchange_weak(seen, n)) {}
       return;
     }
-    std::int32_t sum = 0, neg = 0;
-    for (std::int64_t k = 0; k < K; ++k) {
-      sum += q[k];
-      neg += q[k] < 0 ? q[k] : 0;
-    }
+    std::int32_t sum = 0;
+    for (std::int64_t k = 0; k < K; ++k) sum += q[k];
     w->scale[n] = scale;
     w->comp[n] = 128 * sum;
-    w->neg[n] = neg;
+    w->comp7[n] = 64 * sum;
   });
   ATTN_CHECK(bad.load() == N, ValueError,
              "{}: weight {} holds an infinity or a NaN in row {}: it cannot be quantized", op,
              shape_str(weight.shape()), bad.load());
   return w;
+}
+
+int int8_levels() { return int8_kernel() == Int8Kernel::avx2 ? 63 : 127; }
+
+float quantize_row_as_run(const float* x, std::int64_t K, std::int8_t* q) {
+  if (int8_levels() != 63) return quantize_row_s8(x, K, q, int8_gemm_avx2_cpu());
+  auto* u = reinterpret_cast<std::uint8_t*>(q);
+  const float sx = quantize_row_u7(x, K, u, true);
+  for (std::int64_t k = 0; k < K; ++k) q[k] = static_cast<std::int8_t>(u[k] - 64);
+  return sx;
 }
 
 Tensor run_int8(const Tensor& x, QuantizedWeight& w, const Tensor& bias) {
@@ -422,20 +426,22 @@ Tensor linear_int8_reference(const Tensor& x, const Tensor& weight, const Tensor
   Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
   std::vector<std::int8_t> wq(static_cast<std::size_t>(N * K));
   std::vector<float> sw(static_cast<std::size_t>(N));
+  const int levels = detail::int8_levels();
   for (std::int64_t n = 0; n < N; ++n) {
-    const RowScale s = row_scale_reference(pw + n * K, K);
+    const RowScale s = row_scale_reference(pw + n * K, K, static_cast<float>(levels));
     ATTN_CHECK(s.finite, ValueError,
                "linear_int8_reference: weight {} holds an infinity or a NaN in row {}: it "
                "cannot be quantized",
                shape_str(weight.shape()), n);
     sw[n] = s.scale;
-    for (std::int64_t k = 0; k < K; ++k) wq[n * K + k] = quantize_reference(pw[n * K + k], s.inv);
+    for (std::int64_t k = 0; k < K; ++k)
+      wq[n * K + k] = quantize_reference(pw[n * K + k], s.inv, levels);
   }
   std::vector<std::int8_t> xq(static_cast<std::size_t>(K));
   float* out = y.data<float>();
   for (std::int64_t m = 0; m < M; ++m) {
-    const RowScale s = row_scale_reference(px + m * K, K);
-    for (std::int64_t k = 0; k < K; ++k) xq[k] = quantize_reference(px[m * K + k], s.inv);
+    const RowScale s = row_scale_reference(px + m * K, K, static_cast<float>(levels));
+    for (std::int64_t k = 0; k < K; ++k) xq[k] = quantize_reference(px[m * K + k], s.inv, levels);
     for (std::int64_t n = 0; n < N; ++n) {
       std::int64_t acc = 0;
       for (std::int64_t k = 0; k < K; ++k)
@@ -485,16 +491,18 @@ Tensor int8_accumulators_reference(const Tensor& x, const Tensor& weight) {
   Tensor xc = x.detach().contiguous(), wc = weight.detach().contiguous();
   Tensor acc = Tensor::empty({M, N}, DType::i32);
   std::vector<std::int8_t> xq(static_cast<std::size_t>(K)), wq(static_cast<std::size_t>(K));
+  const int levels = int8_levels();
+  const float lf = static_cast<float>(levels);
   for (std::int64_t m = 0; m < M; ++m) {
     const float* xr = xc.data<float>() + m * K;
-    const RowScale sx = row_scale_reference(xr, K);
-    for (std::int64_t k = 0; k < K; ++k) xq[k] = quantize_reference(xr[k], sx.inv);
+    const RowScale sx = row_scale_reference(xr, K, lf);
+    for (std::int64_t k = 0; k < K; ++k) xq[k] = quantize_reference(xr[k], sx.inv, levels);
     for (std::int64_t n = 0; n < N; ++n) {
       const float* wr = wc.data<float>() + n * K;
-      const RowScale sw = row_scale_reference(wr, K);
+      const RowScale sw = row_scale_reference(wr, K, lf);
       std::int64_t sum = 0;
       for (std::int64_t k = 0; k < K; ++k)
-        sum += static_cast<std::int64_t>(xq[k]) * quantize_reference(wr[k], sw.inv);
+        sum += static_cast<std::int64_t>(xq[k]) * quantize_reference(wr[k], sw.inv, levels);
       acc.data<std::int32_t>()[m * N + n] = static_cast<std::int32_t>(sum);
     }
   }

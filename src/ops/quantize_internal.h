@@ -23,7 +23,7 @@ struct QuantizedWeight {
   std::vector<std::int8_t> q;  // Wq, N x K row-major
   std::vector<float> scale;  // sw, N
   std::vector<std::int32_t> comp;  // 128 * sum_k Wq[n,k], N (the VNNI kernel's)
-  std::vector<std::int32_t> neg;  // sum_k of the negative Wq[n,k], N (the AVX2 kernel's)
+  std::vector<std::int32_t> comp7;  // 64 * sum_k Wq[n,k], N (the AVX2 kernel's)
   // Wq in int8_gemm's layout, once used; `mu` guards it, as the threads
   // that joined the scope share the weight.
   std::vector<std::int8_t> gemm;
@@ -43,8 +43,20 @@ std::unique_ptr<QuantizedWeight> quantize_weight(const Tensor& weight, const cha
 
 // y (..., N) = the int8 product of x (..., K, f32, K <= kMaxK) and w, plus
 // bias (N, or undefined): attn's VNNI kernel (kernels/gemm/int8_gemm.h) where the
-// CPU has it, else integer loops; the same bits either way.
+// CPU has it, its AVX2 kernel (7 bits) where it has AVX2, else integer
+// loops; the reference's bits at int8_levels().
 Tensor run_int8(const Tensor& x, QuantizedWeight& w, const Tensor& bias);
+
+// The levels each side of zero of this CPU's int8 operands: 127, or 63
+// where the AVX2 kernel runs (7 bits: kernels/gemm/int8_gemm.h). The weights,
+// the activations and the references all follow it.
+int int8_levels();
+
+// Row x (K) quantized as run_int8 quantizes its rows on this CPU: the
+// signed values xq (in [-127, 127], or [-63, 63] where the AVX2 kernel
+// runs: 7 bits) into q, the scale returned (NaN for a row holding an
+// infinity or a NaN).
+float quantize_row_as_run(const float* x, std::int64_t K, std::int8_t* q);
 
 // Whether a QuantizeScope is open on this thread.
 bool quantize_scope_open();

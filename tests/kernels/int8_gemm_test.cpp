@@ -6,8 +6,9 @@
 // saturate int16; a split of the column groups gives the same results;
 // nothing is written past a row's N columns; the rows are read no further
 // than the 3 bytes past the last one that the header allows
-// (AddressSanitizer checks the buffer's end). The AVX2 kernel's reference
-// gives the VNNI reference's bits on the same numbers (xq = u - 128).
+// (AddressSanitizer checks the buffer's end). The AVX2 kernel takes 7-bit
+// rows (u in [0, 127]) and the same reference, and is exact where its pairs
+// of products are largest.
 #include "kernels/gemm/int8_gemm.h"
 
 #include <cmath>
@@ -33,20 +34,24 @@ struct Operands {
 };
 
 // Random operands; `extreme`: every xq and Wq is -127 or 127 (u 1 or 255),
-// the largest pairs of products there are.
+// the largest pairs of products there are. `u7`: the AVX2 kernel's 7-bit
+// operands, u in [0, 127] and Wq in [-63, 63] (extreme: 0 or 127, -63 or
+// 63), comp 64 sum_k Wq.
 Operands random_operands(std::int64_t M, std::int64_t K, std::int64_t N, std::int64_t ldu,
-                         std::mt19937& gen, bool extreme = false) {
+                         std::mt19937& gen, bool extreme = false, bool u7 = false) {
   Operands o;
-  std::uniform_int_distribution<int> u8(1, 255), s8(-127, 127), coin(0, 1);
+  const int top = u7 ? 127 : 255, bottom = u7 ? 0 : 1, offset = u7 ? 64 : 128;
+  const int wmax = u7 ? 63 : 127;
+  std::uniform_int_distribution<int> u8(bottom, top), s8(-wmax, wmax), coin(0, 1);
   std::uniform_real_distribution<float> scale(1e-3f, 0.05f), b(-2.0f, 2.0f);
   // The last row ends 3 bytes past its K values: the most the kernel reads.
   o.u.resize(static_cast<std::size_t>((M - 1) * ldu + K + 3));
-  for (auto& v : o.u) v = static_cast<std::uint8_t>(extreme ? (coin(gen) ? 255 : 1) : u8(gen));
+  for (auto& v : o.u) v = static_cast<std::uint8_t>(extreme ? (coin(gen) ? top : bottom) : u8(gen));
   o.wq.resize(static_cast<std::size_t>(N * K));
-  for (auto& v : o.wq) v = static_cast<std::int8_t>(extreme ? (coin(gen) ? 127 : -127) : s8(gen));
+  for (auto& v : o.wq) v = static_cast<std::int8_t>(extreme ? (coin(gen) ? wmax : -wmax) : s8(gen));
   o.comp.assign(static_cast<std::size_t>(N), 0);
   for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t k = 0; k < K; ++k) o.comp[n] += 128 * o.wq[n * K + k];
+    for (std::int64_t k = 0; k < K; ++k) o.comp[n] += offset * o.wq[n * K + k];
   for (std::int64_t m = 0; m < M; ++m) o.sx.push_back(scale(gen));
   for (std::int64_t n = 0; n < N; ++n) {
     o.sw.push_back(scale(gen));
@@ -72,31 +77,6 @@ Int8GemmArgs args(const Operands& o, const std::vector<std::int8_t>& packed, boo
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-// The AVX2 kernel's operands: the rows as s8 (xq = u - 128), the same
-// layout and spare bytes.
-std::vector<std::int8_t> signed_rows(const Operands& o) {
-  std::vector<std::int8_t> x(o.u.size());
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<std::int8_t>(o.u[i] - 128);
-  return x;
-}
-
-Int8GemmS8Args s8_args(const Operands& o, const std::vector<std::int8_t>& x,
-                       const std::vector<std::int8_t>& packed, const std::vector<std::int32_t>& neg,
-                       bool with_bias, std::int64_t M, std::int64_t K, std::int64_t N,
-                       std::int64_t ldx, float* y) {
-  return {.x = x.data(),
-          .ldx = ldx,
-          .sx = o.sx.data(),
-          .packed = packed.data(),
-          .neg = neg.data(),
-          .sw = o.sw.data(),
-          .bias = with_bias ? o.bias.data() : nullptr,
-          .M = M,
-          .K = K,
-          .N = N,
-          .y = y};
 }
 
 TEST(Int8Gemm, KernelEqualsReferenceOnRandomOperandsOfOddSizes) {
@@ -138,11 +118,10 @@ TEST(Int8Gemm, KernelEqualsReferenceOnRandomOperandsOfOddSizes) {
   EXPECT_EQ(cases, 13 * 7 * 6 * 2);
 }
 
-// The AVX2 kernel against its reference and the VNNI reference, bit for
-// bit, on the same sizes, and on extreme operands: there a pair of u8 x s8
-// products reaches 2 x 255 x 127 = 64770, which vpmaddubsw would saturate;
-// the kernel's pairs (|Wq| times xq, flipped where Wq < 0) stay at most
-// 2 x 127 x 128 = 32512.
+// The AVX2 kernel against the reference, bit for bit, on the same sizes,
+// and on extreme operands: u 0 or 127, Wq -63 or 63, where a pair of
+// products reaches 2 x 127 x 63 = 16002 in magnitude and two steps' pairs
+// 32004, the most its int16 sums hold (kernels/gemm/int8_gemm.h).
 TEST(Int8Gemm, Avx2KernelEqualsReferenceOnRandomOperandsOfOddSizes) {
   if (!int8_gemm_avx2_cpu()) GTEST_SKIP() << "this CPU has no AVX2";
   std::mt19937 gen(7);
@@ -153,35 +132,25 @@ TEST(Int8Gemm, Avx2KernelEqualsReferenceOnRandomOperandsOfOddSizes) {
         for (std::int64_t N : {1, 7, 8, 9, 15, 16, 17, 33, 100}) {
           if (extreme && M > 13) continue;
           const std::int64_t ldx = K + (M % 3 == 0 ? 5 : 0);
-          Operands o = random_operands(M, K, N, ldx, gen, extreme);
-          const std::vector<std::int8_t> x = signed_rows(o);
+          Operands o = random_operands(M, K, N, ldx, gen, extreme, true);
           const std::vector<std::int8_t> packed = pack_int8_gemm(o.wq.data(), N, K);
-          std::vector<std::int32_t> neg(static_cast<std::size_t>(N));
-          int8_gemm_neg(o.wq.data(), N, K, neg.data());
           for (bool with_bias : {false, true}) {
             SCOPED_TRACE(::testing::Message()
                          << "M " << M << ", K " << K << ", N " << N << ", ldx " << ldx
                          << (with_bias ? ", bias" : "") << (extreme ? ", extreme" : ""));
             const float guard = std::numeric_limits<float>::quiet_NaN();
             std::vector<float> ref(static_cast<std::size_t>(M * N));
-            std::vector<float> vnni_ref(static_cast<std::size_t>(M * N));
             std::vector<float> got(static_cast<std::size_t>(M * N + 32), guard);
-            int8_gemm_s8_reference(s8_args(o, x, packed, neg, with_bias, M, K, N, ldx, ref.data()),
-                                   o.wq.data());
-            int8_gemm_reference(args(o, packed, with_bias, M, K, N, ldx, vnni_ref.data()),
-                                o.wq.data());
-            EXPECT_TRUE(same_bits(ref, vnni_ref));
+            int8_gemm_reference(args(o, packed, with_bias, M, K, N, ldx, ref.data()), o.wq.data());
             const std::int64_t groups = (N + 31) / 32;
-            int8_gemm_avx2(s8_args(o, x, packed, neg, with_bias, M, K, N, ldx, got.data()), 0,
-                           groups);
+            int8_gemm_avx2(args(o, packed, with_bias, M, K, N, ldx, got.data()), 0, groups);
             for (std::size_t i = static_cast<std::size_t>(M * N); i < got.size(); ++i)
               ASSERT_TRUE(std::isnan(got[i])) << "written past the end at " << i;
             got.resize(static_cast<std::size_t>(M * N));
             EXPECT_TRUE(same_bits(got, ref));
             if (groups > 1) {
               std::vector<float> split(static_cast<std::size_t>(M * N), guard);
-              const Int8GemmS8Args a =
-                  s8_args(o, x, packed, neg, with_bias, M, K, N, ldx, split.data());
+              const Int8GemmArgs a = args(o, packed, with_bias, M, K, N, ldx, split.data());
               int8_gemm_avx2(a, 0, 1);
               int8_gemm_avx2(a, 1, groups);
               EXPECT_TRUE(same_bits(split, ref));
@@ -192,40 +161,39 @@ TEST(Int8Gemm, Avx2KernelEqualsReferenceOnRandomOperandsOfOddSizes) {
   EXPECT_EQ(cases, (16 * 7 * 9 + 11 * 7 * 9) * 2);
 }
 
-// The extreme operands the flips are for: pairs that would saturate
-// vpmaddubsw on u8 activations (x 127, u 255; Wq 127), and the largest
-// flipped ones (Wq -127 with x -127 and 127: |Wq| times 126 and -128),
-// give the exact sums, K x 127 x 127 in magnitude.
-TEST(Int8Gemm, Avx2KernelIsExactWhereU8PairsWouldSaturate) {
+// The largest pairs, by hand: u 127 (xq 63) against Wq 63 and -63, and
+// u 0 (xq -64), give the exact sums: K x 63 x 63 in magnitude, and
+// K x 64 x 63; the int16 sums of two steps reach 4 x 127 x 63 = 32004.
+TEST(Int8Gemm, Avx2KernelIsExactAtTheLargestPairs) {
   if (!int8_gemm_avx2_cpu()) GTEST_SKIP() << "this CPU has no AVX2";
   constexpr std::int64_t K = 1024;
-  std::vector<std::int8_t> x(2 * K + 3, 127), wq(2 * K, 127);
+  std::vector<std::uint8_t> u(2 * K + 3, 127);
+  std::vector<std::int8_t> wq(2 * K, 63);
   for (std::int64_t k = 0; k < K; ++k) {
-    wq[K + k] = -127;  // weight row 1: every product with row 0 -16129
-    x[K + k] = -127;  // activation row 1: with weight row 1, every product 16129
+    wq[K + k] = -63;  // weight row 1
+    u[K + k] = 0;  // activation row 1: xq -64
   }
   const std::vector<std::int8_t> packed = pack_int8_gemm(wq.data(), 2, K);
-  std::vector<std::int32_t> neg(2);
-  int8_gemm_neg(wq.data(), 2, K, neg.data());
+  const std::int32_t comp[] = {64 * 63 * K, -64 * 63 * K};
   const float sx[] = {1.0f, 1.0f}, sw[] = {1.0f, 1.0f};
   float y[4];
-  const Int8GemmS8Args a{.x = x.data(),
-                         .ldx = K,
-                         .sx = sx,
-                         .packed = packed.data(),
-                         .neg = neg.data(),
-                         .sw = sw,
-                         .bias = nullptr,
-                         .M = 2,
-                         .K = K,
-                         .N = 2,
-                         .y = y};
+  const Int8GemmArgs a{.x = u.data(),
+                       .ldx = K,
+                       .sx = sx,
+                       .packed = packed.data(),
+                       .comp = comp,
+                       .sw = sw,
+                       .bias = nullptr,
+                       .M = 2,
+                       .K = K,
+                       .N = 2,
+                       .y = y};
   int8_gemm_avx2(a, 0, 1);
-  const float big = static_cast<float>(K * 127 * 127);
-  EXPECT_EQ(y[0], big);
-  EXPECT_EQ(y[1], -big);
-  EXPECT_EQ(y[2], -big);
-  EXPECT_EQ(y[3], big);
+  const float high = static_cast<float>(K * 63 * 63), low = static_cast<float>(K * 64 * 63);
+  EXPECT_EQ(y[0], high);
+  EXPECT_EQ(y[1], -high);
+  EXPECT_EQ(y[2], -low);
+  EXPECT_EQ(y[3], low);
 }
 
 // The reference itself, on a product worked by hand: acc = sum u w - comp,
@@ -251,35 +219,22 @@ TEST(Int8Gemm, ReferenceByHand) {
   // xq . w: 2 - 16 + 0 + 508 = 494; -2 + 0 + 0 + 127 * 127 = 16127.
   EXPECT_EQ(y[0], 494.0f * 1.0f + 0.25f);
   EXPECT_EQ(y[1], 16127.0f * 0.5f - 1.0f);
-  // The s8 reference on the same numbers (xq = u - 128).
-  const std::int8_t xq[] = {2, -8, 0, 127, 0, 0, 0};
-  std::int32_t neg[2];
-  int8_gemm_neg(wq, 2, 4, neg);
-  EXPECT_EQ(neg[0], 0);
-  EXPECT_EQ(neg[1], -1);
-  Int8GemmS8Args b{};
-  b.x = xq;
-  b.ldx = 4;
-  b.sx = sx;
-  b.sw = sw;
-  b.bias = bias;
-  b.neg = neg;
-  b.M = 1;
-  b.K = 4;
-  b.N = 2;
-  float z[2];
-  b.y = z;
-  int8_gemm_s8_reference(b, wq);
-  EXPECT_EQ(z[0], y[0]);
-  EXPECT_EQ(z[1], y[1]);
-  if (int8_gemm_avx2_cpu()) {  // the kernel on the same numbers
-    const std::vector<std::int8_t> packed = pack_int8_gemm(wq, 2, 4);
-    b.packed = packed.data();
+  // The AVX2 kernel on 7-bit operands (u = xq + 64, |Wq| <= 63) and comp
+  // 64 sum_k Wq.
+  if (int8_gemm_avx2_cpu()) {
+    const std::uint8_t u7[] = {66, 56, 64, 127, 0, 0, 0};  // xq = 2, -8, 0, 63
+    const std::int8_t wq7[] = {1, 2, 3, 4, -1, 0, 0, 63};
+    const std::int32_t comp7[] = {64 * 10, 64 * 62};
+    const std::vector<std::int8_t> packed = pack_int8_gemm(wq7, 2, 4);
+    a.x = u7;
+    a.comp = comp7;
+    a.packed = packed.data();
     float k[2];
-    b.y = k;
-    int8_gemm_avx2(b, 0, 1);
-    EXPECT_EQ(k[0], y[0]);
-    EXPECT_EQ(k[1], y[1]);
+    a.y = k;
+    int8_gemm_avx2(a, 0, 1);
+    // 2 - 16 + 0 + 252 = 238; -2 + 0 + 0 + 63 * 63 = 3967.
+    EXPECT_EQ(k[0], 238.0f * 1.0f + 0.25f);
+    EXPECT_EQ(k[1], 3967.0f * 0.5f - 1.0f);
   }
 }
 

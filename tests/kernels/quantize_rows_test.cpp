@@ -78,6 +78,42 @@ TEST(QuantizeRows, Avx2KernelEqualsTheReference) {
   EXPECT_EQ(rows, 16 * 14);
 }
 
+// The 7-bit quantizations of the AVX2 kernel (quantize_row_s7 for the
+// weights, quantize_row_u7 for the activations, xq + 64): the AVX2 kernel
+// gives the reference's values and scale on the same rows; the values stay
+// within [-63, 63]; the u7 values are the s7 ones, 64 up (a zero or
+// non-finite row: 64, xq 0).
+TEST(QuantizeRows, SevenBitAvx2KernelsEqualTheReference) {
+  if (!int8_gemm_avx2_cpu()) GTEST_SKIP() << "this CPU has no AVX2";
+  std::mt19937 gen(13);
+  int rows = 0;
+  for (const std::int64_t K : kLengths)
+    for (const std::vector<float>& x : odd_rows(K, gen)) {
+      SCOPED_TRACE(::testing::Message() << "K " << K << ", row " << rows);
+      std::vector<std::int8_t> ref(static_cast<std::size_t>(K)), got(ref.size() + 8, 99);
+      const float s_ref = quantize_row_s7(x.data(), K, ref.data(), false);
+      const float s_got = quantize_row_s7(x.data(), K, got.data(), true);
+      EXPECT_TRUE(same_float(s_got, s_ref)) << s_got << " vs " << s_ref;
+      for (std::size_t i = ref.size(); i < got.size(); ++i)
+        ASSERT_EQ(got[i], 99) << "written past the end";
+      got.resize(ref.size());
+      EXPECT_EQ(got, ref);
+      std::vector<std::uint8_t> uref(ref.size()), ugot(ref.size() + 8, 99);
+      EXPECT_TRUE(same_float(quantize_row_u7(x.data(), K, uref.data(), false), s_ref));
+      EXPECT_TRUE(same_float(quantize_row_u7(x.data(), K, ugot.data(), true), s_ref));
+      for (std::size_t i = ref.size(); i < ugot.size(); ++i)
+        ASSERT_EQ(ugot[i], 99) << "written past the end";
+      ugot.resize(ref.size());
+      EXPECT_EQ(ugot, uref);
+      for (std::size_t k = 0; k < ref.size(); ++k) {
+        ASSERT_LE(std::abs(ref[k]), 63) << k;
+        ASSERT_EQ(static_cast<int>(uref[k]) - 64, ref[k]) << k;
+      }
+      ++rows;
+    }
+  EXPECT_EQ(rows, 16 * 14);
+}
+
 // The reference's rules, by hand: the scale, rounding to even, the zero
 // rows, a row with a NaN.
 TEST(QuantizeRows, ReferenceByHand) {
@@ -92,6 +128,14 @@ TEST(QuantizeRows, ReferenceByHand) {
   const float bad[] = {1.0f, std::nanf("")};
   EXPECT_TRUE(std::isnan(quantize_row_s8(bad, 2, q, false)));
   EXPECT_EQ(q[0], 0);
+  // In 7 bits: scale 127 / 63; x * 63 / 127 = 63, -0.248, 0.744, 1.24, -31.5 (ties to -32).
+  const float x7[] = {127.0f, -0.5f, 1.5f, 2.5f, -63.5f};
+  EXPECT_EQ(quantize_row_s7(x7, 5, q, false), 127.0f / 63.0f);
+  const std::int8_t want7[] = {63, 0, 1, 1, -32};
+  for (int k = 0; k < 5; ++k) EXPECT_EQ(q[k], want7[k]) << k;
+  std::uint8_t u[3];
+  EXPECT_EQ(quantize_row_u7(zeros, 3, u, false), 1.0f);
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(u[k], 64);
 }
 
 // Where the CPU has AVX-512: its u8 kernel gives the same values, 128 up

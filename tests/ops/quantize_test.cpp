@@ -102,13 +102,18 @@ TEST(Int8Sums, EqualTheReferenceExactly) {
 TEST(Int8Sums, HandComputed) {
   // x row (1, -2, 0.5): amax 2, xq = round(x * 63.5) = (64, -127, 32) (63.5 ties to even: 64);
   // w row (4, 4, -4): wq = (127, 127, -127). acc = 127 * (64 - 127 - 32) = -12065.
+  // In 7 bits (the AVX2 kernel): xq = round(x * 31.5) = (32, -63, 16) (31.5 ties to
+  // even: 32), wq = (63, 63, -63), acc = 63 * (32 - 63 - 16) = -2961.
   Tensor x = from_vector<float>({1.0f, -2.0f, 0.5f}, {1, 3});
   Tensor w = from_vector<float>({4.0f, 4.0f, -4.0f}, {1, 3});
-  EXPECT_EQ(detail::int8_accumulators(x, w).data<std::int32_t>()[0], -12065);
-  EXPECT_EQ(detail::int8_accumulators_reference(x, w).data<std::int32_t>()[0], -12065);
-  // y = -12065 * (2/127) * (4/127) = -5.984; the f32 product is 4 - 8 - 2 = -6.
+  const int L = detail::int8_levels();
+  ASSERT_TRUE(L == 127 || L == 63);
+  const std::int32_t want = L == 127 ? -12065 : -2961;
+  EXPECT_EQ(detail::int8_accumulators(x, w).data<std::int32_t>()[0], want);
+  EXPECT_EQ(detail::int8_accumulators_reference(x, w).data<std::int32_t>()[0], want);
+  // y = acc * (2/L) * (4/L): -5.984 (-5.968 in 7 bits); the f32 product is 4 - 8 - 2 = -6.
   const float y = linear_int8(x, w).data<float>()[0];
-  EXPECT_NEAR(y, -12065.0 * (2.0 / 127) * (4.0 / 127), 1e-5);
+  EXPECT_NEAR(y, want * (2.0 / L) * (4.0 / L), 1e-5);
 }
 
 // linear_int8 equals its reference bit for bit: 3-D inputs, with and without
@@ -128,15 +133,17 @@ TEST(Int8Linear, EqualsTheReferenceBitForBit) {
 }
 
 // Against the f32 product. Per element, the rounding of x and W to their
-// steps sx = max|x_m| / 127 and sw = max|W_n| / 127 bounds the difference:
+// steps sx = max|x_m| / L and sw = max|W_n| / L (L = 127, or 63 in the AVX2
+// kernel's 7 bits) bounds the difference:
 //   |y - y_f32| <= sx/2 sum_k |W[n,k]| + sw/2 (sum_k |x[m,k]| + K sx/2)
 // plus f32 rounding (1e-5 sum_k |x||W| here). On random data the errors are
 // independent and the difference grows as sqrt(K): each of the K terms has a
-// standard deviation of about (max|x| max|W| / 127) / sqrt(18) for uniform
-// inputs, so |y - y_f32| <= c sqrt(K) max|x| max|W| / 127 with c = 1.5 (over
+// standard deviation of about (max|x| max|W| / L) / sqrt(18) for uniform
+// inputs, so |y - y_f32| <= c sqrt(K) max|x| max|W| / L with c = 1.5 (over
 // 6 standard deviations).
 TEST(Int8Linear, WithinTheQuantizationStepOfF32) {
   constexpr double kC = 1.5;
+  const double L = detail::int8_levels();
   double worst_overall = 0;
   for (const std::int64_t M : kSizes)
     for (const std::int64_t K : kSizes)
@@ -155,7 +162,7 @@ TEST(Int8Linear, WithinTheQuantizationStepOfF32) {
             xmax = std::max(xmax, double(std::fabs(vx[m * K + k])));
             xsum += std::fabs(vx[m * K + k]);
           }
-          const double sx = xmax < 1e-30 ? 0.0 : xmax / 127;
+          const double sx = xmax < 1e-30 ? 0.0 : xmax / L;
           for (std::int64_t n = 0; n < N; ++n) {
             double wmax = 0, wsum = 0, abs_sum = 0;
             for (std::int64_t k = 0; k < K; ++k) {
@@ -163,7 +170,7 @@ TEST(Int8Linear, WithinTheQuantizationStepOfF32) {
               wsum += std::fabs(vw[n * K + k]);
               abs_sum += std::fabs(double(vx[m * K + k]) * vw[n * K + k]);
             }
-            const double sw = wmax / 127;
+            const double sw = wmax / L;
             const double bound = sx / 2 * wsum + sw / 2 * (xsum + K * sx / 2) + 1e-5 * abs_sum +
                                  1e-6 * std::fabs(vf[m * N + n]) + 1e-30;
             const double diff = std::fabs(double(vy[m * N + n]) - vf[m * N + n]);
@@ -171,7 +178,7 @@ TEST(Int8Linear, WithinTheQuantizationStepOfF32) {
                 << "M " << M << " K " << K << " N " << N << " at " << m << "," << n;
             differs = differs || diff > 0;
             if (m != 2 && m != 5 && xmax > 0)  // rows 2 and 5 are not random
-              worst_c = std::max(worst_c, diff / (std::sqrt(double(K)) * xmax * wmax / 127));
+              worst_c = std::max(worst_c, diff / (std::sqrt(double(K)) * xmax * wmax / L));
           }
         }
         EXPECT_LE(worst_c, kC) << "M " << M << " K " << K << " N " << N;
@@ -180,7 +187,7 @@ TEST(Int8Linear, WithinTheQuantizationStepOfF32) {
           EXPECT_TRUE(differs) << "int8 gave the f32 product exactly";
         }
       }
-  std::printf("largest |y - y_f32| / (sqrt(K) max|x| max|W| / 127): %.3f (bound %.1f)\n",
+  std::printf("largest |y - y_f32| / (sqrt(K) max|x| max|W| / %.0f): %.3f (bound %.1f)\n", L,
               worst_overall, kC);
 }
 

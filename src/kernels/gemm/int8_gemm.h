@@ -51,72 +51,51 @@ void int8_gemm(const Int8GemmArgs& a, std::int64_t g0, std::int64_t g1);
 // The plain reference: the same results, bit for bit, from Wq itself.
 void int8_gemm_reference(const Int8GemmArgs& a, const std::int8_t* wq);
 
-// ---- The same product on AVX2 (kernels/gemm/int8_gemm_avx2.cpp) ----
+// ---- The product on AVX2, in 7 bits (kernels/gemm/int8_gemm_avx2.cpp) ----
 //
 // AVX2 has no u8 x s8 dot product into int32; its 8-bit multiply-add,
 // vpmaddubsw, multiplies u8 by s8 and adds each pair of products into a
 // saturating int16, which vpmaddwd by ones then widens, two pairs at a
-// time, into the int32 sums. With the activations as u8 (xq + 128, up to
-// 255) a pair reaches 2 x 255 x 127 = 64770 and would saturate at 32767
-// (oneDNN 2.6's AVX2 u8 x s8 matmul does: docs/design.md). Here the
-// activations stay s8 (xq in [-127, 127]) and the weights give the u8
-// side, |Wq| (at most 127); where Wq is negative the activation's byte is
-// flipped (vpxor with 0xff: -xq - 1, in [-128, 126]), so that
+// time, into int32. With the VNNI kernel's operands (u up to 255, |Wq| up
+// to 127) a pair reaches 64770 and would saturate at 32767 (oneDNN 2.6's
+// AVX2 u8 x s8 matmul does: docs/design/precision.md). Here both operands have 7
+// bits: xq and Wq in [-63, 63] (scales max / 63; ops/quantize.cpp), the
+// activations stored as u = xq + 64 in [1, 127], and comp = 64 sum_k Wq:
 //
-//   |Wq[n,k]| (xq[m,k] ^ m[n,k]) = Wq[n,k] xq[m,k] + (Wq[n,k] if Wq[n,k] < 0, else 0)
-//
-// and a pair is at most 2 x 127 x 128 = 32512 <= 32767 in magnitude:
-// vpmaddubsw never saturates. The flips' sum, neg[n] = sum of the
-// negative Wq[n,k], depends on the weights alone and is taken off as the
-// sums leave the registers:
-//
-//   acc[m,n] = sum_k |Wq[n,k]| (xq[m,k] ^ m[n,k]) - neg[n] = sum_k xq[m,k] Wq[n,k]   (exact)
+//   acc[m,n] = sum_k u[m,k] Wq[n,k] - comp[n] = sum_k xq[m,k] Wq[n,k]   (exact)
 //   y[m,n]   = fma(float(acc[m,n]), sx[m] * sw[n], b[n])
 //
-// the VNNI kernel's integer and float, bit for bit (there the compensation
-// takes the 128 off), and the reference's. |Wq| and the masks m (vpabsb,
-// vpcmpgtb) are made once per step for all the rows of a block; then per
-// row and 16 columns, a step of 4 k is a broadcast, two vpxor, two
-// vpmaddubsw, two vpmaddwd and two vpaddd. vpsignb (the activation signed
-// by the weight) would need no correction, but on a Zen 3 it shares the
-// two pipes of the multiplies: in a loop of the block alone (L1-resident,
-// min of 200 runs on a shared machine: hints) 4.0-4.5 ns per 256
-// multiply-adds against 3.5-4.0 with vpxor. 7-bit activations ([0, 127]
-// after + 64, no flip at all) made 2.9-3.4 ns: about 1.2x, for one bit
-// less of every activation and other numbers than the VNNI kernel's.
+// int8_gemm_reference's formula and Int8GemmArgs, with other numbers than
+// the VNNI kernel's. A pair of products is at most 2 x 127 x 63 = 16002, so
+// the pairs of two steps of 4 k add in int16 (vpaddw, at most 32004) before
+// one vpmaddwd widens them: per row, 16 columns and 8 k, two broadcasts,
+// four vpmaddubsw, two vpaddw, two vpmaddwd and two vpaddd; the multiplies
+// share two ports, and there are 3 per 64 products instead of 4. The
+// exact 8-bit kernel it replaced (|Wq| times the activation flipped where
+// Wq < 0: the VNNI kernel's bits) issued a vpxor, a vpmaddubsw, a vpmaddwd
+// and a vpaddd per step of 32 products. On an Intel Xeon with AVX-512
+// (model 167, AVX2 forced, 2026-12-03, one thread, 32 x 256 x 1,024,
+// medians of 3 alternating runs): 105 GMAC/s, against 97 for 7-bit
+// activations alone (one vpmaddwd per step) and 70 for the exact kernel;
+// translating 2,000 sentences in int8: greedy 1.01 s against 1.42 s
+// (exact), beam 4 3.0 s against 4.4 s; held-out BLEU of the tatoeba model
+// within 0.2 of f32 (docs/design/precision.md).
 //
 // The weights are pack_int8_gemm's layout; each block is S <= 4 rows x 16
 // columns (8 int32 sums in registers over all of K), the rows of a
-// gemm_tiles tile cut into blocks of equal height. Row m of xq is read 4
+// gemm_tiles tile cut into blocks of equal height. Row m of u is read 4
 // bytes at a time from x + m * ldx: up to 3 bytes past a row's K are read
 // (they meet zero weights), so the buffer needs 3 readable bytes after its
-// last row.
-struct Int8GemmS8Args {
-  const std::int8_t* x;  // M rows of K s8 values (xq), row m at x + m * ldx
-  std::int64_t ldx;
-  const float* sx;  // M
-  const std::int8_t* packed;  // pack_int8_gemm's layout
-  const std::int32_t* neg;  // N: sum_k of Wq[n,k] where it is negative (int8_gemm_neg)
-  const float* sw;  // N
-  const float* bias;  // N, or null
-  std::int64_t M, K, N;
-  float* y;  // M x N, row m at y + m * N
-};
-
-// The sum of each row's negative values of Wq (N x K): neg for
-// Int8GemmS8Args, written to out (N).
-void int8_gemm_neg(const std::int8_t* wq, std::int64_t N, std::int64_t K, std::int32_t* out);
+// last row. u must stay within [0, 127] and |Wq| within 63: larger operands
+// wrap the int16 sums.
 
 // Whether this CPU runs int8_gemm_avx2 (AVX2 and FMA).
 bool int8_gemm_avx2_cpu();
 
-// Columns [32 g0, 32 g1) (the last group may be partial): all M rows. On a
-// CPU with AVX2 and FMA only (int8_gemm_avx2_cpu()).
-void int8_gemm_avx2(const Int8GemmS8Args& a, std::int64_t g0, std::int64_t g1);
-
-// The plain reference of int8_gemm_avx2: the same results, bit for bit,
-// from Wq itself.
-void int8_gemm_s8_reference(const Int8GemmS8Args& a, const std::int8_t* wq);
+// Columns [32 g0, 32 g1) (the last group may be partial): all M rows, 7-bit
+// operands. On a CPU with AVX2 and FMA only (int8_gemm_avx2_cpu()). Its
+// plain reference is int8_gemm_reference.
+void int8_gemm_avx2(const Int8GemmArgs& a, std::int64_t g0, std::int64_t g1);
 
 // The plain loops of both references: y[m, n] = fma(sum_k x[m, k] wq[n, k]
 // - comp[n], sx[m] sw[n], bias[n]), the sums in int32 (comp may be null).

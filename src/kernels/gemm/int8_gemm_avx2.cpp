@@ -1,7 +1,8 @@
-// The int8 product of kernels/gemm/int8_gemm.h on AVX2 (vpmaddubsw on |Wq| and the
-// activations flipped where Wq is negative: exact, the VNNI kernel's
-// bits), and its plain reference. The kernel is compiled for AVX2 and FMA
-// whatever the build targets and called only where the CPU has them.
+// The int8 product of kernels/gemm/int8_gemm.h on AVX2, in 7 bits (vpmaddubsw
+// on u = xq + 64 and Wq, two steps' pairs added in int16 before vpmaddwd
+// widens them; int8_gemm_reference's formula, exact). The kernel is
+// compiled for AVX2 and FMA whatever the build targets and called only
+// where the CPU has them.
 //
 #include <immintrin.h>
 
@@ -21,18 +22,6 @@ bool int8_gemm_avx2_cpu() {
   return __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
 }
 
-void int8_gemm_neg(const std::int8_t* wq, std::int64_t N, std::int64_t K, std::int32_t* out) {
-  for (std::int64_t n = 0; n < N; ++n) {
-    std::int32_t sum = 0;
-    for (std::int64_t k = 0; k < K; ++k) sum += wq[n * K + k] < 0 ? wq[n * K + k] : 0;
-    out[n] = sum;
-  }
-}
-
-void int8_gemm_s8_reference(const Int8GemmS8Args& a, const std::int8_t* wq) {
-  int8_reference_rows(a.x, a.ldx, wq, nullptr, a.sx, a.sw, a.bias, a.M, a.N, a.K, a.y);
-}
-
 ATTN_TARGET_BEGIN("avx2,fma")
 
 namespace {
@@ -40,23 +29,43 @@ namespace {
 // No standard-library templates in here: their instances, compiled for
 // AVX2, could be the ones the linker keeps for every caller.
 
-// acc += the sums of 4 products of each column: the 4 bytes x of the row
-// (broadcast), each flipped (vpxor) where the weight is negative (m, 0xff
-// there: -x - 1), times |w| (wabs), pairs into int16 (vpmaddubsw: at most
-// 2 x 127 x 128 = 32512, no saturation, kernels/gemm/int8_gemm.h), then pairs of
-// pairs into int32 (vpmaddwd by ones), in place. The instructions by hand:
-// with the intrinsics, GCC 12 added the sums into a new register and moved
-// them back at each step, and kept one of 8 on the stack.
+// acc += the sums of 8 products of each column: the row's 4 bytes of step
+// s (xa) and of step s + 1 (xb), broadcast, times the weights of the two
+// steps (wa, wb: s8), each pair into int16 (vpmaddubsw: at most
+// 2 x 127 x 63 = 16002 with 7-bit operands), the two steps' pairs added in
+// int16 (vpaddw: at most 32004, no wrap), then pairs of those into int32
+// (vpmaddwd by ones), in place. The instructions by hand: with the
+// intrinsics, GCC 12 added the sums into a new register and moved them back
+// at each step, and kept some on the stack.
+__attribute__((target("avx2,fma"), always_inline)) inline void dot8(__m256i& acc, __m256i xa,
+                                                                    __m256i xb, __m256i wa,
+                                                                    __m256i wb, __m256i ones) {
+  __m256i t, u;
+  asm("vpmaddubsw %[wa], %[xa], %[t]\n\t"
+      "vpmaddubsw %[wb], %[xb], %[u]\n\t"
+      "vpaddw %[u], %[t], %[t]\n\t"
+      "vpmaddwd %[ones], %[t], %[t]\n\t"
+      "vpaddd %[t], %[acc], %[acc]"
+      : [acc] "+x"(acc), [t] "=&x"(t), [u] "=&x"(u)
+      : [xa] "x"(xa), [xb] "x"(xb), [wa] "x"(wa), [wb] "x"(wb), [ones] "x"(ones));
+}
+
+// The 4 bytes at p in every lane (vbroadcastss: a load alone; the bytes
+// moved through a general register cost two shuffles on one port).
+__attribute__((target("avx2,fma"), always_inline)) inline __m256i broadcast4(
+    const std::uint8_t* p) {
+  return _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(p)));
+}
+
+// acc += the sums of the 4 products of one step (the last of an odd count).
 __attribute__((target("avx2,fma"), always_inline)) inline void dot4(__m256i& acc, __m256i x,
-                                                                    __m256i m, __m256i wabs,
-                                                                    __m256i ones) {
+                                                                    __m256i w, __m256i ones) {
   __m256i t;
-  asm("vpxor %[m], %[x], %[t]\n\t"
-      "vpmaddubsw %[t], %[wabs], %[t]\n\t"
+  asm("vpmaddubsw %[w], %[x], %[t]\n\t"
       "vpmaddwd %[ones], %[t], %[t]\n\t"
       "vpaddd %[t], %[acc], %[acc]"
       : [acc] "+x"(acc), [t] "=&x"(t)
-      : [x] "x"(x), [m] "x"(m), [wabs] "x"(wabs), [ones] "x"(ones));
+      : [x] "x"(x), [w] "x"(w), [ones] "x"(ones));
 }
 
 // Lanes [0, n) of 8 (the columns that exist), as a maskstore mask.
@@ -70,19 +79,19 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256i first_lanes8(s
 // one), the masks of the columns that exist.
 struct Epilogue8 {
   __m256 slo, shi, blo, bhi;
-  __m256i nlo, nhi, mlo, mhi;
+  __m256i clo, chi, mlo, mhi;
   bool full, hi_cols;
 };
 
-// One register of 8 sums on its way out: the flips' sum taken off (neg),
-// then fma(float(acc), sx * sw, b), as int8_gemm_s8_reference computes it
-// (with b 0 without a bias).
+// One register of 8 sums on its way out: the compensation taken off (comp,
+// 64 sum_k Wq), then fma(float(acc), sx * sw, b), as int8_gemm_reference
+// computes it (with b 0 without a bias).
 __attribute__((target("avx2,fma"), always_inline)) inline void store8(float* y, __m256i acc,
-                                                                      __m256i neg, __m256 vsx,
+                                                                      __m256i comp, __m256 vsx,
                                                                       __m256 s, __m256 b,
                                                                       __m256i mask, bool full) {
   const __m256 v =
-      _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(acc, neg)), _mm256_mul_ps(vsx, s), b);
+      _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(acc, comp)), _mm256_mul_ps(vsx, s), b);
   if (full)
     _mm256_storeu_ps(y, v);
   else
@@ -91,20 +100,32 @@ __attribute__((target("avx2,fma"), always_inline)) inline void store8(float* y, 
 
 // One row's step: its 4 bytes broadcast, two dot4. Named sums, not an
 // array (as in kernels/gemm/int8_gemm.cpp: GCC kept an array's sums on the stack).
+// One row's two steps: its 2 x 4 bytes broadcast, times the two steps'
+// weights of the 16 columns (4 registers; with the 8 sums, 2 broadcasts,
+// 2 temporaries and the ones, one register more than AVX2 has: GCC keeps
+// one sum on the stack, and that is still 1.1x faster than the weights
+// of 8 columns read from memory at each row). Then a lone step.
+#define ATTN_INT8_ROW_STEPS16(r)                              \
+  if constexpr (S > r) {                                      \
+    const __m256i xa = broadcast4(x + (r)*a.ldx + 4 * s);     \
+    const __m256i xb = broadcast4(x + (r)*a.ldx + 4 * s + 4); \
+    dot8(lo##r, xa, xb, wa, wb, ones);                        \
+    dot8(hi##r, xa, xb, wc, wd, ones);                        \
+  }
 #define ATTN_INT8_ROW_STEP8(r)                              \
   if constexpr (S > r) {                                    \
     std::int32_t four;                                      \
     std::memcpy(&four, x + (r)*a.ldx + 4 * s, sizeof four); \
     const __m256i xb = _mm256_set1_epi32(four);             \
-    dot4(lo##r, xb, m0, a0, ones);                          \
-    dot4(hi##r, xb, m1, a1, ones);                          \
+    dot4(lo##r, xb, w0, ones);                              \
+    dot4(hi##r, xb, w1, ones);                              \
   }
 #define ATTN_INT8_ROW_STORE8(r)                                                    \
   if constexpr (S > r) {                                                           \
     const __m256 vsx = _mm256_set1_ps(a.sx[m0 + r]);                               \
     float* yr = a.y + (m0 + r) * a.N + n0;                                         \
-    store8(yr, lo##r, e.nlo, vsx, e.slo, e.blo, e.mlo, e.full);                    \
-    if (e.hi_cols) store8(yr + 8, hi##r, e.nhi, vsx, e.shi, e.bhi, e.mhi, e.full); \
+    store8(yr, lo##r, e.clo, vsx, e.slo, e.blo, e.mlo, e.full);                    \
+    if (e.hi_cols) store8(yr + 8, hi##r, e.chi, vsx, e.shi, e.bhi, e.mhi, e.full); \
   }
 
 struct Int8Tiles256 {
@@ -115,7 +136,7 @@ struct Int8Tiles256 {
   // bytes at pf + 128 s + 64 h are brought into L1 at each step s (the
   // weights a later tile reads, as the VNNI kernel does, half a step each).
   template <int S>
-  __attribute__((target("avx2,fma"), noinline)) static void block(const Int8GemmS8Args& a,
+  __attribute__((target("avx2,fma"), noinline)) static void block(const Int8GemmArgs& a,
                                                                   std::int64_t m0, std::int64_t g,
                                                                   std::int64_t h,
                                                                   const std::int8_t* pf) {
@@ -123,15 +144,23 @@ struct Int8Tiles256 {
     const std::int64_t k4 = (a.K + 3) / 4;
     const std::int8_t* w = a.packed + g * k4 * kGroup * 4 + 32 * 2 * h;
     const std::int8_t* f = pf + 64 * h;
-    const std::int8_t* x = a.x + m0 * a.ldx;
+    const std::uint8_t* x = a.x + m0 * a.ldx;
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i z = _mm256_setzero_si256();
     ATTN_GEMM_ROWS_4(ATTN_GEMM_ZERO_SUMS)
-    for (std::int64_t s = 0; s < k4; ++s) {
+    std::int64_t s = 0;
+    for (; s + 2 <= k4; s += 2) {
+      const __m256i wa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + s * 128));
+      const __m256i wb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + s * 128 + 128));
+      _mm_prefetch(reinterpret_cast<const char*>(f + s * 128), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(f + s * 128 + 128), _MM_HINT_T0);
+      const __m256i wc = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + s * 128 + 32));
+      const __m256i wd = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + s * 128 + 160));
+      ATTN_GEMM_ROWS_4(ATTN_INT8_ROW_STEPS16)
+    }
+    if (s < k4) {
       const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + s * 128));
       const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + s * 128 + 32));
-      const __m256i a0 = _mm256_abs_epi8(w0), a1 = _mm256_abs_epi8(w1);
-      const __m256i m0 = _mm256_cmpgt_epi8(z, w0), m1 = _mm256_cmpgt_epi8(z, w1);
       _mm_prefetch(reinterpret_cast<const char*>(f + s * 128), _MM_HINT_T0);
       ATTN_GEMM_ROWS_4(ATTN_INT8_ROW_STEP8)
     }
@@ -141,8 +170,8 @@ struct Int8Tiles256 {
     e.hi_cols = cols > 8;
     e.mlo = first_lanes8(cols);
     e.mhi = first_lanes8(cols - 8);
-    e.nlo = _mm256_maskload_epi32(a.neg + n0, e.mlo);
-    e.nhi = _mm256_maskload_epi32(a.neg + n0 + 8, e.mhi);
+    e.clo = _mm256_maskload_epi32(a.comp + n0, e.mlo);
+    e.chi = _mm256_maskload_epi32(a.comp + n0 + 8, e.mhi);
     e.slo = _mm256_maskload_ps(a.sw + n0, e.mlo);
     e.shi = _mm256_maskload_ps(a.sw + n0 + 8, e.mhi);
     e.blo = a.bias ? _mm256_maskload_ps(a.bias + n0, e.mlo) : _mm256_setzero_ps();
@@ -154,7 +183,7 @@ struct Int8Tiles256 {
   // (at most 4 rows), the group's first 16 columns, then its last 16 where
   // N reaches them.
   template <int R>
-  __attribute__((target("avx2,fma"), noinline)) static void tile(const Int8GemmS8Args& a,
+  __attribute__((target("avx2,fma"), noinline)) static void tile(const Int8GemmArgs& a,
                                                                  std::int64_t m0, std::int64_t g,
                                                                  const std::int8_t* pf) {
     static_assert(R >= 1 && R <= gemm_tiles::kTileRows);
@@ -179,4 +208,4 @@ ATTN_TARGET_END
 }  // namespace attn::detail
 
 // The tiles in gemm_tiles' order (kernels/gemm/gemm_tiles.h).
-ATTN_GEMM_ENTRY(int8_gemm_avx2, Int8GemmS8Args, Int8Tiles256)
+ATTN_GEMM_ENTRY(int8_gemm_avx2, Int8GemmArgs, Int8Tiles256)

@@ -1,7 +1,8 @@
-// One row's int8 quantization on AVX2 (kernels/quantize/quantize_rows.h): x into s8,
-// the same bits as quantize_reference, for the AVX2 kernel
-// (kernels/gemm/int8_gemm.h). Compiled for AVX2 whatever the build targets and
-// called only where the CPU has it.
+// One row's int8 quantization on AVX2 (kernels/quantize/quantize_rows.h): x into s8
+// in 8 bits, or in the 7 bits of the AVX2 kernel (kernels/gemm/int8_gemm.h) as
+// s8 or as u8 (xq + 64), the same bits as quantize_reference at the same
+// limit. Compiled for AVX2 whatever the build targets and called only where
+// the CPU has it.
 #include <immintrin.h>
 
 #include <cfloat>
@@ -23,14 +24,17 @@ namespace {
 
 // One vector: round(v * vinv) to nearest even (the rounding mode, as
 // nearbyint in the reference), clamped to [-127, 127].
-__attribute__((target("avx2,fma"), always_inline)) inline __m256i quantize8(__m256 v, __m256 vinv) {
+__attribute__((target("avx2,fma"), always_inline)) inline __m256i quantize8(__m256 v, __m256 vinv,
+                                                                            __m256i lo,
+                                                                            __m256i hi) {
   const __m256i r = _mm256_cvtps_epi32(_mm256_mul_ps(v, vinv));
-  return _mm256_min_epi32(_mm256_max_epi32(r, _mm256_set1_epi32(-127)), _mm256_set1_epi32(127));
+  return _mm256_min_epi32(_mm256_max_epi32(r, lo), hi);
 }
 
-}  // namespace
-
-float quantize_row_s8_avx2(const float* x, std::int64_t K, std::int8_t* out) {
+// x into [-limit, limit] plus offset, as bytes: the scale of `levels`
+// (limit) per max|x|.
+__attribute__((target("avx2,fma"), always_inline)) inline float quantize_avx2(
+    const float* x, std::int64_t K, std::int8_t* out, int limit, int offset) {
   // max|x| in two registers, 16 values a step, the rest one by one; a lane
   // is unordered where either value is NaN.
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -54,31 +58,47 @@ float quantize_row_s8_avx2(const float* x, std::int64_t K, std::int8_t* out) {
     if (!(a <= FLT_MAX)) finite = false;
     amax = a > amax ? a : amax;
   }
-  const RowScale s = row_scale_from_amax(amax, finite);
+  const RowScale s = row_scale_from_amax(amax, finite, static_cast<float>(limit));
   if (s.inv == 0.0f) {  // zero or non-finite row: zeros
-    std::memset(out, 0, static_cast<std::size_t>(K));
+    std::memset(out, offset, static_cast<std::size_t>(K));
     return s.scale;
   }
   // 32 values a step packed to bytes (the packs work per 128-bit lane, the
   // permute puts the dwords back in order); the rest one by one.
   const __m256 vinv = _mm256_set1_ps(s.inv);
+  const __m256i lo = _mm256_set1_epi32(-limit), hi = _mm256_set1_epi32(limit);
+  const __m256i off = _mm256_set1_epi8(static_cast<char>(offset));
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   k = 0;
   for (; k + 32 <= K; k += 32) {
-    const __m256i q0 = quantize8(_mm256_loadu_ps(x + k), vinv),
-                  q1 = quantize8(_mm256_loadu_ps(x + k + 8), vinv),
-                  q2 = quantize8(_mm256_loadu_ps(x + k + 16), vinv),
-                  q3 = quantize8(_mm256_loadu_ps(x + k + 24), vinv);
+    const __m256i q0 = quantize8(_mm256_loadu_ps(x + k), vinv, lo, hi),
+                  q1 = quantize8(_mm256_loadu_ps(x + k + 8), vinv, lo, hi),
+                  q2 = quantize8(_mm256_loadu_ps(x + k + 16), vinv, lo, hi),
+                  q3 = quantize8(_mm256_loadu_ps(x + k + 24), vinv, lo, hi);
     const __m256i bytes =
         _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k),
-                        _mm256_permutevar8x32_epi32(bytes, order));
+                        _mm256_add_epi8(_mm256_permutevar8x32_epi32(bytes, order), off));
   }
   for (; k < K; ++k) {
     const int r = _mm_cvtss_si32(_mm_set_ss(x[k] * s.inv));
-    out[k] = static_cast<std::int8_t>(r < -127 ? -127 : r > 127 ? 127 : r);
+    out[k] = static_cast<std::int8_t>((r < -limit ? -limit : r > limit ? limit : r) + offset);
   }
   return s.scale;
+}
+
+}  // namespace
+
+float quantize_row_s8_avx2(const float* x, std::int64_t K, std::int8_t* out) {
+  return quantize_avx2(x, K, out, 127, 0);
+}
+
+float quantize_row_s7_avx2(const float* x, std::int64_t K, std::int8_t* out) {
+  return quantize_avx2(x, K, out, 63, 0);
+}
+
+float quantize_row_u7_avx2(const float* x, std::int64_t K, std::uint8_t* out) {
+  return quantize_avx2(x, K, reinterpret_cast<std::int8_t*>(out), 63, 64);
 }
 
 ATTN_TARGET_END
