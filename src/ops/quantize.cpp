@@ -350,7 +350,7 @@ const char* int8_kernel_name(Int8Kernel kernel) {
 std::string int8_description() {
   switch (int8_kernel()) {
     case Int8Kernel::avx512_vnni: return "AVX-512 VNNI (vpdpbusd)";
-    case Int8Kernel::avx2: return "AVX2 (vpmaddubsw)";
+    case Int8Kernel::avx2: return "AVX2 (vpmaddubsw, 7 bits)";
     case Int8Kernel::none: break;
   }
   if (const std::optional<std::string> isa = isa_cap(); isa && detail::int8_gemm_avx2_cpu())

@@ -419,7 +419,7 @@ TEST(Int8Names, KernelInForce) {
     EXPECT_EQ(words, "AVX-512 VNNI (vpdpbusd)");
   }
   if (k == Int8Kernel::avx2) {
-    EXPECT_EQ(words, "AVX2 (vpmaddubsw)");
+    EXPECT_EQ(words, "AVX2 (vpmaddubsw, 7 bits)");
   }
   const char* no_vnni = std::getenv("ATTN_NO_VNNI");
   if (no_vnni && std::string(no_vnni) == "1") {
