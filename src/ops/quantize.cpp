@@ -291,11 +291,9 @@ std::unique_ptr<QuantizedWeight> quantize_weight(const Tensor& weight, const cha
 int int8_levels() { return int8_kernel() == Int8Kernel::avx2 ? 63 : 127; }
 
 float quantize_row_as_run(const float* x, std::int64_t K, std::int8_t* q) {
-  if (int8_levels() != 63) return quantize_row_s8(x, K, q, int8_gemm_avx2_cpu());
-  auto* u = reinterpret_cast<std::uint8_t*>(q);
-  const float sx = quantize_row_u7(x, K, u, true);
-  for (std::int64_t k = 0; k < K; ++k) q[k] = static_cast<std::int8_t>(u[k] - 64);
-  return sx;
+  // quantize_row_s7's values are quantize_row_u7's, 64 lower (kernels_quantize_rows_test).
+  if (int8_levels() == 63) return detail::quantize_row_s7(x, K, q, true);
+  return quantize_row_s8(x, K, q, int8_gemm_avx2_cpu());
 }
 
 Tensor run_int8(const Tensor& x, QuantizedWeight& w, const Tensor& bias) {

@@ -10,10 +10,6 @@
 
 namespace attn::detail {
 
-RowScale row_scale_reference(const float* x, std::int64_t K) {
-  return row_scale_reference(x, K, 127.0f);
-}
-
 RowScale row_scale_reference(const float* x, std::int64_t K, float levels) {
   float amax = 0;
   for (std::int64_t k = 0; k < K; ++k) {

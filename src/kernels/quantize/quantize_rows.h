@@ -31,11 +31,9 @@ inline RowScale row_scale_from_amax(float amax, bool finite, float levels = 127.
 }
 }  // namespace
 
-// The scale of a row of K values.
-RowScale row_scale_reference(const float* x, std::int64_t K);
-
-// The scale of a row of K values.
-RowScale row_scale_reference(const float* x, std::int64_t K, float levels);
+// The scale of a row of K values at `levels` each side of zero (127, or
+// 63 for the AVX2 kernel's 7 bits).
+RowScale row_scale_reference(const float* x, std::int64_t K, float levels = 127.0f);
 
 // round(x * inv) to nearest even, clamped to [-limit, limit]; 0 where inv is 0.
 std::int8_t quantize_reference(float x, float inv, int limit = 127);
