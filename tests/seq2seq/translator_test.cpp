@@ -177,6 +177,46 @@ TEST(TranslateTexts, BatchesSideBySideGiveTheTranslationsOfOneAtATime) {
   }
 }
 
+// Each thread keeps its DecodingBatch, and so its caches, from batch to
+// batch: a batch then decodes in cache rows and source slots that earlier
+// batches of shorter (one at a time) or longer (side by side, the longest
+// first) sentences wrote, and every sentence must still get the translation
+// it gets alone, in a batch of its own with fresh caches.
+TEST(TranslateTexts, KeptCachesGiveEachSentenceItsTranslationAlone) {
+  const Corpus c = make_corpus(30);
+  auto net = make_transformer(*c.tokenizer);
+  const std::vector<Tensor> params = net->parameters();
+  for (Variant v : {Variant::f32, Variant::int8}) {
+    if (v == Variant::int8 && !int8_supported()) continue;
+    // Frozen weights, as `attn translate` decodes (a product's rows are then
+    // summed alone whatever the batch: BatchInvariant, ops/precision.h).
+    PrecisionScope precision(Precision::f32, params);
+    std::optional<QuantizeScope> quantize;
+    if (v == Variant::int8) quantize.emplace(params);
+    for (std::int64_t beam : {1, 3}) {
+      DecodeOptions options;
+      options.beam_size = beam;
+      options.length_penalty = beam == 1 ? 0.0 : 0.6;
+      BatchOptions alone;
+      alone.workers = 1;
+      std::vector<std::vector<TextTranslation>> each;
+      {
+        PackAllRows pack;  // as in a run of several batches
+        for (const std::string& s : c.sentences)
+          each.push_back(translate_texts(*net, *c.tokenizer, {s}, options, alone).front());
+      }
+      for (int workers : {1, 2}) {
+        BatchOptions five;
+        five.batch_size = 5;
+        five.workers = workers;
+        expect_same(
+            translate_texts(*net, *c.tokenizer, c.sentences, options, five), each,
+            fmt::format("variant {}, beam {}, {} worker(s)", static_cast<int>(v), beam, workers));
+      }
+    }
+  }
+}
+
 // Models that record what they attend to in their modules decode one batch
 // at a time, as does a single batch.
 TEST(TranslateTexts, OneBatchAtATimeWhereSideBySideIsNotSafe) {

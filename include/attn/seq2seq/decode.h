@@ -167,9 +167,10 @@ class DecodingBatch {
   // unless keep_caches).
   std::int64_t cache_bytes() const;
   // Whether the caches keep their memory when the batch runs empty (default
-  // false: released). A server's loop keeps them: its caches then grow to
-  // its busiest batch and stay, instead of being rebuilt after every pause,
-  // each rebuild a new round of geometric growth in the heap. What a kept
+  // false: released). A server's loop keeps them, and so does each thread of
+  // translate_texts from batch to batch: its caches then grow to its busiest
+  // batch and stay, instead of being rebuilt after every pause or batch, each
+  // rebuild a new round of geometric growth in the heap. What a kept
   // cache holds is never read by a sentence that did not write it.
   void keep_caches(bool keep);
 
