@@ -141,6 +141,15 @@ void expect_value_error(F f, const std::string& part) {
 
 enum class Variant { f32, bf16, int8 };
 
+// Greedy, or beam search keeping its 2 best with a length penalty.
+DecodeOptions search_options(std::int64_t beam) {
+  DecodeOptions options;
+  options.beam_size = beam;
+  options.n_best = beam == 1 ? 1 : 2;
+  options.length_penalty = beam == 1 ? 0.0 : 0.6;
+  return options;
+}
+
 // Batches of 32 (the encoder's products then run on two threads when one
 // batch is decoded at a time, on one each side by side) and a last batch of
 // 12 sentences, decoded first side by side (the longest), where a product of
@@ -159,10 +168,7 @@ TEST(TranslateTexts, BatchesSideBySideGiveTheTranslationsOfOneAtATime) {
     std::optional<QuantizeScope> quantize;
     if (v == Variant::int8) quantize.emplace(params);
     for (std::int64_t beam : {1, 3}) {
-      DecodeOptions options;
-      options.beam_size = beam;
-      options.n_best = beam == 1 ? 1 : 2;
-      options.length_penalty = beam == 1 ? 0.0 : 0.6;
+      const DecodeOptions options = search_options(beam);
       BatchOptions one;
       one.batch_size = 32;
       one.workers = 1;
@@ -194,9 +200,7 @@ TEST(TranslateTexts, KeptCachesGiveEachSentenceItsTranslationAlone) {
     std::optional<QuantizeScope> quantize;
     if (v == Variant::int8) quantize.emplace(params);
     for (std::int64_t beam : {1, 3}) {
-      DecodeOptions options;
-      options.beam_size = beam;
-      options.length_penalty = beam == 1 ? 0.0 : 0.6;
+      const DecodeOptions options = search_options(beam);
       BatchOptions alone;
       alone.workers = 1;
       std::vector<std::vector<TextTranslation>> each;
