@@ -53,8 +53,9 @@ void DecodeFlags::add_to(CLI::App* sub, bool with_n_best, bool with_batches) {
     sub->add_option("--max-batch-size", max_batch_size_,
                     "Subword models: at most N sentences of similar length decoded together "
                     "(CTranslate2's max_batch_size; with beam search each has --beam-size rows). "
-                    "Larger batches need more memory, and a sentence's last bits may depend on "
-                    "its batch (its padding). 0 (default): 32, or with --precision bf16 or "
+                    "Larger batches need more memory. A Transformer gives each sentence the same "
+                    "bits in any batch; another model's last bits may depend on its batch (its "
+                    "padding). 0 (default): 32, or with --precision bf16 or "
                     "--quantize int8 batches of 64 rows, 64 / --beam-size sentences (16 for beam "
                     "4), as those products are as fast on fewer rows and the caches stay small")
         ->check(in_range<std::int64_t>(0, 1 << 20))
