@@ -141,6 +141,18 @@ void expect_value_error(F f, const std::string& part) {
 
 enum class Variant { f32, bf16, int8 };
 
+// The calling thread's scopes for a variant, as `attn translate` opens them:
+// the parameters frozen (a product's rows are then summed alone whatever the
+// batch: BatchInvariant, ops/precision.h), and quantized for int8.
+struct Scopes {
+  PrecisionScope precision;
+  std::optional<QuantizeScope> quantize;
+  Scopes(Variant v, const std::vector<Tensor>& params)
+      : precision(v == Variant::bf16 ? Precision::bf16 : Precision::f32, params) {
+    if (v == Variant::int8) quantize.emplace(params);
+  }
+};
+
 // Greedy, or beam search keeping its 2 best with a length penalty.
 DecodeOptions search_options(std::int64_t beam) {
   DecodeOptions options;
@@ -162,11 +174,7 @@ TEST(TranslateTexts, BatchesSideBySideGiveTheTranslationsOfOneAtATime) {
   for (Variant v : {Variant::f32, Variant::bf16, Variant::int8}) {
     if (v == Variant::bf16 && !bf16_supported()) continue;  // the scope refuses it
     if (v == Variant::int8 && !int8_supported()) continue;
-    const Precision p = v == Variant::bf16 ? Precision::bf16 : Precision::f32;
-    // The calling thread's scopes, as `attn translate` opens them.
-    PrecisionScope precision(p, params);
-    std::optional<QuantizeScope> quantize;
-    if (v == Variant::int8) quantize.emplace(params);
+    const Scopes scopes(v, params);
     for (std::int64_t beam : {1, 3}) {
       const DecodeOptions options = search_options(beam);
       BatchOptions one;
@@ -194,11 +202,7 @@ TEST(TranslateTexts, KeptCachesGiveEachSentenceItsTranslationAlone) {
   const std::vector<Tensor> params = net->parameters();
   for (Variant v : {Variant::f32, Variant::int8}) {
     if (v == Variant::int8 && !int8_supported()) continue;
-    // Frozen weights, as `attn translate` decodes (a product's rows are then
-    // summed alone whatever the batch: BatchInvariant, ops/precision.h).
-    PrecisionScope precision(Precision::f32, params);
-    std::optional<QuantizeScope> quantize;
-    if (v == Variant::int8) quantize.emplace(params);
+    const Scopes scopes(v, params);
     for (std::int64_t beam : {1, 3}) {
       const DecodeOptions options = search_options(beam);
       BatchOptions alone;
