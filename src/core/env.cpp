@@ -14,8 +14,8 @@ namespace {
 constexpr std::array<EnvVarInfo, kNumEnvVars> kVars = {{
     {"ATTN_NUM_THREADS", "N", "threads of attn's pool (1..1024), as --threads"},
     {"ATTN_ISA", "avx512|avx2|portable",
-     "caps the kernels (attention, f32 products) at this instruction set; unset: the best "
-     "the CPU has"},
+     "caps every kernel chosen at run time (attention, products, log-softmax, dropout) at "
+     "this instruction set, as on a CPU without AVX-512 (or AVX2); unset: the best the CPU has"},
     {"ATTN_ADAPTIVE_THREADS", "0", "0: every op keeps the whole team, however busy the machine"},
     {"ATTN_GRAIN_SCALE", "N", "fixes the grain scale of small ops at N (1..1024)"},
     {"ATTN_NO_BF16", "1", "as on a CPU without AVX-512 BF16 (bf16 runs in f32)"},

@@ -39,6 +39,7 @@
 #include "core/parallel.h"
 #include "kernels/gemm/int8_gemm.h"
 #include "kernels/quantize/quantize_rows.h"
+#include "kernels/vec/vec_form.h"
 #include "ops/matmul_internal.h"
 #include "ops/onednn_isa.h"
 #include "ops/quantize_internal.h"
@@ -82,14 +83,14 @@ bool cpu_has_vnni() {
   return detail::onednn_isa_has(dnnl::cpu_isa::avx512_core_vnni);
 }
 
-// int8_kernel(), chosen once: ATTN_ISA caps it as it caps the f32 tiles
-// (kernels/gemm/f32_gemm.h): unset or avx512, the best; avx2, AVX2's; anything else
-// (portable), none. ATTN_NO_VNNI takes the VNNI kernel away.
+// int8_kernel(), chosen once: ATTN_ISA caps it as it caps every kernel
+// (kernels/vec/vec_form.h): unset or avx512, the best; avx2, AVX2's;
+// portable, none. ATTN_NO_VNNI takes the VNNI kernel away.
 Int8Kernel choose_int8_kernel() {
-  const std::optional<std::string> isa = isa_cap();
-  const bool any = !isa || *isa == "avx512";
-  if (any && !env_flag(EnvVar::no_vnni) && cpu_has_vnni()) return Int8Kernel::avx512_vnni;
-  if ((any || *isa == "avx2") && detail::int8_gemm_avx2_cpu()) return Int8Kernel::avx2;
+  const detail::VecForm cap = detail::form_cap();
+  if (cap == detail::VecForm::avx512 && !env_flag(EnvVar::no_vnni) && cpu_has_vnni())
+    return Int8Kernel::avx512_vnni;
+  if (cap >= detail::VecForm::avx2 && detail::int8_gemm_avx2_cpu()) return Int8Kernel::avx2;
   return Int8Kernel::none;
 }
 

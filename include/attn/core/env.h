@@ -7,9 +7,12 @@
 //   ATTN_NUM_THREADS=N        threads of attn's pool (1..1024; else ignored),
 //                             as --threads
 //   ATTN_ISA=avx512|avx2|portable
-//                             caps the kernels (attention, f32 products) at
-//                             that instruction set; unset: the best the CPU
-//                             has. Another value is an error of each command.
+//                             caps every kernel chosen at run time (attention,
+//                             f32 and int8 products, log-softmax statistics,
+//                             dropout's random words) at that instruction set,
+//                             as on a CPU without AVX-512 (or AVX2); unset: the
+//                             best the CPU has. Another value is an error of
+//                             each command.
 //   ATTN_ADAPTIVE_THREADS=0   keeps the whole team on every op, however busy
 //                             the machine (attn/core/threads.h)
 //   ATTN_GRAIN_SCALE=N        fixes the grain scale at N (1..1024)

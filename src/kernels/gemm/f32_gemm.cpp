@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "attn/core/env.h"
 #include "kernels/gemm/gemm_tiles.h"
+#include "kernels/vec/vec_form.h"
 
 namespace attn::detail {
 
@@ -26,14 +26,11 @@ bool f32_gemm_cpu_has(F32GemmIsa isa) {
 }
 
 F32GemmIsa f32_gemm_isa() {
+  // The best the CPU has, capped by ATTN_ISA (kernels/vec/vec_form.h).
   static const F32GemmIsa isa = [] {
-    // ATTN_ISA caps the tiles as it caps the attention kernels
-    // (attn/core/env.h): avx2 stands for a CPU without AVX-512, portable for
-    // one without AVX2.
-    const std::optional<std::string> cap = isa_cap();  // an unknown name throws
-    if ((!cap || *cap == "avx512") && f32_gemm_cpu_has(F32GemmIsa::avx512))
-      return F32GemmIsa::avx512;
-    if ((!cap || *cap != "portable") && f32_gemm_cpu_has(F32GemmIsa::avx2)) return F32GemmIsa::avx2;
+    const VecForm cap = form_cap();  // an unknown name throws
+    if (cap == VecForm::avx512 && f32_gemm_cpu_has(F32GemmIsa::avx512)) return F32GemmIsa::avx512;
+    if (cap >= VecForm::avx2 && f32_gemm_cpu_has(F32GemmIsa::avx2)) return F32GemmIsa::avx2;
     return F32GemmIsa::none;
   }();
   return isa;

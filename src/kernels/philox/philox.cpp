@@ -32,13 +32,15 @@ void philox_words_on(VecForm form, std::uint64_t ctr0, std::uint64_t key, std::i
   philox_words_reference(ctr0, key, n, out);
 }
 
+// Every form gives the same words (each has a test of its own); the best the
+// CPU has runs, capped by ATTN_ISA (vec_form.h).
+VecForm philox_form() {
+  static const VecForm form = chosen_form(philox_cpu_has);
+  return form;
+}
+
 void philox_words(std::uint64_t ctr0, std::uint64_t key, std::int64_t n, std::uint32_t* out) {
-  // Every form gives the same words, so the CPU alone decides (as for
-  // row_stats); each form has a test of its own.
-  static const VecForm form = philox_cpu_has(VecForm::avx512) ? VecForm::avx512
-                              : philox_cpu_has(VecForm::avx2) ? VecForm::avx2
-                                                              : VecForm::reference;
-  philox_words_on(form, ctr0, key, n, out);
+  philox_words_on(philox_form(), ctr0, key, n, out);
 }
 
 }  // namespace attn::detail

@@ -24,9 +24,10 @@ namespace attn::detail {
 void philox_words(std::uint64_t ctr0, std::uint64_t key, std::int64_t n, std::uint32_t* out);
 
 // The forms (kernels/vec/vec_form.h): AVX2 needs AVX2, AVX-512 needs AVX-512 F.
-// philox_words runs the best this CPU has; philox_words_on the one named,
-// which this CPU must have.
+// philox_words runs philox_form(): the best this CPU has, capped by
+// ATTN_ISA; philox_words_on the one named, which this CPU must have.
 bool philox_cpu_has(VecForm form);
+VecForm philox_form();
 void philox_words_on(VecForm form, std::uint64_t ctr0, std::uint64_t key, std::int64_t n,
                      std::uint32_t* out);
 

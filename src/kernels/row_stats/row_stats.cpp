@@ -23,16 +23,10 @@ bool row_stats_cpu_has(VecForm form) {
   }
 }
 
-namespace {
-
-VecForm best_form() {
-  static const VecForm form = row_stats_cpu_has(VecForm::avx512) ? VecForm::avx512
-                              : row_stats_cpu_has(VecForm::avx2) ? VecForm::avx2
-                                                                 : VecForm::reference;
+VecForm row_stats_form() {
+  static const VecForm form = chosen_form(row_stats_cpu_has);
   return form;
 }
-
-}  // namespace
 
 float lane_threshold(float* lanes, std::int64_t m) {
   std::nth_element(lanes, lanes + (m - 1), lanes + 64, std::greater<float>());
@@ -54,7 +48,7 @@ RowStats row_stats_on(VecForm form, const float* x, std::int64_t V) {
   return row_stats_reference(x, V);
 }
 
-RowStats row_stats(const float* x, std::int64_t V) { return row_stats_on(best_form(), x, V); }
+RowStats row_stats(const float* x, std::int64_t V) { return row_stats_on(row_stats_form(), x, V); }
 
 std::int64_t row_top_candidates_reference(const float* x, std::int64_t V, std::int64_t m,
                                           std::int64_t* out) {
@@ -78,7 +72,7 @@ std::int64_t row_top_candidates_on(VecForm form, const float* x, std::int64_t V,
 }
 
 std::int64_t row_top_candidates(const float* x, std::int64_t V, std::int64_t m, std::int64_t* out) {
-  return row_top_candidates_on(best_form(), x, V, m, out);
+  return row_top_candidates_on(row_stats_form(), x, V, m, out);
 }
 
 void rows_argmax(const float* x, std::int64_t rows, std::int64_t V, std::int64_t* out) {

@@ -6,8 +6,8 @@
 //
 // row_stats_reference: the exponentials in f32 (exp_simd, Cephes' expf, about
 // 2 ulp) summed in f64, plain loops the compiler vectorizes. row_stats: the
-// same in AVX-512 or AVX2 + FMA where the CPU has it (checked once, the
-// CPU alone decides; row_stats.cpp): the maximum in four independent
+// same in AVX-512 or AVX2 + FMA where the CPU has it (checked once, capped
+// by ATTN_ISA: vec_form.h; row_stats.cpp): the maximum in four independent
 // registers, the exponentials (written once over the vector types,
 // row_stats_kernel.h; AVX-512: VecAvx512::exp, the same degree-7
 // polynomial, 2^n applied by vscalefps rather than built in the exponent
@@ -82,9 +82,11 @@ RowStats row_stats(const float* x, std::int64_t V);
 
 // The forms of row_stats and row_top_candidates (kernels/vec/vec_form.h): the plain
 // loops, and the AVX2 + FMA and AVX-512 F + DQ kernels. row_stats and
-// row_top_candidates run the best this CPU has; the *_on functions run the
-// one named, which this CPU must have (row_stats_cpu_has).
+// row_top_candidates run row_stats_form(): the best this CPU has, capped by
+// ATTN_ISA; the *_on functions run the one named, which this CPU must have
+// (row_stats_cpu_has).
 bool row_stats_cpu_has(VecForm form);
+VecForm row_stats_form();
 RowStats row_stats_on(VecForm form, const float* x, std::int64_t V);
 
 // Candidates for the m largest values of a row (beam search's best
