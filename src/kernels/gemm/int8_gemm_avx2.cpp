@@ -22,8 +22,12 @@ bool int8_gemm_avx2_cpu() {
   return __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
 }
 
-ATTN_TARGET_BEGIN("avx2,fma")
+}  // namespace attn::detail
 
+ATTN_TARGET_BEGIN("avx2,fma")
+#include "kernels/gemm/int8_epilogue_avx2.h"
+
+namespace attn::detail {
 namespace {
 
 // No standard-library templates in here: their instances, compiled for
@@ -68,36 +72,6 @@ __attribute__((target("avx2,fma"), always_inline)) inline void dot4(__m256i& acc
       : [x] "x"(x), [w] "x"(w), [ones] "x"(ones));
 }
 
-// Lanes [0, n) of 8 (the columns that exist), as a maskstore mask.
-__attribute__((target("avx2,fma"), always_inline)) inline __m256i first_lanes8(std::int64_t n) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const int c = n >= 8 ? 8 : n <= 0 ? 0 : static_cast<int>(n);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), lane);
-}
-
-// What turns 16 columns' sums into floats: sw, the bias (zeros without
-// one), the masks of the columns that exist.
-struct Epilogue8 {
-  __m256 slo, shi, blo, bhi;
-  __m256i clo, chi, mlo, mhi;
-  bool full, hi_cols;
-};
-
-// One register of 8 sums on its way out: the compensation taken off (comp,
-// 64 sum_k Wq), then fma(float(acc), sx * sw, b), as int8_gemm_reference
-// computes it (with b 0 without a bias).
-__attribute__((target("avx2,fma"), always_inline)) inline void store8(float* y, __m256i acc,
-                                                                      __m256i comp, __m256 vsx,
-                                                                      __m256 s, __m256 b,
-                                                                      __m256i mask, bool full) {
-  const __m256 v =
-      _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(acc, comp)), _mm256_mul_ps(vsx, s), b);
-  if (full)
-    _mm256_storeu_ps(y, v);
-  else
-    _mm256_maskstore_ps(y, mask, v);
-}
-
 // One row's step: its 4 bytes broadcast, two dot4. Named sums, not an
 // array (as in kernels/gemm/int8_gemm.cpp: GCC kept an array's sums on the stack).
 // One row's two steps: its 2 x 4 bytes broadcast, times the two steps'
@@ -120,13 +94,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline void store8(float* y, 
     dot4(lo##r, xb, w0, ones);                              \
     dot4(hi##r, xb, w1, ones);                              \
   }
-#define ATTN_INT8_ROW_STORE8(r)                                                    \
-  if constexpr (S > r) {                                                           \
-    const __m256 vsx = _mm256_set1_ps(a.sx[m0 + r]);                               \
-    float* yr = a.y + (m0 + r) * a.N + n0;                                         \
-    store8(yr, lo##r, e.clo, vsx, e.slo, e.blo, e.mlo, e.full);                    \
-    if (e.hi_cols) store8(yr + 8, hi##r, e.chi, vsx, e.shi, e.bhi, e.mhi, e.full); \
-  }
+#define ATTN_INT8_ROW_STORE8(r) \
+  if constexpr (S > r) int8_store_row16(a, m0 + (r), n0, lo##r, hi##r, e);
 
 struct Int8Tiles256 {
   static constexpr std::int64_t kPerStep = 4;
@@ -164,18 +133,8 @@ struct Int8Tiles256 {
       _mm_prefetch(reinterpret_cast<const char*>(f + s * 128), _MM_HINT_T0);
       ATTN_GEMM_ROWS_4(ATTN_INT8_ROW_STEP8)
     }
-    const std::int64_t n0 = g * kGroup + 16 * h, cols = a.N - n0;
-    Epilogue8 e;
-    e.full = cols >= 16;
-    e.hi_cols = cols > 8;
-    e.mlo = first_lanes8(cols);
-    e.mhi = first_lanes8(cols - 8);
-    e.clo = _mm256_maskload_epi32(a.comp + n0, e.mlo);
-    e.chi = _mm256_maskload_epi32(a.comp + n0 + 8, e.mhi);
-    e.slo = _mm256_maskload_ps(a.sw + n0, e.mlo);
-    e.shi = _mm256_maskload_ps(a.sw + n0 + 8, e.mhi);
-    e.blo = a.bias ? _mm256_maskload_ps(a.bias + n0, e.mlo) : _mm256_setzero_ps();
-    e.bhi = a.bias ? _mm256_maskload_ps(a.bias + n0 + 8, e.mhi) : _mm256_setzero_ps();
+    const std::int64_t n0 = g * kGroup + 16 * h;
+    const Epilogue8 e = int8_epilogue8(a, n0);
     ATTN_GEMM_ROWS_4(ATTN_INT8_ROW_STORE8)
   }
 
@@ -202,10 +161,9 @@ struct Int8Tiles256 {
 };
 
 }  // namespace
+}  // namespace attn::detail
 
 ATTN_TARGET_END
-
-}  // namespace attn::detail
 
 // The tiles in gemm_tiles' order (kernels/gemm/gemm_tiles.h).
 ATTN_GEMM_ENTRY(int8_gemm_avx2, Int8GemmArgs, Int8Tiles256)
