@@ -167,7 +167,8 @@ def main():
                    "AVX2 kernels, int8's included, on a CPU with AVX-512)")
     p.add_argument("--as-avx2", action="store_true",
                    help="both sides as on a CPU without AVX-512, on one that has it: attn with "
-                   "ATTN_ISA=avx2 and ONEDNN_MAX_CPU_ISA=AVX2, the peer on OpenBLAS's Haswell, "
+                   "ATTN_ISA=avx2, ATTN_NO_VNNI=1 (AVX2's int8 kernel, not AVX-VNNI's) and "
+                   "ONEDNN_MAX_CPU_ISA=AVX2, the peer on OpenBLAS's Haswell, "
                    "PyTorch's and oneDNN's AVX2 kernels (bench/peer_env.py)")
     p.add_argument("--attn-passive", action="store_true",
                    help="run attn with OMP_WAIT_POLICY=PASSIVE (default: its own settings)")
@@ -205,7 +206,7 @@ def main():
     if a.attn_passive:
         attn_env["OMP_WAIT_POLICY"] = "PASSIVE"
     if a.as_avx2:
-        attn_env.update(ATTN_ISA="avx2", ONEDNN_MAX_CPU_ISA="AVX2")
+        attn_env.update(ATTN_ISA="avx2", ATTN_NO_VNNI="1", ONEDNN_MAX_CPU_ISA="AVX2")
     peer_settings = peer_env(isa="avx2" if a.as_avx2 else None)
 
     variants, skipped, envs, kernels = [], {}, {}, {}

@@ -20,7 +20,8 @@ constexpr std::array<EnvVarInfo, kNumEnvVars> kVars = {{
     {"ATTN_GRAIN_SCALE", "N", "fixes the grain scale of small ops at N (1..1024)"},
     {"ATTN_NO_BF16", "1", "as on a CPU without AVX-512 BF16 (bf16 runs in f32)"},
     {"ATTN_NO_VNNI", "1",
-     "as on a CPU without AVX-512 VNNI (int8 runs on AVX2's kernel, or in f32 without AVX2)"},
+     "as on a CPU without VNNI, AVX-512's or AVX-VNNI (int8 runs on AVX2's kernel, or in f32 "
+     "without AVX2)"},
     {"ATTN_NO_ARGMAX_SCREEN", "1", "greedy decoding computes every logit (no int8 screen)"},
 }};
 // clang-format on

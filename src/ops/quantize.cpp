@@ -84,14 +84,23 @@ bool cpu_has_vnni() {
 }
 
 // int8_kernel(), chosen once: ATTN_ISA caps it as it caps every kernel
-// (kernels/vec/vec_form.h): unset or avx512, the best; avx2, AVX2's;
-// portable, none. ATTN_NO_VNNI takes the VNNI kernel away.
+// (kernels/vec/vec_form.h): unset or avx512, the best; avx2, AVX-VNNI's or
+// AVX2's; portable, none. ATTN_NO_VNNI takes both VNNI kernels away.
 Int8Kernel choose_int8_kernel() {
   const detail::VecForm cap = detail::form_cap();
-  if (cap == detail::VecForm::avx512 && !env_flag(EnvVar::no_vnni) && cpu_has_vnni())
-    return Int8Kernel::avx512_vnni;
+  const bool vnni = !env_flag(EnvVar::no_vnni);
+  if (cap == detail::VecForm::avx512 && vnni && cpu_has_vnni()) return Int8Kernel::avx512_vnni;
+  if (cap >= detail::VecForm::avx2 && vnni && detail::int8_gemm_avx_vnni_cpu())
+    return Int8Kernel::avx_vnni;
   if (cap >= detail::VecForm::avx2 && detail::int8_gemm_avx2_cpu()) return Int8Kernel::avx2;
   return Int8Kernel::none;
+}
+
+// Row x (K) into u8 (xq + 128) in out, by the kernel's row quantization
+// (AVX-512's, AVX2's, else the reference: the same bits); returns its scale.
+float quantize_row_u8(Int8Kernel kernel, const float* x, std::int64_t K, std::uint8_t* out) {
+  if (kernel == Int8Kernel::avx_vnni) return detail::quantize_row_u8_avx2(x, K, out);
+  return detail::quantize_row(x, K, out, kernel == Int8Kernel::avx512_vnni);
 }
 
 using detail::dequantize_row;
@@ -139,7 +148,7 @@ void quantized_sums(const float* x, std::int64_t M, const QuantizedWeight& w, Sc
   const bool seven = detail::int8_levels() == 63;
   detail::parallel_for(M, detail::loop_threads(parallel_rows(M, K)), [&](std::int64_t m) {
     s.sx[m] = seven ? detail::quantize_row_u7(x + m * K, K, &s.xq[m * K], true)
-                    : quantize_row(x + m * K, K, &s.xq[m * K], kernel == Int8Kernel::avx512_vnni);
+                    : quantize_row_u8(kernel, x + m * K, K, &s.xq[m * K]);
   });
   int8_sums(s.xq.data(), M, w, seven ? 64 : 128, acc);
 }
@@ -149,8 +158,9 @@ Scratch& thread_scratch() {
   return s;
 }
 
-// y through the kernel of kernels/gemm/int8_gemm.h this CPU runs: the VNNI kernel
-// on u8 rows (xq + 128), the AVX2 one on 7-bit rows (xq + 64); the floats
+// y through the kernel of kernels/gemm/int8_gemm.h this CPU runs: the VNNI
+// kernels (AVX-512's, AVX-VNNI's) on u8 rows (xq + 128), the AVX2 one on
+// 7-bit rows (xq + 64); the floats
 // straight from its registers, no int32 sums in memory; the rows quantized
 // and the column groups shared out over threads where the product is large
 // enough. The same bits as the reference at the same levels (exact int32
@@ -170,17 +180,17 @@ Tensor run_int8_kernel(Int8Kernel kernel, const Tensor& x, std::int64_t M, Quant
   if (s.xq.size() < static_cast<std::size_t>(M * K + 64)) s.xq.resize(M * K + 64);
   if (s.sx.size() < static_cast<std::size_t>(M)) s.sx.resize(M);
   const float* px = xc.data<float>();
-  const bool vnni = kernel == Int8Kernel::avx512_vnni;
+  const bool seven = kernel == Int8Kernel::avx2;
   detail::parallel_for(M, detail::loop_threads(parallel_rows(M, K)), [&](std::int64_t m) {
-    s.sx[m] = vnni ? quantize_row(px + m * K, K, &s.xq[m * K], true)
-                   : detail::quantize_row_u7(px + m * K, K, &s.xq[m * K], true);
+    s.sx[m] = seven ? detail::quantize_row_u7(px + m * K, K, &s.xq[m * K], true)
+                    : quantize_row_u8(kernel, px + m * K, K, &s.xq[m * K]);
   });
   const float* b = bc.defined() ? bc.data<float>() : nullptr;
   const detail::Int8GemmArgs a{.x = s.xq.data(),
                                .ldx = K,
                                .sx = s.sx.data(),
                                .packed = w.gemm_layout(),
-                               .comp = vnni ? w.comp.data() : w.comp7.data(),
+                               .comp = seven ? w.comp7.data() : w.comp.data(),
                                .sw = w.scale.data(),
                                .bias = b,
                                .M = M,
@@ -191,10 +201,13 @@ Tensor run_int8_kernel(Int8Kernel kernel, const Tensor& x, std::int64_t M, Quant
   const bool parallel = M * N * K >= kSerialWork * grain_scale() && groups > 1;
   detail::parallel_ranges(groups, detail::loop_threads(parallel),
                           [&](std::int64_t g0, std::int64_t g1) {
-                            if (vnni)
-                              detail::int8_gemm(a, g0, g1);
-                            else
-                              detail::int8_gemm_avx2(a, g0, g1);
+                            switch (kernel) {
+                              case Int8Kernel::avx512_vnni: detail::int8_gemm(a, g0, g1); break;
+                              case Int8Kernel::avx_vnni:
+                                detail::int8_gemm_avx_vnni(a, g0, g1);
+                                break;
+                              default: detail::int8_gemm_avx2(a, g0, g1);
+                            }
                           });
   return y;
 }
@@ -246,7 +259,7 @@ std::unique_ptr<QuantizedWeight> quantize_weight(const Tensor& weight, const cha
   const float* p = weight.data<float>();
   // Rows in parallel, each through quantize_row (the AVX-512 kernel where the
   // CPU has VNNI), quantize_row_s7 (7 bits, the AVX2 kernel where it has
-  // AVX2) or quantize_row_s8 (the integer loops), the same bits as the
+  // AVX2), or quantize_row_s8 (AVX2's for AVX-VNNI, else the integer loops), the same bits as the
   // reference, from a contiguous copy of the row where the weight's rows are
   // not.
   const Int8Kernel kernel = int8_kernel();
@@ -270,7 +283,7 @@ std::unique_ptr<QuantizedWeight> quantize_weight(const Tensor& weight, const cha
     } else if (kernel == Int8Kernel::avx2) {
       scale = detail::quantize_row_s7(x, K, q, true);
     } else {
-      scale = quantize_row_s8(x, K, q, false);
+      scale = quantize_row_s8(x, K, q, kernel == Int8Kernel::avx_vnni);
     }
     if (std::isnan(scale)) {  // the first such row is named
       std::int64_t seen = bad.load();
@@ -340,6 +353,7 @@ bool int8_supported() { return int8_kernel() != Int8Kernel::none; }
 const char* int8_kernel_name(Int8Kernel kernel) {
   switch (kernel) {
     case Int8Kernel::avx512_vnni: return "avx512_vnni";
+    case Int8Kernel::avx_vnni: return "avx_vnni";
     case Int8Kernel::avx2: return "avx2";
     case Int8Kernel::none: return "none";
   }
@@ -349,6 +363,7 @@ const char* int8_kernel_name(Int8Kernel kernel) {
 std::string int8_description() {
   switch (int8_kernel()) {
     case Int8Kernel::avx512_vnni: return "AVX-512 VNNI (vpdpbusd)";
+    case Int8Kernel::avx_vnni: return "AVX-VNNI (vpdpbusd, 256-bit)";
     case Int8Kernel::avx2: return "AVX2 (vpmaddubsw, 7 bits)";
     case Int8Kernel::none: break;
   }

@@ -1,5 +1,5 @@
-// The few-row int8 product (src/kernels/gemm/int8_gemm.h): the AVX-512 VNNI kernel
-// and the AVX2 kernel against their plain references, bit for bit, on
+// The few-row int8 product (src/kernels/gemm/int8_gemm.h): the AVX-512 VNNI,
+// AVX-VNNI and AVX2 kernels against their plain references, bit for bit, on
 // random operands of odd sizes (every tile height, partial column groups, K
 // not a multiple of 4, rows further apart than K), with and without a bias,
 // and on the extreme operands (every |value| 127) where a u8 x s8 pair would
@@ -79,86 +79,77 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-TEST(Int8Gemm, KernelEqualsReferenceOnRandomOperandsOfOddSizes) {
-  if (int8_kernel() != Int8Kernel::avx512_vnni)
-    GTEST_SKIP() << "this CPU has no AVX-512 VNNI (or ATTN_NO_VNNI=1)";
-  std::mt19937 gen(5);
-  int cases = 0;
-  for (std::int64_t M : {1, 2, 3, 5, 7, 11, 12, 13, 23, 25, 32, 37, 64})
-    for (std::int64_t K : {1, 3, 4, 6, 63, 256, 1027})
-      for (std::int64_t N : {1, 15, 16, 17, 33, 100}) {
-        const std::int64_t ldu = K + (M % 3 == 0 ? 5 : 0);
-        Operands o = random_operands(M, K, N, ldu, gen);
-        const std::vector<std::int8_t> packed = pack_int8_gemm(o.wq.data(), N, K);
-        for (bool with_bias : {false, true}) {
-          SCOPED_TRACE(::testing::Message() << "M " << M << ", K " << K << ", N " << N << ", ldu "
-                                            << ldu << (with_bias ? ", bias" : ""));
-          // A guard after y's M x N values: masked stores leave it alone.
-          const float guard = std::numeric_limits<float>::quiet_NaN();
-          std::vector<float> ref(static_cast<std::size_t>(M * N));
-          std::vector<float> got(static_cast<std::size_t>(M * N + 32), guard);
-          int8_gemm_reference(args(o, packed, with_bias, M, K, N, ldu, ref.data()), o.wq.data());
-          const std::int64_t groups = (N + 31) / 32;
-          int8_gemm(args(o, packed, with_bias, M, K, N, ldu, got.data()), 0, groups);
-          for (std::size_t i = static_cast<std::size_t>(M * N); i < got.size(); ++i)
-            ASSERT_TRUE(std::isnan(got[i])) << "written past the end at " << i;
-          got.resize(static_cast<std::size_t>(M * N));
-          EXPECT_TRUE(same_bits(got, ref));
-          // Column groups split over two calls (as threads share them out).
-          if (groups > 1) {
-            std::vector<float> split(static_cast<std::size_t>(M * N), guard);
-            const Int8GemmArgs a = args(o, packed, with_bias, M, K, N, ldu, split.data());
-            int8_gemm(a, 0, 1);
-            int8_gemm(a, 1, groups);
-            EXPECT_TRUE(same_bits(split, ref));
-          }
-          ++cases;
-        }
-      }
-  EXPECT_EQ(cases, 13 * 7 * 6 * 2);
-}
+using Kernel = void (*)(const Int8GemmArgs&, std::int64_t, std::int64_t);
 
-// The AVX2 kernel against the reference, bit for bit, on the same sizes,
-// and on extreme operands: u 0 or 127, Wq -63 or 63, where a pair of
-// products reaches 2 x 127 x 63 = 16002 in magnitude and two steps' pairs
-// 32004, the most its int16 sums hold (kernels/gemm/int8_gemm.h).
-TEST(Int8Gemm, Avx2KernelEqualsReferenceOnRandomOperandsOfOddSizes) {
-  if (!int8_gemm_avx2_cpu()) GTEST_SKIP() << "this CPU has no AVX2";
-  std::mt19937 gen(7);
+// `kernel` against the reference, bit for bit, on random operands of every
+// block and tile height (1 to 64 rows), partial column groups and halves of
+// 16, K not a multiple of 4, rows further apart than K, with and without a
+// bias, random and (up to 13 rows) extreme; a split of the column groups
+// over two calls gives the same results; nothing is written past the end.
+// Returns the cases run.
+int check_odd_sizes(Kernel kernel, std::uint32_t seed, bool u7) {
+  std::mt19937 gen(seed);
   int cases = 0;
   for (bool extreme : {false, true})
-    for (std::int64_t M : {1, 2, 3, 4, 5, 7, 8, 9, 11, 12, 13, 23, 25, 32, 37, 64})
+    for (std::int64_t M : {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 23, 25, 32, 37, 64})
       for (std::int64_t K : {1, 3, 4, 6, 63, 256, 1027})
         for (std::int64_t N : {1, 7, 8, 9, 15, 16, 17, 33, 100}) {
           if (extreme && M > 13) continue;
           const std::int64_t ldx = K + (M % 3 == 0 ? 5 : 0);
-          Operands o = random_operands(M, K, N, ldx, gen, extreme, true);
+          Operands o = random_operands(M, K, N, ldx, gen, extreme, u7);
           const std::vector<std::int8_t> packed = pack_int8_gemm(o.wq.data(), N, K);
           for (bool with_bias : {false, true}) {
             SCOPED_TRACE(::testing::Message()
                          << "M " << M << ", K " << K << ", N " << N << ", ldx " << ldx
                          << (with_bias ? ", bias" : "") << (extreme ? ", extreme" : ""));
+            // A guard after y's M x N values: masked stores leave it alone.
             const float guard = std::numeric_limits<float>::quiet_NaN();
             std::vector<float> ref(static_cast<std::size_t>(M * N));
             std::vector<float> got(static_cast<std::size_t>(M * N + 32), guard);
             int8_gemm_reference(args(o, packed, with_bias, M, K, N, ldx, ref.data()), o.wq.data());
             const std::int64_t groups = (N + 31) / 32;
-            int8_gemm_avx2(args(o, packed, with_bias, M, K, N, ldx, got.data()), 0, groups);
+            kernel(args(o, packed, with_bias, M, K, N, ldx, got.data()), 0, groups);
             for (std::size_t i = static_cast<std::size_t>(M * N); i < got.size(); ++i)
-              ASSERT_TRUE(std::isnan(got[i])) << "written past the end at " << i;
+              EXPECT_TRUE(std::isnan(got[i])) << "written past the end at " << i;
             got.resize(static_cast<std::size_t>(M * N));
             EXPECT_TRUE(same_bits(got, ref));
+            // Column groups split over two calls (as threads share them out).
             if (groups > 1) {
               std::vector<float> split(static_cast<std::size_t>(M * N), guard);
               const Int8GemmArgs a = args(o, packed, with_bias, M, K, N, ldx, split.data());
-              int8_gemm_avx2(a, 0, 1);
-              int8_gemm_avx2(a, 1, groups);
+              kernel(a, 0, 1);
+              kernel(a, 1, groups);
               EXPECT_TRUE(same_bits(split, ref));
             }
             ++cases;
           }
         }
-  EXPECT_EQ(cases, (16 * 7 * 9 + 11 * 7 * 9) * 2);
+  return cases;
+}
+
+constexpr int kOddSizeCases = (17 * 7 * 9 + 12 * 7 * 9) * 2;
+
+// The AVX-512 VNNI kernel on 8-bit operands (extreme: every |value| 127).
+TEST(Int8Gemm, KernelEqualsReferenceOnRandomOperandsOfOddSizes) {
+  if (int8_kernel() != Int8Kernel::avx512_vnni)
+    GTEST_SKIP() << "this CPU has no AVX-512 VNNI (or ATTN_NO_VNNI=1)";
+  EXPECT_EQ(check_odd_sizes(int8_gemm, 5, false), kOddSizeCases);
+}
+
+// The AVX-VNNI kernel on the same operands, wherever the CPU has AVX-VNNI
+// (also where the AVX-512 kernel runs instead).
+TEST(Int8Gemm, AvxVnniKernelEqualsReferenceOnRandomOperandsOfOddSizes) {
+  if (!int8_gemm_avx_vnni_cpu()) GTEST_SKIP() << "this CPU has no AVX-VNNI";
+  EXPECT_EQ(check_odd_sizes(int8_gemm_avx_vnni, 9, false), kOddSizeCases);
+}
+
+// The AVX2 kernel on 7-bit operands; extreme: u 0 or 127, Wq -63 or 63,
+// where a pair of products reaches 2 x 127 x 63 = 16002 in magnitude and
+// two steps' pairs 32004, the most its int16 sums hold
+// (kernels/gemm/int8_gemm.h).
+TEST(Int8Gemm, Avx2KernelEqualsReferenceOnRandomOperandsOfOddSizes) {
+  if (!int8_gemm_avx2_cpu()) GTEST_SKIP() << "this CPU has no AVX2";
+  EXPECT_EQ(check_odd_sizes(int8_gemm_avx2, 7, true), kOddSizeCases);
 }
 
 // The largest pairs, by hand: u 127 (xq 63) against Wq 63 and -63, and

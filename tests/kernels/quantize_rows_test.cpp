@@ -1,9 +1,10 @@
-// One row's int8 quantization (src/kernels/quantize/quantize_rows.h): the AVX2 kernel
-// (s8) and the AVX-512 one (u8, xq + 128) against the plain reference, bit
-// for bit, scale included, on rows of odd lengths (the vector loops' tails)
-// holding what matters to a per-row scale: zeros, values below the zero
-// threshold, one huge value, exact ties of the rounding, infinities and
-// NaNs in the vector body and in the tail.
+// One row's int8 quantization (src/kernels/quantize/quantize_rows.h): the AVX2
+// kernel (s8, and u8 = xq + 128 for the AVX-VNNI product) and the AVX-512
+// one (u8) against the plain reference, bit for bit, scale included, on
+// rows of odd lengths (the vector loops' tails) holding what matters to a
+// per-row scale: zeros, values below the zero threshold, one huge value,
+// exact ties of the rounding, infinities and NaNs in the vector body and in
+// the tail.
 #include "kernels/quantize/quantize_rows.h"
 
 #include <cmath>
@@ -73,6 +74,14 @@ TEST(QuantizeRows, Avx2KernelEqualsTheReference) {
         ASSERT_EQ(got[i], 99) << "written past the end";
       got.resize(ref.size());
       EXPECT_EQ(got, ref);
+      // As u8 (xq + 128, the AVX-VNNI product's rows): quantize_row's values.
+      std::vector<std::uint8_t> uref(ref.size()), ugot(ref.size() + 8, 99);
+      EXPECT_TRUE(same_float(quantize_row(x.data(), K, uref.data(), false), s_ref));
+      EXPECT_TRUE(same_float(quantize_row_u8_avx2(x.data(), K, ugot.data()), s_ref));
+      for (std::size_t i = ref.size(); i < ugot.size(); ++i)
+        ASSERT_EQ(ugot[i], 99) << "written past the end";
+      ugot.resize(ref.size());
+      EXPECT_EQ(ugot, uref);
       ++rows;
     }
   EXPECT_EQ(rows, 16 * 14);

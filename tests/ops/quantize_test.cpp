@@ -21,6 +21,7 @@
 #include "attn/ops/matmul.h"
 #include "attn/ops/precision.h"
 #include "attn/ops/reduce.h"
+#include "kernels/gemm/int8_gemm.h"
 #include "ops/quantize_internal.h"
 #include "testing.h"
 
@@ -418,17 +419,32 @@ TEST(Int8Names, KernelInForce) {
   if (k == Int8Kernel::avx512_vnni) {
     EXPECT_EQ(words, "AVX-512 VNNI (vpdpbusd)");
   }
+  if (k == Int8Kernel::avx_vnni) {
+    EXPECT_EQ(words, "AVX-VNNI (vpdpbusd, 256-bit)");
+  }
   if (k == Int8Kernel::avx2) {
     EXPECT_EQ(words, "AVX2 (vpmaddubsw, 7 bits)");
   }
+  // The best kernel the CPU has under the environment's caps.
   const char* no_vnni = std::getenv("ATTN_NO_VNNI");
-  if (no_vnni && std::string(no_vnni) == "1") {
+  const char* isa = std::getenv("ATTN_ISA");
+  const bool vnni_off = no_vnni && std::string(no_vnni) == "1";
+  const bool below_avx512 = isa && std::string(isa) == "avx2";
+  if (vnni_off) {
     EXPECT_NE(k, Int8Kernel::avx512_vnni);
+    EXPECT_NE(k, Int8Kernel::avx_vnni);
+  }
+  if (below_avx512) {
+    EXPECT_NE(k, Int8Kernel::avx512_vnni);
+  }
+  if (below_avx512 && !vnni_off && detail::int8_gemm_avx_vnni_cpu()) {
+    EXPECT_EQ(k, Int8Kernel::avx_vnni);
   }
   if (!forced_off() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     EXPECT_NE(k, Int8Kernel::none) << "a CPU with AVX2 runs int8";
   }
   EXPECT_STREQ(int8_kernel_name(Int8Kernel::avx2), "avx2");
+  EXPECT_STREQ(int8_kernel_name(Int8Kernel::avx_vnni), "avx_vnni");
   EXPECT_STREQ(int8_kernel_name(Int8Kernel::avx512_vnni), "avx512_vnni");
   EXPECT_STREQ(int8_kernel_name(Int8Kernel::none), "none");
   std::printf("int8 kernel: %s (%s)\n", name.c_str(), words.c_str());

@@ -17,8 +17,8 @@
 //                             the machine (attn/core/threads.h)
 //   ATTN_GRAIN_SCALE=N        fixes the grain scale at N (1..1024)
 //   ATTN_NO_BF16=1            as on a CPU without AVX-512 BF16
-//   ATTN_NO_VNNI=1            as on a CPU without AVX-512 VNNI (int8 on the
-//                             AVX2 kernel, or in f32 without AVX2)
+//   ATTN_NO_VNNI=1            as on a CPU without VNNI, AVX-512's or AVX-VNNI
+//                             (int8 on the AVX2 kernel, or in f32 without AVX2)
 //   ATTN_NO_ARGMAX_SCREEN=1   greedy decoding computes every logit (no int8
 //                             screen of the output layer)
 //

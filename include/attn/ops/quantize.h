@@ -72,25 +72,26 @@ Quantization parse_quantization(const std::string& text);
 
 // The kernels int8 products run on (src/kernels/gemm/int8_gemm.h); all give the
 // same bits.
-enum class Int8Kernel { none, avx2, avx512_vnni };
+enum class Int8Kernel { none, avx2, avx_vnni, avx512_vnni };
 
 // This process's kernel, chosen once: AVX-512 VNNI where the CPU has it
 // (and ONEDNN_MAX_CPU_ISA, which caps attn's other AVX-512 paths too,
-// allows it), else AVX2 where the CPU has AVX2 and FMA, else none. The
-// environment caps it as it caps the f32 kernels: ATTN_ISA=avx2 gives
-// AVX2's, ATTN_ISA=portable (or another name) none; ATTN_NO_VNNI=1 takes
-// the VNNI kernel away (AVX2's where the CPU has it).
+// allows it), else AVX-VNNI where the CPU has it with AVX2 (Intel's cores
+// since Alder Lake), else AVX2 where the CPU has AVX2 and FMA, else none.
+// The environment caps it as it caps the f32 kernels: ATTN_ISA=avx2 gives
+// AVX-VNNI's or AVX2's, ATTN_ISA=portable none; ATTN_NO_VNNI=1 takes both
+// VNNI kernels away (AVX2's where the CPU has it).
 Int8Kernel int8_kernel();
 
 // int8_kernel() != Int8Kernel::none: QuantizeScope opens.
 bool int8_supported();
 
-// "none", "avx2", "avx512_vnni" (for machine-readable reports).
+// "none", "avx2", "avx_vnni", "avx512_vnni" (for machine-readable reports).
 const char* int8_kernel_name(Int8Kernel kernel);
 
 // int8_kernel() in words, for `attn --version` and a server's health
-// report: "AVX-512 VNNI (vpdpbusd)", "AVX2 (vpmaddubsw)", or "none (no
-// AVX2)" / "none (ATTN_ISA=portable)".
+// report: "AVX-512 VNNI (vpdpbusd)", "AVX-VNNI (vpdpbusd, 256-bit)", "AVX2
+// (vpmaddubsw, 7 bits)", or "none (no AVX2)" / "none (ATTN_ISA=portable)".
 std::string int8_description();
 
 // Runs the f32 Linear products whose weights are among `frozen` in int8 until

@@ -97,6 +97,24 @@ bool int8_gemm_avx2_cpu();
 // plain reference is int8_gemm_reference.
 void int8_gemm_avx2(const Int8GemmArgs& a, std::int64_t g0, std::int64_t g1);
 
+// ---- The product on AVX-VNNI (kernels/gemm/int8_gemm_avx_vnni.cpp) ----
+//
+// The CPUs with AVX2 and AVX-VNNI but no AVX-512 (Intel's cores since Alder
+// Lake) have vpdpbusd on 256-bit registers: the VNNI kernel's operands
+// (u = xq + 128, |Wq| <= 127, comp = 128 sum_k Wq) and so its bits, one
+// instruction per 32 products where the AVX2 kernel issues 3 multiplies per
+// 64, and 8-bit activations where it has 7. Blocks of S <= 6 rows x 16
+// columns (12 int32 sums in registers over all of K), pack_int8_gemm's
+// layout, the same 3 readable bytes past the last row.
+
+// Whether this CPU runs int8_gemm_avx_vnni (AVX2, FMA and AVX-VNNI).
+bool int8_gemm_avx_vnni_cpu();
+
+// Columns [32 g0, 32 g1) (the last group may be partial): all M rows. On a
+// CPU with AVX-VNNI only (int8_gemm_avx_vnni_cpu()). Its plain reference is
+// int8_gemm_reference.
+void int8_gemm_avx_vnni(const Int8GemmArgs& a, std::int64_t g0, std::int64_t g1);
+
 // The plain loops of both references: y[m, n] = fma(sum_k x[m, k] wq[n, k]
 // - comp[n], sx[m] sw[n], bias[n]), the sums in int32 (comp may be null).
 template <class TX>

@@ -49,10 +49,11 @@ float quantize_row(const float* x, std::int64_t K, std::uint8_t* out, bool vecto
 // quantize_row, 128 lower.
 float quantize_row_s8(const float* x, std::int64_t K, std::int8_t* out, bool vector);
 
-// The AVX-512 kernel of quantize_row (quantize_rows_avx512.cpp) and the AVX2
-// kernel of quantize_row_s8 (quantize_rows_avx2.cpp): the same bits as the
-// reference.
+// The AVX-512 kernel of quantize_row (quantize_rows_avx512.cpp), its AVX2
+// form (for the AVX-VNNI product) and the AVX2 kernel of quantize_row_s8
+// (quantize_rows_avx2.cpp): the same bits as the reference.
 float quantize_row_avx512(const float* x, std::int64_t K, std::uint8_t* out);
+float quantize_row_u8_avx2(const float* x, std::int64_t K, std::uint8_t* out);
 float quantize_row_s8_avx2(const float* x, std::int64_t K, std::int8_t* out);
 
 // The AVX2 kernel's 7-bit operands (kernels/gemm/int8_gemm.h): x (K) into

@@ -1,5 +1,5 @@
 // One row's int8 quantization on AVX2 (kernels/quantize/quantize_rows.h): x into s8
-// in 8 bits, or in the 7 bits of the AVX2 kernel (kernels/gemm/int8_gemm.h) as
+// or u8 (xq + 128) in 8 bits, or in the 7 bits of the AVX2 kernel (kernels/gemm/int8_gemm.h) as
 // s8 or as u8 (xq + 64), the same bits as quantize_reference at the same
 // limit. Compiled for AVX2 whatever the build targets and called only where
 // the CPU has it.
@@ -91,6 +91,10 @@ __attribute__((target("avx2,fma"), always_inline)) inline float quantize_avx2(
 
 float quantize_row_s8_avx2(const float* x, std::int64_t K, std::int8_t* out) {
   return quantize_avx2(x, K, out, 127, 0);
+}
+
+float quantize_row_u8_avx2(const float* x, std::int64_t K, std::uint8_t* out) {
+  return quantize_avx2(x, K, reinterpret_cast<std::int8_t*>(out), 127, 128);
 }
 
 float quantize_row_s7_avx2(const float* x, std::int64_t K, std::int8_t* out) {
