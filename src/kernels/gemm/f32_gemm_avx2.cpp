@@ -8,11 +8,12 @@
 #include "kernels/gemm/gemm_tiles.h"
 #include "kernels/target.h"
 
+ATTN_TARGET_BEGIN("avx2,fma")
+#include "kernels/gemm/gemm_halves.h"
+
 namespace attn::detail {
 
 using gemm_tiles::kGroup;
-
-ATTN_TARGET_BEGIN("avx2,fma")
 
 namespace {
 
@@ -79,27 +80,19 @@ struct F32Tiles256 {
     ATTN_GEMM_ROWS_6(ATTN_F32_ROW_STORE8)
   }
 
-  // The tile of gemm_tiles (R <= 12 rows, group g): blocks of up to 6 rows,
-  // the group's first 16 columns, then its last 16 where N reaches them.
+  // The tile of gemm_tiles (R <= 12 rows, group g): gemm_halves.h.
   template <int R>
   __attribute__((target("avx2,fma"), noinline)) static void tile(const F32GemmArgs& a,
                                                                  std::int64_t m0, std::int64_t g,
                                                                  const float* pf) {
-    static_assert(R >= 1 && R <= gemm_tiles::kTileRows);
-    constexpr int kFirst = R <= 6 ? R : (R + 1) / 2, kSecond = R - kFirst;
-    const std::int64_t halves = a.N - g * kGroup > 16 ? 2 : 1;
-    for (std::int64_t h = 0; h < halves; ++h) {
-      block<kFirst>(a, m0, g, h, pf);
-      if constexpr (kSecond > 0) block<kSecond>(a, m0 + kFirst, g, h, pf);
-    }
+    tile_in_halves<F32Tiles256, R>(a, m0, g, pf);
   }
 };
 
 }  // namespace
+}  // namespace attn::detail
 
 ATTN_TARGET_END
-
-}  // namespace attn::detail
 
 // The tiles in gemm_tiles' order (kernels/gemm/gemm_tiles.h).
 ATTN_GEMM_ENTRY(f32_gemm_avx2, F32GemmArgs, F32Tiles256)

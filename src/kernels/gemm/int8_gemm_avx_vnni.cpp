@@ -29,6 +29,7 @@ bool int8_gemm_avx_vnni_cpu() {
 }  // namespace attn::detail
 
 ATTN_TARGET_BEGIN("avx2,fma,avxvnni")
+#include "kernels/gemm/gemm_halves.h"
 #include "kernels/gemm/int8_epilogue_avx2.h"
 
 namespace attn::detail {
@@ -88,20 +89,13 @@ struct Int8TilesAvxVnni {
     ATTN_GEMM_ROWS_6(ATTN_INT8_VNNI_ROW_STORE)
   }
 
-  // The tile of gemm_tiles (R <= 12 rows, group g): blocks of up to 6 rows,
-  // the group's first 16 columns, then its last 16 where N reaches them.
+  // The tile of gemm_tiles (R <= 12 rows, group g): gemm_halves.h.
   template <int R>
   __attribute__((target("avx2,fma,avxvnni"), noinline)) static void tile(const Int8GemmArgs& a,
                                                                          std::int64_t m0,
                                                                          std::int64_t g,
                                                                          const std::int8_t* pf) {
-    static_assert(R >= 1 && R <= gemm_tiles::kTileRows);
-    constexpr int kFirst = R <= 6 ? R : (R + 1) / 2, kSecond = R - kFirst;
-    const std::int64_t halves = a.N - g * kGroup > 16 ? 2 : 1;
-    for (std::int64_t h = 0; h < halves; ++h) {
-      block<kFirst>(a, m0, g, h, pf);
-      if constexpr (kSecond > 0) block<kSecond>(a, m0 + kFirst, g, h, pf);
-    }
+    tile_in_halves<Int8TilesAvxVnni, R>(a, m0, g, pf);
   }
 };
 
