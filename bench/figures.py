@@ -51,7 +51,9 @@ ORDER = [
     "train-b-f32", "train-b-bf16", "train-c-f32", "train-c-bf16",
     "train-tatoeba",
     "translate-greedy-f32", "translate-greedy-bf16", "translate-greedy-int8",
+    "translate-greedy-int8+avxvnni",
     "translate-beam4-f32", "translate-beam4-bf16", "translate-beam4-int8",
+    "translate-beam4-int8+avxvnni",
     "attention-fwdbwd-1024", "attention-fwdbwd-4096",
     "translate-onnx-1t",
 ]

@@ -13,8 +13,9 @@ subword models, 0.6), each round runs `attn translate` once per variant
 (--attn-variants: f32 = --quantize none; bf16 = --precision bf16
 --quantize none; int8 = --quantize int8;
 a+b combines them; +avx2 runs that variant with ATTN_ISA=avx2, attn's
-kernels as on a CPU without AVX-512, e.g. int8+avx2 on the AVX2 int8
-kernel) and bench/peers/translate_peer.py (PyTorch, the same
+kernels as on a CPU without AVX-512, e.g. int8+avx2 on AVX-VNNI's or
+AVX2's int8 kernel; with --as-avx2, which takes VNNI away, int8+avxvnni
+runs int8 on AVX-VNNI where the CPU has it) and bench/peers/translate_peer.py (PyTorch, the same
 decoding rules, chunks, batches and KV cache) in two ways, each in fresh
 processes, the order rotating from round to round:
 
@@ -58,13 +59,16 @@ from peer_env import describe, peer_env  # noqa: E402
 from run_record import cpu_model as record_cpu, record, row as figure_row, span  # noqa: E402
 
 VARIANT_FLAGS = {"f32": [], "bf16": ["--precision", "bf16"], "int8": ["--quantize", "int8"]}
-# Parts that set attn's environment instead of a flag.
-VARIANT_ENV = {"avx2": {"ATTN_ISA": "avx2"}}
+# Parts that set attn's environment instead of a flag: avx2 caps attn's
+# kernels at AVX2; avxvnni lets int8 run on AVX-VNNI again under --as-avx2
+# (which takes VNNI away), as on Intel's cores since Alder Lake.
+VARIANT_ENV = {"avx2": {"ATTN_ISA": "avx2"}, "avxvnni": {"ATTN_NO_VNNI": "0"}}
 
 
 def variant_flags(name):
     """The attn flags and environment of a variant: f32, bf16, int8, or
-    several joined by + (avx2 among them: ATTN_ISA=avx2). A variant without
+    several joined by + (avx2 among them: ATTN_ISA=avx2; avxvnni:
+    ATTN_NO_VNNI=0, e.g. int8+avxvnni with --as-avx2). A variant without
     int8 says --quantize none: attn decodes a subword model in int8 by
     default where the CPU runs it."""
     flags, env = [], {}
@@ -164,7 +168,8 @@ def main():
     p.add_argument("--attn-variants", default="f32",
                    help="comma-separated: f32, bf16 (--precision bf16), int8 (--quantize int8), "
                    "or several joined by + (default f32); +avx2: with ATTN_ISA=avx2 (attn's "
-                   "AVX2 kernels, int8's included, on a CPU with AVX-512)")
+                   "AVX2 kernels, int8's included, on a CPU with AVX-512); +avxvnni: with "
+                   "ATTN_NO_VNNI=0 (int8 on AVX-VNNI under --as-avx2, where the CPU has it)")
     p.add_argument("--as-avx2", action="store_true",
                    help="both sides as on a CPU without AVX-512, on one that has it: attn with "
                    "ATTN_ISA=avx2, ATTN_NO_VNNI=1 (AVX2's int8 kernel, not AVX-VNNI's) and "
