@@ -1,8 +1,8 @@
-// One row's int8 quantization on AVX2 (kernels/quantize/quantize_rows.h): x into s8
-// or u8 (xq + 128) in 8 bits, or in the 7 bits of the AVX2 kernel (kernels/gemm/int8_gemm.h) as
-// s8 or as u8 (xq + 64), the same bits as quantize_reference at the same
-// limit. Compiled for AVX2 whatever the build targets and called only where
-// the CPU has it.
+// One row's int8 quantization on AVX2 (kernels/quantize/quantize_rows.h): x
+// into s8 or u8 (xq + 128) in 8 bits, or in the 7 bits of the AVX2 kernel
+// (kernels/gemm/int8_gemm.h) as s8 or as u8 (xq + 64), the same bits as
+// quantize_reference at the same limit. Compiled for AVX2 whatever the
+// build targets and called only where the CPU has it.
 #include <immintrin.h>
 
 #include <cfloat>
