@@ -18,7 +18,7 @@
 //
 // The counter products is the rate (per second); int8_step / fma is the most
 // the int8 kernel can gain over the f32 one on this CPU. Where vpmaddubsw and
-// vpmaddwd issue on two ports (Intel's cores since Haswell) that ceiling is
+// vpmaddwd issue on two ports (Intel's cores since Skylake) that ceiling is
 // well above fma's; on AMD Zen 1 they issue on one 128-bit unit, a 256-bit
 // instruction every other cycle, and int8_step is 1.3x fma
 // (docs/design/precision.md).
