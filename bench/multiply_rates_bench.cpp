@@ -8,7 +8,8 @@
 // Each loop issues independent instructions on 256-bit registers (no chain
 // between them), so its time is the throughput of the units they share:
 //
-// - fma: 8 vfmadd231ps, 64 f32 products (the f32 tiles' inner step);
+// - fma: 8 vfmadd231ps, 64 f32 products (the f32 tiles' inner step; the
+//   same loop on every thread is attention_bench's BM_FmaPeak);
 // - maddubsw: 8 vpmaddubsw, 256 u8 x s8 products (pairs into int16);
 // - int8_step: the AVX2 int8 kernel's step for 4 rows, 16 columns and 8 k
 //   (kernels/gemm/int8_gemm_avx2.cpp: per row 4 vpmaddubsw, 2 vpaddw, 2
@@ -64,8 +65,10 @@ __attribute__((target("avx2,fma"))) void maddubsw_pass() {
           : ATTN_RATE_CLOBBERS);
 }
 
-// A row's two steps of the int8 kernel into sums ACC: weights in ymm8-11,
-// the row's bytes broadcast in ymm12, ymm13, the ones in ymm0 (T, U: temporaries).
+// Half a row's two steps of the int8 kernel (8 of its 16 columns) into sums
+// ACC: the two steps' weights in ymm8, ymm9, the row's bytes broadcast in
+// ymm12, ymm13, the ones in ymm0 (T, U: temporaries). Eight of them are the
+// kernel's step for 4 rows.
 #define ATTN_RATE_ROW(T, U, ACC)              \
   "vpmaddubsw %%ymm8, %%ymm12, %%ymm" #T      \
   "\n\t"                                      \
